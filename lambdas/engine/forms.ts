@@ -1,0 +1,59 @@
+import type { Action, JsonObject } from './model.ts';
+
+/** What a backend says after executing or reconciling one step of an Operation. */
+export type Outcome =
+  | { kind: 'complete'; observed?: JsonObject; output?: JsonObject }
+  | { kind: 'partial'; code: string; message: string; observed?: JsonObject; output?: JsonObject }
+  | { kind: 'no_effect'; code: string; message: string }
+  | { kind: 'unknown'; code?: string; message?: string }
+  /** A bounded step is done; call reconcile again after `delayMs`. */
+  | { kind: 'continue'; delayMs?: number };
+
+export interface Execution {
+  readonly operationId: string;
+  readonly action: Action;
+  readonly resourceUid: string;
+  readonly space: string;
+  readonly name: string;
+  readonly generation: number;
+  readonly spec: JsonObject;
+  readonly attempt: number;
+}
+
+export interface Backend {
+  /** First dispatch of a step. May run again only if the previous call was proven not sent. */
+  execute(exec: Execution): Promise<Outcome>;
+  /** After a possible dispatch: find out what happened, finishing the work idempotently. */
+  reconcile(exec: Execution): Promise<Outcome>;
+}
+
+/** A reference from a spec to another Resource: `{resourceUid}` in the same Space, exact Form. */
+export interface Reference {
+  readonly resourceUid: string;
+  readonly form: string;
+  /** Names the field, for error details: "queue", "worker", "deadLetterQueue". */
+  readonly role: string;
+}
+
+/** Thrown by validators; becomes `422 invalid_spec` with the message as detail. */
+export class SpecError extends Error {
+  override name = 'SpecError';
+}
+
+/** A Form plug-in. The engine never imports a concrete Form; the composition module wires them. */
+export interface Form {
+  readonly url: string;
+  /** Validates a create spec and returns the spec to store (closed, exact). */
+  validateCreate(spec: unknown): JsonObject;
+  /** Validates an update against the current spec (immutable fields stay). */
+  validateUpdate(spec: unknown, current: JsonObject): JsonObject;
+  /** Outbound references of a spec; checked live before acceptance and sealed with it. */
+  references?(spec: JsonObject): Reference[];
+  readonly backend: Backend;
+}
+
+export type FormRegistry = ReadonlyMap<string, Form>;
+
+export function formRegistry(forms: Form[]): FormRegistry {
+  return new Map(forms.map((f) => [f.url, f]));
+}

@@ -1,0 +1,297 @@
+import { HostError } from '../http/problem.ts';
+import { crashPoint } from '../shared/fault-points.ts';
+import { canRead, canWrite, type Principal } from './auth.ts';
+import type { CursorCodec } from './cursor.ts';
+import { type FormRegistry, SpecError } from './forms.ts';
+import { newOperationId, newResourceUid } from './ids.ts';
+import type { Action, JsonObject, OperationRecord, ResourceRecord } from './model.ts';
+import type { AcceptFailure, AcceptResult, HostStore, IdempotencyRecord } from './ports.ts';
+
+export interface HostEngineOptions {
+  store: HostStore;
+  forms: FormRegistry;
+  cursors: CursorCodec;
+  replayWindowSeconds: number;
+  clock?: () => number;
+  /** Called after an Operation is accepted, to start the executor without waiting for a sweep. */
+  onAccepted?: (operationId: string) => void;
+}
+
+export interface CreateInput {
+  form: string;
+  space: string;
+  name: string;
+  spec: unknown;
+}
+
+export interface ListInput {
+  space?: string;
+  name?: string;
+  form?: string;
+  limit: number;
+  cursor?: string;
+}
+
+/**
+ * Host API v2 semantics over a HostStore: authorization, replay, validation and atomic
+ * acceptance. It never calls a backend; the executor does that in the background.
+ */
+export class HostEngine {
+  private readonly store: HostStore;
+  private readonly forms: FormRegistry;
+  private readonly cursors: CursorCodec;
+  private readonly windowMs: number;
+  private readonly clock: () => number;
+  private readonly onAccepted: (id: string) => void;
+
+  constructor(opts: HostEngineOptions) {
+    this.store = opts.store;
+    this.forms = opts.forms;
+    this.cursors = opts.cursors;
+    this.windowMs = opts.replayWindowSeconds * 1000;
+    this.clock = opts.clock ?? Date.now;
+    this.onAccepted = opts.onAccepted ?? (() => {});
+  }
+
+  /** Same key and same request: the original Operation; same key, other request: 409 (HA-05). */
+  private async replay(p: Principal, key: string, fingerprint: string): Promise<OperationRecord | undefined> {
+    const existing = await this.store.getIdempotency(p.id, key);
+    if (!existing) return undefined;
+    return this.answerReplay(existing, fingerprint);
+  }
+
+  private async answerReplay(existing: IdempotencyRecord, fingerprint: string): Promise<OperationRecord> {
+    if (existing.fingerprint !== fingerprint) {
+      throw new HostError('idempotency_conflict', 'this Idempotency-Key was used for a different request');
+    }
+    const op = await this.store.getOperation(existing.operationId);
+    if (!op) throw new HostError('gone', 'the Operation of this Idempotency-Key is no longer retained');
+    return op;
+  }
+
+  /** After a lost race on the key, answer with the winner (or a conflict). */
+  private async afterRace(p: Principal, key: string, fingerprint: string): Promise<OperationRecord> {
+    const winner = await this.store.getIdempotency(p.id, key);
+    if (!winner) throw new HostError('temporarily_unavailable', 'retry with the same Idempotency-Key');
+    return this.answerReplay(winner, fingerprint);
+  }
+
+  private newOperation(
+    p: Principal,
+    r: Pick<ResourceRecord, 'uid' | 'form' | 'space' | 'name'>,
+    action: Action,
+    generation: number,
+    spec: JsonObject,
+    key: string,
+    now: number,
+  ): OperationRecord {
+    const at = new Date(now).toISOString();
+    return {
+      id: newOperationId(now),
+      resourceUid: r.uid,
+      principal: p.id,
+      action,
+      generation,
+      status: 'queued',
+      effect: 'none',
+      createdAt: at,
+      updatedAt: at,
+      retainUntil: new Date(now + this.windowMs).toISOString(),
+      error: undefined,
+      idempotencyKey: key,
+      form: r.form,
+      space: r.space,
+      name: r.name,
+      spec,
+      dispatchPossible: false,
+      attempts: 0,
+      nextAttemptAt: now,
+      leaseToken: undefined,
+      leaseUntil: 0,
+    };
+  }
+
+  private validate(run: () => JsonObject): JsonObject {
+    try {
+      return run();
+    } catch (err) {
+      if (err instanceof SpecError) throw new HostError('invalid_spec', err.message);
+      throw err;
+    }
+  }
+
+  private refuse(failure: AcceptFailure): never {
+    switch (failure.reason) {
+      case 'name_conflict':
+        throw new HostError('name_conflict', 'the name is in use in this Space');
+      case 'not_found':
+        throw new HostError('not_found');
+      case 'gone':
+        throw new HostError('gone', 'the Resource was deleted');
+      case 'resource_busy':
+        throw new HostError('resource_busy', 'another Operation on this Resource is unfinished');
+      case 'generation_conflict':
+        throw new HostError(
+          'generation_conflict',
+          'Takoform-Expected-Generation is not the current generation',
+        );
+      case 'dependency_conflict':
+        throw new HostError('dependency_conflict', failure.detail);
+      default:
+        throw new HostError('temporarily_unavailable');
+    }
+  }
+
+  async create(p: Principal, key: string, input: CreateInput, fingerprint: string): Promise<OperationRecord> {
+    if (!canWrite(p, input.space)) throw new HostError('forbidden', 'no write access to this Space');
+    const replayed = await this.replay(p, key, fingerprint);
+    if (replayed) return replayed;
+    const form = this.forms.get(input.form);
+    if (!form) throw new HostError('unsupported_form', 'this Host does not serve that Form');
+    const spec = this.validate(() => form.validateCreate(input.spec));
+    const references = form.references?.(spec) ?? [];
+    const now = this.clock();
+    const uid = newResourceUid(now);
+    const ids = { uid, form: input.form, space: input.space, name: input.name };
+    const operation = this.newOperation(p, ids, 'create', 1, spec, key, now);
+    const resource: ResourceRecord = {
+      ...ids,
+      principal: p.id,
+      generation: 1,
+      observedGeneration: 0,
+      observedAt: null,
+      phase: 'pending',
+      spec,
+      observed: {},
+      output: {},
+      lastOperation: operation.id,
+      busyOperation: operation.id,
+      deletedAt: undefined,
+    };
+    const result = await this.store.acceptCreate({
+      resource,
+      operation,
+      idempotency: { principal: p.id, key, operationId: operation.id, fingerprint },
+      references,
+    });
+    return this.accepted(result, operation, p, key, fingerprint);
+  }
+
+  private async accepted(
+    result: AcceptResult,
+    operation: OperationRecord,
+    p: Principal,
+    key: string,
+    fingerprint: string,
+  ): Promise<OperationRecord> {
+    if (result.ok) {
+      crashPoint('operation.after-accept');
+      this.onAccepted(operation.id);
+      return operation;
+    }
+    if (result.reason === 'idempotency_race') return this.afterRace(p, key, fingerprint);
+    return this.refuse(result);
+  }
+
+  /** The owned, readable Resource or 404: others' Resources do not exist for the caller (HA-03). */
+  private async owned(p: Principal, uid: string): Promise<ResourceRecord> {
+    const r = await this.store.getResource(uid);
+    if (!r || r.principal !== p.id || !canRead(p, r.space)) throw new HostError('not_found');
+    return r;
+  }
+
+  private async mutate(
+    action: 'update' | 'delete',
+    p: Principal,
+    uid: string,
+    key: string,
+    expectedGeneration: number,
+    fingerprint: string,
+    specInput: unknown,
+  ): Promise<OperationRecord> {
+    const current = await this.owned(p, uid);
+    if (!canWrite(p, current.space)) throw new HostError('forbidden', 'no write access to this Space');
+    const replayed = await this.replay(p, key, fingerprint);
+    if (replayed) return replayed;
+    if (current.deletedAt) throw new HostError('gone', 'the Resource was deleted');
+    if (current.busyOperation)
+      throw new HostError('resource_busy', 'another Operation on this Resource is unfinished');
+    if (current.generation !== expectedGeneration) {
+      throw new HostError(
+        'generation_conflict',
+        'Takoform-Expected-Generation is not the current generation',
+      );
+    }
+    const form = this.forms.get(current.form);
+    if (!form)
+      throw new HostError('unsupported_form', 'this Host no longer serves the Form of this Resource');
+    let spec: JsonObject | undefined;
+    let addedReferences: ReturnType<NonNullable<typeof form.references>> = [];
+    if (action === 'update') {
+      spec = this.validate(() => form.validateUpdate(specInput, current.spec));
+      const held = new Set(await this.store.listReferences(uid));
+      addedReferences = (form.references?.(spec) ?? []).filter((r) => !held.has(r.resourceUid));
+    }
+    const now = this.clock();
+    const operation = this.newOperation(
+      p,
+      current,
+      action,
+      current.generation + 1,
+      spec ?? current.spec,
+      key,
+      now,
+    );
+    const input = {
+      uid,
+      principal: p.id,
+      expectedGeneration,
+      operation,
+      idempotency: { principal: p.id, key, operationId: operation.id, fingerprint },
+      spec,
+      addedReferences,
+    };
+    const result =
+      action === 'update' ? await this.store.acceptUpdate(input) : await this.store.acceptDelete(input);
+    return this.accepted(result, operation, p, key, fingerprint);
+  }
+
+  update(p: Principal, uid: string, key: string, gen: number, spec: unknown, fp: string) {
+    return this.mutate('update', p, uid, key, gen, fp, spec);
+  }
+
+  delete(p: Principal, uid: string, key: string, gen: number, fp: string) {
+    return this.mutate('delete', p, uid, key, gen, fp, undefined);
+  }
+
+  async getResource(p: Principal, uid: string): Promise<ResourceRecord> {
+    const r = await this.owned(p, uid);
+    if (r.deletedAt) throw new HostError('gone', 'the Resource was deleted');
+    return r;
+  }
+
+  async getOperation(p: Principal, id: string): Promise<OperationRecord> {
+    const op = await this.store.getOperation(id);
+    const expired =
+      op &&
+      Date.parse(op.retainUntil) < this.clock() &&
+      (op.status === 'succeeded' || op.status === 'failed');
+    if (!op || expired || op.principal !== p.id || !canRead(p, op.space)) throw new HostError('not_found');
+    return op;
+  }
+
+  async list(p: Principal, q: ListInput): Promise<{ items: ResourceRecord[]; nextCursor: string | null }> {
+    const binding = { principal: p.id, space: q.space, name: q.name, form: q.form };
+    let afterUid: string | undefined;
+    if (q.cursor !== undefined) {
+      afterUid = this.cursors.decode(q.cursor, binding);
+      if (afterUid === undefined)
+        throw new HostError('invalid_request', 'the cursor is not valid for this list');
+    }
+    const rows = await this.store.listResources({ ...binding, afterUid, limit: q.limit + 1 });
+    const page = rows.slice(0, q.limit);
+    const last = page.at(-1);
+    const nextCursor = rows.length > q.limit && last ? this.cursors.encode(last.uid, binding) : null;
+    return { items: page.filter((r) => canRead(p, r.space)), nextCursor };
+  }
+}

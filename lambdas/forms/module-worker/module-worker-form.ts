@@ -1,0 +1,38 @@
+import type { Execution, Form, Outcome } from '../../engine/forms.ts';
+import { SpecError } from '../../engine/forms.ts';
+import type { JsonObject } from '../../engine/model.ts';
+import { FORM_URLS } from '../form-urls.ts';
+import type { WorkerRegistry } from './worker-registry.ts';
+
+function exactlyEmpty(spec: unknown): JsonObject {
+  if (typeof spec !== 'object' || spec === null || Array.isArray(spec)) {
+    throw new SpecError('spec must be the empty object {}');
+  }
+  const keys = Object.keys(spec);
+  if (keys.length > 0)
+    throw new SpecError(`spec must be exactly {}; unknown field ${JSON.stringify(keys[0])}`);
+  return {};
+}
+
+/**
+ * ModuleWorker 0.3.0 (MW-01): spec is exactly {}. The Resource only names a worker; its code
+ * comes from the registry, and `observed` says whether it is there and loads.
+ */
+export function createModuleWorkerForm(registry: WorkerRegistry): Form {
+  const observe = async (exec: Execution): Promise<Outcome> => {
+    if (exec.action === 'delete') return { kind: 'complete', observed: {} };
+    const code = await registry.lookup(exec.space, exec.name);
+    return {
+      kind: 'complete',
+      observed: { activeDeploymentUid: code?.deploymentUid ?? null, ready: code !== undefined },
+      output: {},
+    };
+  };
+  return {
+    url: FORM_URLS.moduleWorker,
+    validateCreate: exactlyEmpty,
+    validateUpdate: (spec) => exactlyEmpty(spec),
+    // Nothing is provisioned: executing and reconciling are the same read-only observation.
+    backend: { execute: observe, reconcile: observe },
+  };
+}

@@ -1,0 +1,44 @@
+import { discoveryDocument } from './discovery.ts';
+import { DISCOVERY_PATH } from './origin.ts';
+import { HostError, internalErrorResponse, problemResponse } from './problem.ts';
+import type { HttpRequest, HttpResponse } from './types.ts';
+
+export interface HttpCoreOptions {
+  /** The public origin advertised in discovery, `baseUrl` and `Location`. */
+  readonly origin: string;
+  /** Routes under the API root; the Host API engine plugs in here. */
+  readonly api?: (req: HttpRequest) => Promise<HttpResponse>;
+  /** Receives unexpected errors for logging; never their text in a response. */
+  readonly onError?: (err: unknown, req: HttpRequest) => void;
+}
+
+export type HttpHandler = (req: HttpRequest) => Promise<HttpResponse>;
+
+export function json(status: number, value: unknown, headers: Record<string, string> = {}): HttpResponse {
+  return {
+    status,
+    headers: { 'content-type': 'application/json', 'cache-control': 'no-store', ...headers },
+    body: JSON.stringify(value),
+  };
+}
+
+/** The one HTTP core behind both the local server and the API Gateway Lambda. */
+export function createHttpHandler(opts: HttpCoreOptions): HttpHandler {
+  return async (req) => {
+    try {
+      if (req.path === DISCOVERY_PATH) {
+        if (req.method !== 'GET' && req.method !== 'HEAD') {
+          throw new HostError('method_not_allowed', undefined, { allow: 'GET' });
+        }
+        if (req.rawQuery !== '') throw new HostError('invalid_request', 'discovery takes no query');
+        return json(200, discoveryDocument(opts.origin));
+      }
+      if (opts.api) return await opts.api(req);
+      throw new HostError('not_found');
+    } catch (err) {
+      if (err instanceof HostError) return problemResponse(err);
+      opts.onError?.(err, req);
+      return internalErrorResponse();
+    }
+  };
+}

@@ -1,0 +1,125 @@
+import { randomBytes } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { dynamoDbClient } from '../adapters/aws/clients.ts';
+import { createHostTable } from '../adapters/aws/create-host-table.ts';
+import { type Authenticator, hashApiKey, StaticKeyAuthenticator } from '../engine/auth.ts';
+import { type LocalHttpServer, startNodeServer } from '../http/node-server.ts';
+import { API_ROOT } from '../http/origin.ts';
+import { parseStrictJson } from '../http/strict-json.ts';
+import { composeHost } from '../runtime/compose-host.ts';
+import type { LocalHostConfig } from './config.ts';
+import { DataDir } from './data-dir.ts';
+import { ExecutorLoop } from './executor-loop.ts';
+import type { StandIn } from './standins/child-process.ts';
+import { startDynamoDbLocal } from './standins/dynamodb-local.ts';
+import { startSqsServer } from './standins/sqs-server.ts';
+import { LocalWorkerRegistry } from './workers/local-worker-registry.ts';
+
+export const LOCAL_TABLE = 'takoform-host';
+
+function loadAuthenticator(config: LocalHostConfig, dir: DataDir): { auth: Authenticator; devKey?: string } {
+  if (config.principalsFile) {
+    let parsed: unknown;
+    try {
+      parsed = parseStrictJson(readFileSync(config.principalsFile));
+    } catch (err) {
+      throw new Error(
+        `--principals ${config.principalsFile}: not readable strict JSON (${(err as Error).message})`,
+      );
+    }
+    return { auth: StaticKeyAuthenticator.fromPrincipalsFile(parsed) };
+  }
+  const devKey = dir.devApiKey();
+  return {
+    auth: new StaticKeyAuthenticator([
+      { keyHash: hashApiKey(devKey), principal: 'dev', spaces: { default: 'write' } },
+    ]),
+    devKey,
+  };
+}
+
+/** The HMAC key for list cursors, made once per data folder. */
+function cursorKey(dir: DataDir): Buffer {
+  const file = dir.path('cursor-key');
+  try {
+    const key = Buffer.from(readFileSync(file, 'utf8').trim(), 'base64url');
+    if (key.length >= 32) return key;
+  } catch {
+    // made below
+  }
+  const key = randomBytes(32);
+  writeFileSync(file, key.toString('base64url'), { mode: 0o600 });
+  return key;
+}
+
+export interface RunningHost {
+  readonly origin: string;
+  readonly baseUrl: string;
+  readonly dataDir: string;
+  readonly apiKey: string | undefined;
+  readonly endpoints: { dynamodb: string; sqs: string };
+  /** Resolves when a stand-in dies unexpectedly, naming it. */
+  readonly standInDied: Promise<string>;
+  stop(): Promise<void>;
+}
+
+/** Starts the whole Host on this machine: stand-ins, the HTTP core and background work. */
+export async function startLocalHost(config: LocalHostConfig): Promise<RunningHost> {
+  const dir = await DataDir.claim(config.dataDir);
+  const standIns: StandIn[] = [];
+  let server: LocalHttpServer | undefined;
+  let loop: ExecutorLoop | undefined;
+  let stopping = false;
+  const stop = async () => {
+    stopping = true;
+    await server?.close();
+    await loop?.stop();
+    await Promise.all(standIns.map((s) => s.stop()));
+    dir.release();
+  };
+  try {
+    const [ddb, sqs] = await Promise.all([
+      startDynamoDbLocal({ dbPath: dir.path('dynamodb') }),
+      startSqsServer({ dataDir: dir.path('sqs') }),
+    ]);
+    standIns.push(ddb, sqs);
+    dir.recordStandIns([
+      { pid: ddb.pid, marker: dir.path('dynamodb') },
+      { pid: sqs.pid, marker: dir.path('sqs') },
+    ]);
+    const standInDied = Promise.race(standIns.map((s) => s.exited.then(() => s.name))).then((name) =>
+      stopping ? new Promise<string>(() => {}) : name,
+    );
+
+    const { auth, devKey } = loadAuthenticator(config, dir);
+    const dynamodb = dynamoDbClient(ddb.endpoint);
+    await createHostTable(dynamodb, LOCAL_TABLE);
+    let origin = config.publicOrigin ?? '';
+    const host = composeHost({
+      dynamodb,
+      tableName: LOCAL_TABLE,
+      workers: new LocalWorkerRegistry(config.workersDir),
+      authenticator: auth,
+      cursorKey: cursorKey(dir),
+      origin: () => origin,
+      onAccepted: () => loop?.poke(),
+    });
+    loop = new ExecutorLoop(host.executor);
+    server = await startNodeServer(host.http, config.port);
+    origin ||= `http://127.0.0.1:${server.port}`;
+    loop.start();
+    const apiKey = devKey;
+    return {
+      origin,
+      baseUrl: `${origin}${API_ROOT}`,
+      dataDir: dir.root,
+      apiKey,
+      endpoints: { dynamodb: ddb.endpoint, sqs: sqs.endpoint },
+      standInDied,
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}

@@ -1,0 +1,80 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import net from 'node:net';
+
+/** A server process this Host started; it is stopped only by its own PID. */
+export interface StandIn {
+  readonly name: string;
+  readonly endpoint: string;
+  readonly pid: number;
+  /** Resolves when the process has exited (for any reason). */
+  readonly exited: Promise<number | null>;
+  stop(): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  const server = net.createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as net.AddressInfo;
+  server.close();
+  await once(server, 'close');
+  return port;
+}
+
+/**
+ * Spawns a stand-in whose standard input is a pipe held by this process: the stand-ins exit
+ * when it closes, so they never outlive the Host, even after SIGKILL.
+ */
+export function spawnStandIn(
+  command: string,
+  args: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): { child: ChildProcess; exited: Promise<number | null>; stderrTail: () => string } {
+  const child = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'], env });
+  let tail = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    tail = (tail + chunk.toString('utf8')).slice(-4000);
+  });
+  const exited = new Promise<number | null>((resolve) => {
+    child.once('exit', (code) => resolve(code));
+    child.once('error', () => resolve(null));
+  });
+  return { child, exited, stderrTail: () => tail };
+}
+
+/** SIGTERM, then SIGKILL after `graceMs`; resolves once the process is gone. */
+export async function stopChild(
+  child: ChildProcess,
+  exited: Promise<unknown>,
+  graceMs = 5000,
+): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+  try {
+    await exited;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export async function waitUntil(
+  what: string,
+  probe: () => Promise<boolean>,
+  opts: { timeoutMs: number; exited: Promise<unknown>; diagnostics: () => string },
+): Promise<void> {
+  let dead = false;
+  void opts.exited.then(() => {
+    dead = true;
+  });
+  const deadline = Date.now() + opts.timeoutMs;
+  for (;;) {
+    if (dead) throw new Error(`${what} exited during start-up:\n${opts.diagnostics()}`);
+    if (await probe().catch(() => false)) return;
+    if (Date.now() > deadline) {
+      throw new Error(`${what} was not ready after ${opts.timeoutMs} ms:\n${opts.diagnostics()}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}

@@ -1,0 +1,39 @@
+import java.lang.reflect.Field;
+import org.eclipse.jetty.server.Connector;
+import org.eclipse.jetty.server.Server;
+import org.eclipse.jetty.server.ServerConnector;
+import software.amazon.dynamodb.services.local.main.ServerRunner;
+import software.amazon.dynamodb.services.local.server.DynamoDBProxyServer;
+
+/**
+ * Starts DynamoDB Local listening on one address (127.0.0.1 unless -Dddb.host says otherwise).
+ * The stock jar creates Jetty with new Server(port), which listens on every interface; this
+ * launcher sets the host on each connector before starting. With -Dddb.exitOnStdinEof=true it
+ * also exits when its standard input closes, so it never outlives the process that started it,
+ * even when that process is killed with SIGKILL.
+ */
+public class LocalhostDynamoDB {
+  public static void main(String[] args) throws Exception {
+    String host = System.getProperty("ddb.host", "127.0.0.1");
+    DynamoDBProxyServer proxy = ServerRunner.createServerFromCommandLineArgs(args);
+    if (proxy == null) return;
+    Field field = DynamoDBProxyServer.class.getDeclaredField("server");
+    field.setAccessible(true);
+    Server jetty = (Server) field.get(proxy);
+    for (Connector connector : jetty.getConnectors()) {
+      if (connector instanceof ServerConnector sc) sc.setHost(host);
+    }
+    if (Boolean.getBoolean("ddb.exitOnStdinEof")) {
+      Thread watchdog = new Thread(() -> {
+        try {
+          while (System.in.read() != -1) { }
+        } catch (Exception ignored) { }
+        Runtime.getRuntime().halt(0);
+      }, "stdin-watchdog");
+      watchdog.setDaemon(true);
+      watchdog.start();
+    }
+    proxy.start();
+    proxy.join();
+  }
+}

@@ -1,0 +1,49 @@
+/**
+ * Child-process entry for the SQS stand-in (fauxqs). fauxqs's own startFauxqs() listens on
+ * every interface, so this builds its app with the same stores and persistence and listens on
+ * 127.0.0.1 only. Prints one JSON line {"port":N} when ready; exits when stdin closes.
+ */
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const { values } = parseArgs({ options: { 'data-dir': { type: 'string' }, port: { type: 'string' } } });
+// The package exports only its root module; its stores and persistence are reached by file path.
+const dist = path.dirname(fileURLToPath(import.meta.resolve('fauxqs')));
+const load = (file: string) => import(pathToFileURL(path.join(dist, file)).href);
+
+const { buildApp } = await load('app.js');
+const { SqsStore } = await load('sqs/sqsStore.js');
+const { SnsStore } = await load('sns/snsStore.js');
+const { S3Store } = await load('s3/s3Store.js');
+const { PersistenceManager } = await load('persistence.js');
+
+const sqsStore = new SqsStore();
+const snsStore = new SnsStore();
+const s3Store = new S3Store();
+const dataDir = values['data-dir'];
+const persistence = dataDir ? new PersistenceManager(dataDir) : undefined;
+if (persistence) {
+  // Load before wiring persistence in, as fauxqs does, so loading does not rewrite rows.
+  persistence.load(sqsStore, snsStore, s3Store);
+  sqsStore.persistence = persistence;
+  snsStore.persistence = persistence;
+  s3Store.persistence = persistence;
+  for (const queue of sqsStore.allQueues()) queue.persistence = persistence;
+}
+const app = buildApp({ logger: false, stores: { sqsStore, snsStore, s3Store } });
+if (persistence) app.addHook('preClose', () => persistence.close());
+const address: string = await app.listen({ host: '127.0.0.1', port: Number(values.port ?? 0) });
+process.stdout.write(`${JSON.stringify({ port: Number(new URL(address).port) })}\n`);
+
+let closing = false;
+const close = () => {
+  if (closing) return;
+  closing = true;
+  app.close().finally(() => process.exit(0));
+};
+process.on('SIGTERM', close);
+process.on('SIGINT', close);
+process.stdin.on('end', close);
+process.stdin.on('error', close);
+process.stdin.resume();

@@ -1,0 +1,52 @@
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoHostStore } from '../adapters/aws/dynamodb-host-store.ts';
+import type { Authenticator } from '../engine/auth.ts';
+import { CursorCodec } from '../engine/cursor.ts';
+import { OperationExecutor } from '../engine/executor.ts';
+import { formRegistry } from '../engine/forms.ts';
+import { HostEngine } from '../engine/host-engine.ts';
+import { createModuleWorkerForm } from '../forms/module-worker/module-worker-form.ts';
+import type { WorkerRegistry } from '../forms/module-worker/worker-registry.ts';
+import { createApiRoutes } from '../http/api-routes.ts';
+import { LIMITS } from '../http/discovery.ts';
+import { createHttpHandler } from '../http/handler.ts';
+import { log } from '../shared/log.ts';
+
+export interface HostDeps {
+  dynamodb: DynamoDBClient;
+  tableName: string;
+  workers: WorkerRegistry;
+  authenticator: Authenticator;
+  cursorKey: Buffer;
+  origin: () => string;
+  clock?: () => number;
+  onAccepted?: (operationId: string) => void;
+}
+
+/** Wires adapters, Forms and the engine; used by the Lambda entries and the local Host alike. */
+export function composeHost(deps: HostDeps) {
+  const store = new DynamoHostStore({
+    client: deps.dynamodb,
+    tableName: deps.tableName,
+    replayWindowSeconds: LIMITS.replayWindowSeconds,
+  });
+  const forms = formRegistry([createModuleWorkerForm(deps.workers)]);
+  const engine = new HostEngine({
+    store,
+    forms,
+    cursors: new CursorCodec(deps.cursorKey),
+    replayWindowSeconds: LIMITS.replayWindowSeconds,
+    clock: deps.clock,
+    onAccepted: deps.onAccepted,
+  });
+  const executor = new OperationExecutor({ store, forms, clock: deps.clock });
+  const api = createApiRoutes({ origin: deps.origin, engine, forms, authenticator: deps.authenticator });
+  const http = createHttpHandler({
+    get origin() {
+      return deps.origin();
+    },
+    api,
+    onError: (err, req) => log.error('unexpected error', { method: req.method, path: req.path, err }),
+  });
+  return { store, forms, engine, executor, http };
+}

@@ -1,0 +1,130 @@
+import { fileURLToPath } from 'node:url';
+import { Duration, type RemovalPolicy, Stack, Token, Validations } from 'aws-cdk-lib';
+import {
+  AccessLogFormat,
+  type CfnRestApi,
+  EndpointType,
+  LambdaIntegration,
+  LogGroupLogDestination,
+  MethodLoggingLevel,
+  RestApi,
+} from 'aws-cdk-lib/aws-apigateway';
+import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
+import { Construct } from 'constructs';
+import { parsePublicOrigin } from '../../lambdas/http/origin.ts';
+import { HostFunction } from './host-function.ts';
+
+const API_ENTRY = fileURLToPath(new URL('../../lambdas/http/api-gateway-handler.ts', import.meta.url));
+
+export interface ControlPlaneApiProps {
+  /**
+   * The origin clients use (`https://host[:port]`, no path), normally a custom domain mapped at
+   * the root. @default the execute-api host, which is not conformant: its stage prefix is missing.
+   */
+  readonly publicOrigin?: string;
+  /** @default 'prod' */
+  readonly stageName?: string;
+  /** Stage-wide steady-state requests per second. @default 100 */
+  readonly throttlingRateLimit?: number;
+  /** @default 200 */
+  readonly throttlingBurstLimit?: number;
+  /** Lambda timeout; API Gateway itself gives up after 29 s. @default Duration.seconds(29) */
+  readonly timeout?: Duration;
+  /** For the access log and the function's log group. @default RetentionDays.ONE_MONTH */
+  readonly logRetention?: RetentionDays;
+  /** For the log groups. @default RemovalPolicy.RETAIN */
+  readonly removalPolicy?: RemovalPolicy;
+  /**
+   * Set the account-wide API Gateway CloudWatch role, which stage execution logging needs.
+   * Turn off only when the account already has one. @default true
+   */
+  readonly cloudWatchRole?: boolean;
+}
+
+/** Host API v2 over HTTP: a REST API that sends every path and method to one Lambda. */
+export class ControlPlaneApi extends Construct {
+  readonly api: RestApi;
+  readonly handler: HostFunction;
+  readonly accessLogs: LogGroup;
+
+  constructor(scope: Construct, id: string, props: ControlPlaneApiProps = {}) {
+    super(scope, id);
+    // Fail at synth, not on the first request, when a literal origin is malformed.
+    const origin = props.publicOrigin;
+    const publicOrigin =
+      origin === undefined || Token.isUnresolved(origin) ? origin : parsePublicOrigin(origin);
+    const retention = props.logRetention ?? RetentionDays.ONE_MONTH;
+
+    this.accessLogs = new LogGroup(this, 'AccessLogs', { retention, removalPolicy: props.removalPolicy });
+    this.api = new RestApi(this, 'Api', {
+      description: 'Takoform Host API v2',
+      endpointConfiguration: { types: [EndpointType.REGIONAL] },
+      cloudWatchRole: props.cloudWatchRole ?? true,
+      deployOptions: {
+        stageName: props.stageName ?? 'prod',
+        accessLogDestination: new LogGroupLogDestination(this.accessLogs),
+        accessLogFormat: AccessLogFormat.jsonWithStandardFields(),
+        // Errors only, and never request/response data: requests carry Bearer API keys.
+        loggingLevel: MethodLoggingLevel.ERROR,
+        dataTraceEnabled: false,
+        tracingEnabled: true,
+        throttlingRateLimit: props.throttlingRateLimit ?? 100,
+        throttlingBurstLimit: props.throttlingBurstLimit ?? 200,
+      },
+    });
+
+    this.handler = new HostFunction(this, 'Handler', {
+      entry: API_ENTRY,
+      description: 'Takoform Host API v2 (API Gateway proxy)',
+      timeout: props.timeout ?? Duration.seconds(29),
+      logRetention: retention,
+      removalPolicy: props.removalPolicy,
+      environment: { TAKOFORM_PUBLIC_ORIGIN: publicOrigin ?? this.executeApiOrigin() },
+    });
+
+    // The Lambda routes by itself (discovery at the root, the API under /apis/...), so API Gateway
+    // only forwards. No console test-invoke permissions: they would double the Lambda permissions.
+    const integration = new LambdaIntegration(this.handler.fn, { allowTestInvoke: false });
+    this.api.root.addMethod('ANY', integration);
+    this.api.root.addProxy({ defaultIntegration: integration, anyMethod: true });
+
+    this.acknowledgeFindings();
+  }
+
+  /** The execute-api host without the stage path; a stand-in until a custom domain is mapped. */
+  private executeApiOrigin(): string {
+    const stack = Stack.of(this);
+    return `https://${this.api.restApiId}.execute-api.${stack.region}.${stack.urlSuffix}`;
+  }
+
+  /** cdk-nag findings this design accepts, each on the one resource it concerns. */
+  private acknowledgeFindings(): void {
+    Validations.of(this.api.node.defaultChild as CfnRestApi).acknowledge({
+      id: 'AwsSolutions-APIG2',
+      reason: "The API Lambda's strict zod parser validates every request and answers with problem+json.",
+    });
+    Validations.of(this.api.deploymentStage).acknowledge({
+      id: 'AwsSolutions-APIG3',
+      reason: 'Operators attach their own WAF web ACL to the stage or custom domain; see README.',
+    });
+    for (const method of this.api.methods) {
+      Validations.of(method).acknowledge(
+        {
+          id: 'AwsSolutions-APIG4',
+          reason: 'The Host authenticates Bearer API keys in the Lambda, and discovery must stay public.',
+        },
+        {
+          id: 'AwsSolutions-COG4',
+          reason: 'Callers are Host API-key principals, not Cognito users; the Lambda checks their tokens.',
+        },
+      );
+    }
+    const cloudWatchRole = this.api.node.tryFindChild('CloudWatchRole');
+    if (cloudWatchRole) {
+      Validations.of(cloudWatchRole).acknowledge({
+        id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs]',
+        reason: 'The AWS-managed policy is the documented one for the account-wide API Gateway logging role.',
+      });
+    }
+  }
+}

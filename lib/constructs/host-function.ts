@@ -1,0 +1,107 @@
+import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import { Architecture, type CfnFunction, Runtime } from 'aws-cdk-lib/aws-lambda';
+import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
+import { Construct } from 'constructs';
+
+export interface HostFunctionProps {
+  /** Absolute path of the TypeScript entry file. */
+  readonly entry: string;
+  /** @default 'handler' */
+  readonly handler?: string;
+  readonly description?: string;
+  /** @default Duration.seconds(30) */
+  readonly timeout?: Duration;
+  /** @default 512 */
+  readonly memorySize?: number;
+  /** @default RetentionDays.ONE_MONTH */
+  readonly logRetention?: RetentionDays;
+  /** Applies to the log group. @default RemovalPolicy.RETAIN */
+  readonly removalPolicy?: RemovalPolicy;
+  /** Extra environment; use a construct's `bind*` method for anything that also needs a grant. */
+  readonly environment?: Record<string, string>;
+}
+
+// Bundled ESM cannot call `require`, but CJS dependencies inlined by esbuild still do (through
+// esbuild's `__require` shim). The alias keeps the banner from clashing with an esbuild import.
+const ESM_REQUIRE_BANNER =
+  "import { createRequire as __takoformCreateRequire } from 'node:module'; " +
+  'const require = __takoformCreateRequire(import.meta.url);';
+
+/**
+ * A Lambda function with this project's defaults: Node 24 on arm64, one ESM bundle built by the
+ * local esbuild (never Docker) with every dependency inlined, source maps, a dedicated log group
+ * with retention, X-Ray tracing, and a role that holds only what is granted to it.
+ */
+export class HostFunction extends Construct {
+  readonly fn: NodejsFunction;
+  readonly role: iam.Role;
+  readonly logGroup: LogGroup;
+
+  constructor(scope: Construct, id: string, props: HostFunctionProps) {
+    super(scope, id);
+
+    this.logGroup = new LogGroup(this, 'Logs', {
+      retention: props.logRetention ?? RetentionDays.ONE_MONTH,
+      removalPolicy: props.removalPolicy ?? RemovalPolicy.RETAIN,
+    });
+
+    // Our own role instead of the default one: the default attaches the AWS-managed
+    // AWSLambdaBasicExecutionRole (logs:* on every log group). This one may write to its group only.
+    this.role = new iam.Role(this, 'Role', {
+      assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
+      description: props.description,
+    });
+    this.logGroup.grantWrite(this.role);
+
+    this.fn = new NodejsFunction(this, 'Function', {
+      entry: props.entry,
+      handler: props.handler ?? 'handler',
+      description: props.description,
+      runtime: Runtime.NODEJS_24_X,
+      architecture: Architecture.ARM_64,
+      memorySize: props.memorySize ?? 512,
+      timeout: props.timeout ?? Duration.seconds(30),
+      role: this.role,
+      logGroup: this.logGroup,
+      environment: { NODE_OPTIONS: '--enable-source-maps', ...props.environment },
+      bundling: {
+        format: OutputFormat.ESM,
+        banner: ESM_REQUIRE_BANNER,
+        mainFields: ['module', 'main'],
+        target: 'node24',
+        minify: true,
+        sourceMap: true,
+        // Bundle the exact SDK versions the tests ran against, not the runtime's copy.
+        externalModules: [],
+        forceDockerBundling: false,
+      },
+    });
+
+    this.enableTracing();
+  }
+
+  /**
+   * Turns on active X-Ray tracing with the two X-Ray actions in a policy of their own. The
+   * `tracing` prop would put them (on Resource "*") into the role's default policy, where
+   * acknowledging the wildcard would also hide any later wildcard grant to this role.
+   */
+  private enableTracing(): void {
+    (this.fn.node.defaultChild as CfnFunction).tracingConfig = { mode: 'Active' };
+    const tracing = new iam.Policy(this, 'TracingPolicy', {
+      roles: [this.role],
+      statements: [
+        new iam.PolicyStatement({
+          actions: ['xray:PutTraceSegments', 'xray:PutTelemetryRecords'],
+          resources: ['*'],
+        }),
+      ],
+    });
+    this.fn.node.addDependency(tracing);
+    Validations.of(tracing).acknowledge({
+      id: 'AwsSolutions-IAM5[Resource::*]',
+      reason: 'xray:PutTraceSegments and xray:PutTelemetryRecords do not support resource-level permissions.',
+    });
+  }
+}

@@ -1,0 +1,281 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { App, type CfnElement, RemovalPolicy, Validations } from 'aws-cdk-lib';
+import { Match, Template } from 'aws-cdk-lib/assertions';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import type { IConstruct } from 'constructs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  deriveQueueNamePrefix,
+  TakoformHostStack,
+  type TakoformHostStackProps,
+} from '../../lib/host-stack.ts';
+
+// The feature flags `cdk synth` uses, so the tests see the same template.
+const CDK_CONTEXT = JSON.parse(readFileSync(new URL('../../cdk.json', import.meta.url), 'utf8')).context;
+// Template-only tests skip esbuild; one test below bundles for real.
+const NO_BUNDLING = { ...CDK_CONTEXT, 'aws:cdk:bundling-stacks': [] };
+
+function buildStack(props: TakoformHostStackProps = {}, context: Record<string, unknown> = NO_BUNDLING) {
+  const app = new App({ context });
+  const stack = new TakoformHostStack(app, 'TakoformHost', props);
+  return { app, stack, template: Template.fromStack(stack) };
+}
+
+const tempDirs: string[] = [];
+function tempOutdir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'takoform-cdk-'));
+  tempDirs.push(dir);
+  return dir;
+}
+afterAll(() => {
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('TakoformHostStack template', () => {
+  let stack: TakoformHostStack;
+  let template: Template;
+  let tableId: string;
+
+  beforeAll(() => {
+    ({ stack, template } = buildStack());
+    tableId = stack.getLogicalId(stack.table.table.node.defaultChild as CfnElement);
+  });
+
+  it('OPS-01: synthesizes offline with API Gateway, Lambda and DynamoDB', () => {
+    template.resourceCountIs('AWS::ApiGateway::RestApi', 1);
+    template.resourceCountIs('AWS::Lambda::Function', 1);
+    template.resourceCountIs('AWS::DynamoDB::GlobalTable', 1);
+  });
+
+  it('table: pk/sk keys, on-demand, PITR, deletion protection, TTL and both GSIs', () => {
+    const gsi = (name: string) => ({
+      IndexName: name,
+      KeySchema: [
+        { AttributeName: `${name}pk`, KeyType: 'HASH' },
+        { AttributeName: `${name}sk`, KeyType: 'RANGE' },
+      ],
+      Projection: { ProjectionType: 'ALL' },
+    });
+    template.hasResourceProperties('AWS::DynamoDB::GlobalTable', {
+      KeySchema: [
+        { AttributeName: 'pk', KeyType: 'HASH' },
+        { AttributeName: 'sk', KeyType: 'RANGE' },
+      ],
+      BillingMode: 'PAY_PER_REQUEST',
+      TimeToLiveSpecification: { AttributeName: 'expiresAt', Enabled: true },
+      GlobalSecondaryIndexes: [gsi('gsi1'), gsi('gsi2')],
+      Replicas: [
+        Match.objectLike({
+          DeletionProtectionEnabled: true,
+          PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+        }),
+      ],
+    });
+    template.hasResource('AWS::DynamoDB::GlobalTable', { DeletionPolicy: 'Retain' });
+  });
+
+  it('function: Node 24 on arm64, traced, with the table name and source maps in its env', () => {
+    template.hasResourceProperties('AWS::Lambda::Function', {
+      Runtime: 'nodejs24.x',
+      Architectures: ['arm64'],
+      MemorySize: 512,
+      Timeout: 29,
+      TracingConfig: { Mode: 'Active' },
+      LoggingConfig: { LogGroup: Match.anyValue() },
+      Environment: {
+        Variables: Match.objectLike({
+          TAKOFORM_TABLE: { Ref: tableId },
+          NODE_OPTIONS: '--enable-source-maps',
+          TAKOFORM_PUBLIC_ORIGIN: Match.anyValue(),
+        }),
+      },
+    });
+  });
+
+  it('log groups keep one month of logs', () => {
+    template.resourceCountIs('AWS::Logs::LogGroup', 2);
+    template.allResourcesProperties('AWS::Logs::LogGroup', { RetentionInDays: 30 });
+  });
+
+  it('REST API: root ANY plus a greedy {proxy+} ANY, both Lambda proxy integrations', () => {
+    template.hasResourceProperties('AWS::ApiGateway::Resource', { PathPart: '{proxy+}' });
+    template.resourcePropertiesCountIs(
+      'AWS::ApiGateway::Method',
+      { HttpMethod: 'ANY', Integration: Match.objectLike({ Type: 'AWS_PROXY' }) },
+      2,
+    );
+    template.resourceCountIs('AWS::ApiGateway::Method', 2);
+  });
+
+  it('stage: access logging, error-only execution logging, throttling and tracing', () => {
+    template.hasResourceProperties('AWS::ApiGateway::Stage', {
+      AccessLogSetting: { DestinationArn: Match.anyValue(), Format: Match.stringLikeRegexp('requestId') },
+      TracingEnabled: true,
+      MethodSettings: [
+        Match.objectLike({
+          HttpMethod: '*',
+          ResourcePath: '/*',
+          LoggingLevel: 'ERROR',
+          DataTraceEnabled: false,
+          ThrottlingBurstLimit: 200,
+          ThrottlingRateLimit: 100,
+        }),
+      ],
+    });
+  });
+
+  it('SEC-02: the API function may touch only its table, indexes and log group', () => {
+    const fnRoleRef = { Ref: stack.getLogicalId(stack.api.handler.role.node.defaultChild as CfnElement) };
+    const policies = Object.values(template.findResources('AWS::IAM::Policy')).filter((p) =>
+      JSON.stringify(p.Properties.Roles).includes(JSON.stringify(fnRoleRef)),
+    );
+    const statements = policies.flatMap((p) => p.Properties.PolicyDocument.Statement);
+    const tableArn = { 'Fn::GetAtt': [tableId, 'Arn'] };
+    const indexArn = { 'Fn::Join': ['', [tableArn, '/index/*']] };
+
+    // Statements may or may not be merged (the minimizePolicies flag), so check them as a set.
+    const dynamo = statements.filter((s) => [s.Action].flat().some((a: string) => a.startsWith('dynamodb:')));
+    expect(dynamo.length).toBeGreaterThan(0);
+    const resources = dynamo.flatMap((s) => [s.Resource].flat());
+    expect(resources).toContainEqual(tableArn);
+    expect(resources).toContainEqual(indexArn);
+    for (const r of resources) expect([tableArn, indexArn]).toContainEqual(r);
+
+    const logsArn = {
+      'Fn::GetAtt': [stack.getLogicalId(stack.api.handler.logGroup.node.defaultChild as CfnElement), 'Arn'],
+    };
+    const logs = statements.filter((s) => [s.Action].flat().some((a: string) => a.startsWith('logs:')));
+    expect(logs.flatMap((s) => [s.Resource].flat())).toEqual([logsArn]);
+
+    // The only "*" resource is X-Ray's, whose two actions cannot be scoped.
+    const wildcard = statements.filter((s) => [s.Resource].flat().includes('*'));
+    expect(wildcard.flatMap((s) => s.Action).sort()).toEqual([
+      'xray:PutTelemetryRecords',
+      'xray:PutTraceSegments',
+    ]);
+    expect(statements.flatMap((s) => [s.Action].flat()).filter((a: string) => a.includes('*'))).toEqual([]);
+
+    // No AWS-managed policies on the function role.
+    const role = template.findResources('AWS::IAM::Role')[fnRoleRef.Ref];
+    expect(role?.Properties.ManagedPolicyArns).toBeUndefined();
+  });
+
+  it('outputs ApiUrl and TableName', () => {
+    template.hasOutput('ApiUrl', { Value: Match.anyValue() });
+    template.hasOutput('TableName', { Value: { Ref: tableId } });
+  });
+});
+
+describe('TakoformHostStack props', () => {
+  it('derives a queue name prefix from the stack name', () => {
+    expect(deriveQueueNamePrefix('TakoformHost')).toBe('takoform-host');
+    expect(deriveQueueNamePrefix('Prod_Host.EU2')).toBe('prod-host-eu2');
+    const long = deriveQueueNamePrefix(`A${'b'.repeat(38)}-Cdef`);
+    expect(long).toMatch(/^[a-z0-9-]{1,40}$/);
+    expect(long.endsWith('-')).toBe(false);
+    expect(buildStack().stack.queueNamePrefix).toBe('takoform-host');
+  });
+
+  it('rejects an invalid explicit queue name prefix', () => {
+    expect(() => buildStack({ queueNamePrefix: 'Has_Upper' })).toThrow(/queueNamePrefix/);
+    expect(() => buildStack({ queueNamePrefix: 'x'.repeat(41) })).toThrow(/queueNamePrefix/);
+  });
+
+  it('passes a valid public origin to the function and rejects a malformed one at synth', () => {
+    const { template } = buildStack({ publicOrigin: 'https://host.example.com' });
+    template.hasResourceProperties('AWS::Lambda::Function', {
+      Environment: { Variables: Match.objectLike({ TAKOFORM_PUBLIC_ORIGIN: 'https://host.example.com' }) },
+    });
+    expect(() => buildStack({ publicOrigin: 'https://host.example.com/prod' })).toThrow(/public origin/);
+  });
+
+  it('removalPolicy DESTROY lifts deletion protection and retention', () => {
+    const { template } = buildStack({ removalPolicy: RemovalPolicy.DESTROY });
+    template.hasResource('AWS::DynamoDB::GlobalTable', {
+      DeletionPolicy: 'Delete',
+      Properties: Match.objectLike({ Replicas: [Match.objectLike({ DeletionProtectionEnabled: false })] }),
+    });
+  });
+});
+
+describe('OPS-01: bundling', () => {
+  it('bundles the API handler with the local esbuild (no Docker) into an ESM asset', () => {
+    const outdir = tempOutdir();
+    const app = new App({ outdir, context: CDK_CONTEXT });
+    const stack = new TakoformHostStack(app, 'TakoformHost');
+    const assembly = app.synth();
+
+    const fn = Object.values(Template.fromStack(stack).findResources('AWS::Lambda::Function'))[0];
+    const assetHash = String(fn?.Properties.Code.S3Key).replace(/\.zip$/, '');
+    const bundle = join(assembly.directory, `asset.${assetHash}`, 'index.mjs');
+    expect(existsSync(bundle)).toBe(true);
+    expect(existsSync(`${bundle}.map`)).toBe(true);
+    expect(readFileSync(bundle, 'utf8')).toMatch(/^import \{ createRequire as __takoformCreateRequire \}/);
+  });
+});
+
+describe('OPS-02: cdk-nag AwsSolutions', () => {
+  function synthWithNag(extra?: (stack: TakoformHostStack) => void) {
+    const outdir = tempOutdir();
+    const app = new App({ outdir, context: NO_BUNDLING });
+    const stack = new TakoformHostStack(app, 'TakoformHost');
+    extra?.(stack);
+    Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+    const report = () => JSON.parse(readFileSync(join(outdir, 'validation-report.json'), 'utf8'));
+    return { app, stack, report };
+  }
+
+  it('OPS-02: the stack synthesizes with no unacknowledged findings', () => {
+    const { app, report } = synthWithNag();
+    expect(() => app.synth()).not.toThrow();
+    expect(report().pluginReports).toEqual([]);
+  });
+
+  it('OPS-02: the checks do run (an unscoped wildcard grant fails synthesis)', () => {
+    const { app, report } = synthWithNag((stack) =>
+      stack.api.handler.role.addToPrincipalPolicy(
+        new iam.PolicyStatement({ actions: ['sqs:SendMessage'], resources: ['*'] }),
+      ),
+    );
+    expect(() => app.synth()).toThrow(/AwsSolutions-IAM5\[Resource::\*\]/);
+    const violations = report().pluginReports.flatMap(
+      (r: { violations: { ruleName: string }[] }) => r.violations,
+    );
+    expect(violations.map((v: { ruleName: string }) => v.ruleName)).toEqual([
+      'AwsSolutions-IAM5[Resource::*]',
+    ]);
+  });
+
+  it('OPS-02: every acknowledgement is narrow and deliberate (inventory)', () => {
+    const { stack } = synthWithNag();
+    const found: string[] = [];
+    const visit = (c: IConstruct) => {
+      for (const entry of c.node.metadata) {
+        if (entry.type !== Validations.ACKNOWLEDGED_RULES_METADATA_KEY) continue;
+        for (const [id, reason] of Object.entries(entry.data as Record<string, string>)) {
+          expect(reason.length).toBeGreaterThan(20);
+          found.push(`${c.node.path.replace('TakoformHost/', '')} ${id.replace(/^Annotation::/, '')}`);
+        }
+      }
+      for (const child of c.node.children) visit(child);
+    };
+    visit(stack);
+    const tableId = stack.getLogicalId(stack.table.table.node.defaultChild as CfnElement);
+    expect(found.sort()).toEqual(
+      [
+        'Api/Api/Resource AwsSolutions-APIG2',
+        'Api/Api/DeploymentStage.prod AwsSolutions-APIG3',
+        'Api/Api/Default/ANY AwsSolutions-APIG4',
+        'Api/Api/Default/ANY AwsSolutions-COG4',
+        'Api/Api/Default/{proxy+}/ANY AwsSolutions-APIG4',
+        'Api/Api/Default/{proxy+}/ANY AwsSolutions-COG4',
+        'Api/Api/CloudWatchRole AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs]',
+        'Api/Handler/TracingPolicy AwsSolutions-IAM5[Resource::*]',
+        `Api/Handler/Role AwsSolutions-IAM5[Resource::<${tableId}.Arn>/index/*]`,
+      ].sort(),
+    );
+  });
+});

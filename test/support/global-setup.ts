@@ -1,0 +1,28 @@
+import type { TestProject } from 'vitest/node';
+import type { StandIn } from '../../lambdas/local/standins/child-process.ts';
+import { startDynamoDbLocal } from '../../lambdas/local/standins/dynamodb-local.ts';
+import { startSqsServer } from '../../lambdas/local/standins/sqs-server.ts';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    ddbEndpoint: string;
+    sqsEndpoint: string;
+  }
+}
+
+/** One in-memory DynamoDB Local and one SQS stand-in, shared by every integration test file. */
+export default async function setup(project: TestProject) {
+  const started: StandIn[] = [];
+  try {
+    const [ddb, sqs] = await Promise.all([startDynamoDbLocal(), startSqsServer()]);
+    started.push(ddb, sqs);
+    project.provide('ddbEndpoint', ddb.endpoint);
+    project.provide('sqsEndpoint', sqs.endpoint);
+  } catch (err) {
+    await Promise.all(started.map((s) => s.stop()));
+    throw err;
+  }
+  return async () => {
+    await Promise.all(started.map((s) => s.stop()));
+  };
+}
