@@ -104,6 +104,7 @@ export class OperationExecutor {
           observed: outcome.observed,
           output: outcome.output,
           releasedReferences: await this.releasedOnSuccess(op),
+          releasedClaims: op.action === 'delete' ? await this.store.listClaims(op.resourceUid) : [],
         };
       case 'partial':
         return {

@@ -1,4 +1,4 @@
-import type { Action, JsonObject } from './model.ts';
+import type { Action, JsonObject, ResourceRecord } from './model.ts';
 
 /** What a backend says after executing or reconciling one step of an Operation. */
 export type Outcome =
@@ -35,6 +35,44 @@ export interface Reference {
   readonly role: string;
 }
 
+/**
+ * An exclusive claim held by a Resource, e.g. "the consumer of queue X". Created with the
+ * Resource (refused if held), updated by its owner, released when the owner is deleted.
+ */
+export interface Claim {
+  readonly key: string;
+  readonly attributes: Readonly<Record<string, string | null>>;
+}
+
+/** Optimistic guard: the acceptance commits only if the counter `key` is still `expected`, and bumps it. */
+export interface VersionGuard {
+  readonly key: string;
+  readonly expected: number;
+}
+
+/** What a Form needs in order to check cross-Resource rules before acceptance. */
+export interface FormReads {
+  getResource(uid: string): Promise<ResourceRecord | undefined>;
+  getClaim(key: string): Promise<{ owner: string; attributes: Record<string, string | null> } | undefined>;
+  getVersion(key: string): Promise<number>;
+}
+
+export interface PrepareInput {
+  readonly action: 'create' | 'update';
+  readonly principal: string;
+  readonly space: string;
+  readonly uid: string;
+  readonly spec: JsonObject;
+}
+
+/** Cross-Resource checks and the atomic guards that make them hold under concurrency. */
+export interface Prepared {
+  readonly references: readonly Reference[];
+  /** Created with the Resource (create) or updated by it (update). */
+  readonly claims: readonly Claim[];
+  readonly versions: readonly VersionGuard[];
+}
+
 /** Thrown by validators; becomes `422 invalid_spec` with the message as detail. */
 export class SpecError extends Error {
   override name = 'SpecError';
@@ -49,6 +87,11 @@ export interface Form {
   validateUpdate(spec: unknown, current: JsonObject): JsonObject;
   /** Outbound references of a spec; checked live before acceptance and sealed with it. */
   references?(spec: JsonObject): Reference[];
+  /**
+   * Cross-Resource rules checked before acceptance (refusing with a HostError), returning the
+   * claims and guards the store commits atomically with it. Defaults to `references` only.
+   */
+  prepare?(input: PrepareInput, reads: FormReads): Promise<Prepared>;
   readonly backend: Backend;
 }
 

@@ -2,10 +2,21 @@ import { HostError } from '../http/problem.ts';
 import { crashPoint } from '../shared/fault-points.ts';
 import { canRead, canWrite, type Principal } from './auth.ts';
 import type { CursorCodec } from './cursor.ts';
-import { type FormRegistry, SpecError } from './forms.ts';
+import {
+  type Form,
+  type FormReads,
+  type FormRegistry,
+  type Prepared,
+  type PrepareInput,
+  type Reference,
+  SpecError,
+} from './forms.ts';
 import { newOperationId, newResourceUid } from './ids.ts';
 import type { Action, JsonObject, OperationRecord, ResourceRecord } from './model.ts';
 import type { AcceptFailure, AcceptResult, HostStore, IdempotencyRecord } from './ports.ts';
+
+/** How often an acceptance is re-checked when a concurrent change moved a version guard. */
+const MAX_GUARD_RETRIES = 5;
 
 export interface HostEngineOptions {
   store: HostStore;
@@ -137,6 +148,11 @@ export class HostEngine {
         );
       case 'dependency_conflict':
         throw new HostError('dependency_conflict', failure.detail);
+      case 'claim_conflict':
+        throw new HostError(
+          'dependency_conflict',
+          'another live Resource already holds this role (e.g. the queue has a consumer)',
+        );
       default:
         throw new HostError('temporarily_unavailable');
     }
@@ -149,9 +165,44 @@ export class HostEngine {
     const form = this.forms.get(input.form);
     if (!form) throw new HostError('unsupported_form', 'this Host does not serve that Form');
     const spec = this.validate(() => form.validateCreate(input.spec));
-    const references = form.references?.(spec) ?? [];
+    const uid = newResourceUid(this.clock());
+    for (let attempt = 1; ; attempt++) {
+      const prepared = await this.prepare(form, {
+        action: 'create',
+        principal: p.id,
+        space: input.space,
+        uid,
+        spec,
+      });
+      const result = await this.acceptCreate(p, key, input, fingerprint, uid, spec, prepared);
+      if (result !== 'retry') return result;
+      if (attempt >= MAX_GUARD_RETRIES)
+        throw new HostError('temporarily_unavailable', 'concurrent changes; retry');
+    }
+  }
+
+  /** The Form's cross-Resource checks; by default its references, nothing exclusive. */
+  private async prepare(form: Form, input: PrepareInput): Promise<Prepared> {
+    if (form.prepare) return form.prepare(input, this.reads);
+    return { references: form.references?.(input.spec) ?? [], claims: [], versions: [] };
+  }
+
+  private readonly reads: FormReads = {
+    getResource: (uid) => this.store.getResource(uid),
+    getClaim: (key) => this.store.getClaim(key),
+    getVersion: (key) => this.store.getVersion(key),
+  };
+
+  private async acceptCreate(
+    p: Principal,
+    key: string,
+    input: CreateInput,
+    fingerprint: string,
+    uid: string,
+    spec: JsonObject,
+    prepared: Prepared,
+  ): Promise<OperationRecord | 'retry'> {
     const now = this.clock();
-    const uid = newResourceUid(now);
     const ids = { uid, form: input.form, space: input.space, name: input.name };
     const operation = this.newOperation(p, ids, 'create', 1, spec, key, now);
     const resource: ResourceRecord = {
@@ -172,7 +223,9 @@ export class HostEngine {
       resource,
       operation,
       idempotency: { principal: p.id, key, operationId: operation.id, fingerprint },
-      references,
+      references: prepared.references,
+      claims: prepared.claims,
+      versions: prepared.versions,
     });
     return this.accepted(result, operation, p, key, fingerprint);
   }
@@ -183,7 +236,8 @@ export class HostEngine {
     p: Principal,
     key: string,
     fingerprint: string,
-  ): Promise<OperationRecord> {
+  ): Promise<OperationRecord | 'retry'> {
+    if (!result.ok && result.reason === 'version_conflict') return 'retry';
     if (result.ok) {
       crashPoint('operation.after-accept');
       this.onAccepted(operation.id);
@@ -225,13 +279,52 @@ export class HostEngine {
     const form = this.forms.get(current.form);
     if (!form)
       throw new HostError('unsupported_form', 'this Host no longer serves the Form of this Resource');
-    let spec: JsonObject | undefined;
-    let addedReferences: ReturnType<NonNullable<typeof form.references>> = [];
-    if (action === 'update') {
-      spec = this.validate(() => form.validateUpdate(specInput, current.spec));
-      const held = new Set(await this.store.listReferences(uid));
-      addedReferences = (form.references?.(spec) ?? []).filter((r) => !held.has(r.resourceUid));
+    const spec =
+      action === 'update' ? this.validate(() => form.validateUpdate(specInput, current.spec)) : undefined;
+    for (let attempt = 1; ; attempt++) {
+      let prepared: Prepared = { references: [], claims: [], versions: [] };
+      let addedReferences: Reference[] = [];
+      if (spec) {
+        prepared = await this.prepare(form, {
+          action: 'update',
+          principal: p.id,
+          space: current.space,
+          uid,
+          spec,
+        });
+        const held = new Set(await this.store.listReferences(uid));
+        addedReferences = prepared.references.filter((r) => !held.has(r.resourceUid));
+      }
+      const result = await this.acceptMutation(
+        action,
+        p,
+        current,
+        key,
+        expectedGeneration,
+        fingerprint,
+        spec,
+        {
+          ...prepared,
+          references: addedReferences,
+        },
+      );
+      if (result !== 'retry') return result;
+      if (attempt >= MAX_GUARD_RETRIES)
+        throw new HostError('temporarily_unavailable', 'concurrent changes; retry');
     }
+  }
+
+  private async acceptMutation(
+    action: 'update' | 'delete',
+    p: Principal,
+    current: ResourceRecord,
+    key: string,
+    expectedGeneration: number,
+    fingerprint: string,
+    spec: JsonObject | undefined,
+    prepared: Prepared,
+  ): Promise<OperationRecord | 'retry'> {
+    const uid = current.uid;
     const now = this.clock();
     const operation = this.newOperation(
       p,
@@ -249,7 +342,9 @@ export class HostEngine {
       operation,
       idempotency: { principal: p.id, key, operationId: operation.id, fingerprint },
       spec,
-      addedReferences,
+      addedReferences: prepared.references,
+      claims: prepared.claims,
+      versions: prepared.versions,
     };
     const result =
       action === 'update' ? await this.store.acceptUpdate(input) : await this.store.acceptDelete(input);

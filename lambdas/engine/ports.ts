@@ -1,4 +1,4 @@
-import type { Reference } from './forms.ts';
+import type { Claim, Reference, VersionGuard } from './forms.ts';
 import type {
   Effect,
   JsonObject,
@@ -24,7 +24,11 @@ export type AcceptFailure =
   | { ok: false; reason: 'resource_busy' }
   | { ok: false; reason: 'generation_conflict' }
   /** A reference target is not live, or the Resource to delete is still referenced. */
-  | { ok: false; reason: 'dependency_conflict'; detail: string };
+  | { ok: false; reason: 'dependency_conflict'; detail: string }
+  /** A claim is held by another Resource (e.g. the queue already has a consumer). */
+  | { ok: false; reason: 'claim_conflict'; key: string }
+  /** A version guard moved: re-run the checks and try again. */
+  | { ok: false; reason: 'version_conflict' };
 
 export type AcceptResult = { ok: true } | AcceptFailure;
 
@@ -33,6 +37,8 @@ export interface AcceptCreate {
   operation: OperationRecord;
   idempotency: IdempotencyRecord;
   references: readonly Reference[];
+  claims: readonly Claim[];
+  versions: readonly VersionGuard[];
 }
 
 export interface AcceptMutation {
@@ -45,6 +51,9 @@ export interface AcceptMutation {
   spec: JsonObject | undefined;
   /** References the new spec adds; each target must be live (update only). */
   addedReferences: readonly Reference[];
+  /** Claims the Resource holds, with their new attributes (update only). */
+  claims: readonly Claim[];
+  versions: readonly VersionGuard[];
 }
 
 /** What the executor records when an Operation step ends. */
@@ -59,6 +68,8 @@ export interface Settlement {
   nextAttemptAt?: number;
   /** Targets whose references end when this Operation succeeds (update, delete). */
   releasedReferences?: readonly string[];
+  /** Claims the Resource gives up when this Operation succeeds (delete). */
+  releasedClaims?: readonly string[];
 }
 
 export interface ListQuery {
@@ -80,6 +91,10 @@ export interface HostStore {
   getResource(uid: string): Promise<ResourceRecord | undefined>;
   /** Targets of the references a Resource holds (sealed at acceptance). */
   listReferences(uid: string): Promise<string[]>;
+  /** Keys of the claims a Resource holds. */
+  listClaims(uid: string): Promise<string[]>;
+  getClaim(key: string): Promise<{ owner: string; attributes: Record<string, string | null> } | undefined>;
+  getVersion(key: string): Promise<number>;
   /** Live (not deleted) Resources of a principal, ascending by uid, at most `limit`. */
   listResources(query: ListQuery): Promise<ResourceRecord[]>;
 

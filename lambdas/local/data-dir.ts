@@ -19,6 +19,11 @@ function commandLine(pid: number): string {
   }
 }
 
+/** The data folder is held by another running Host; the message is meant for the operator. */
+export class DataDirInUseError extends Error {
+  override name = 'DataDirInUseError';
+}
+
 /**
  * Owns a data folder for one running Host: refuses a second Host on the same folder, and after
  * a crash (kill -9) waits for, then stops, stand-ins the previous run left, so two servers never
@@ -45,12 +50,12 @@ export class DataDir {
         if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
         const owner = Number(readFileSync(lock, 'utf8'));
         if (Number.isInteger(owner) && owner > 0 && owner !== process.pid && alive(owner)) {
-          throw new Error(`another Host (pid ${owner}) is using the data folder ${root}`);
+          throw new DataDirInUseError(`another Host (pid ${owner}) is using the data folder ${root}`);
         }
         rmSync(lock, { force: true }); // left by a Host that no longer runs
       }
     }
-    throw new Error(`could not lock the data folder ${root}`);
+    throw new DataDirInUseError(`could not lock the data folder ${root}`);
   }
 
   path(...parts: string[]): string {

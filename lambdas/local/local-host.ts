@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { dynamoDbClient } from '../adapters/aws/clients.ts';
+import { dynamoDbClient, sqsClient } from '../adapters/aws/clients.ts';
 import { createHostTable } from '../adapters/aws/create-host-table.ts';
 import { type Authenticator, hashApiKey, StaticKeyAuthenticator } from '../engine/auth.ts';
 import { type LocalHttpServer, startNodeServer } from '../http/node-server.ts';
 import { API_ROOT } from '../http/origin.ts';
 import { parseStrictJson } from '../http/strict-json.ts';
 import { composeHost } from '../runtime/compose-host.ts';
-import type { LocalHostConfig } from './config.ts';
+import { ConfigError, type LocalHostConfig } from './config.ts';
 import { DataDir } from './data-dir.ts';
 import { ExecutorLoop } from './executor-loop.ts';
 import type { StandIn } from './standins/child-process.ts';
@@ -23,7 +23,7 @@ function loadAuthenticator(config: LocalHostConfig, dir: DataDir): { auth: Authe
     try {
       parsed = parseStrictJson(readFileSync(config.principalsFile));
     } catch (err) {
-      throw new Error(
+      throw new ConfigError(
         `--principals ${config.principalsFile}: not readable strict JSON (${(err as Error).message})`,
       );
     }
@@ -52,6 +52,21 @@ function cursorKey(dir: DataDir): Buffer {
   return key;
 }
 
+/**
+ * TAKOFORM_OPERATION_LEASE_MS: how long an executor's claim on an Operation lasts (default 60 s).
+ * Restart tests shorten it so that a claim left by a crashed Host runs out quickly.
+ */
+export function operationLeaseMs(env: NodeJS.ProcessEnv): number | undefined {
+  const raw = env.TAKOFORM_OPERATION_LEASE_MS;
+  if (raw === undefined || raw === '') return undefined;
+  if (!/^\d+$/.test(raw) || Number(raw) < 1000 || Number(raw) > 600_000) {
+    throw new ConfigError(
+      `TAKOFORM_OPERATION_LEASE_MS must be an integer in 1000..600000, got ${JSON.stringify(raw)}`,
+    );
+  }
+  return Number(raw);
+}
+
 export interface RunningHost {
   readonly origin: string;
   readonly baseUrl: string;
@@ -65,6 +80,7 @@ export interface RunningHost {
 
 /** Starts the whole Host on this machine: stand-ins, the HTTP core and background work. */
 export async function startLocalHost(config: LocalHostConfig): Promise<RunningHost> {
+  const leaseMs = operationLeaseMs(process.env);
   const dir = await DataDir.claim(config.dataDir);
   const standIns: StandIn[] = [];
   let server: LocalHttpServer | undefined;
@@ -98,11 +114,14 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
     const host = composeHost({
       dynamodb,
       tableName: LOCAL_TABLE,
+      sqs: sqsClient(sqs.endpoint),
+      queueNamePrefix: 'takoform-',
       workers: new LocalWorkerRegistry(config.workersDir),
       authenticator: auth,
       cursorKey: cursorKey(dir),
       origin: () => origin,
       onAccepted: () => loop?.poke(),
+      operationLeaseMs: leaseMs,
     });
     loop = new ExecutorLoop(host.executor);
     server = await startNodeServer(host.http, config.port);

@@ -1,6 +1,7 @@
 /** `npm start`: runs the whole Host on this machine (host-profile §2). */
 import { log } from '../shared/log.ts';
 import { ConfigError, parseConfig, USAGE } from './config.ts';
+import { DataDirInUseError } from './data-dir.ts';
 import { startLocalHost } from './local-host.ts';
 import { JavaMissingError } from './standins/dynamodb-local.ts';
 
@@ -41,7 +42,7 @@ async function main(): Promise<number> {
 main().then(
   (code) => process.exit(code),
   (err) => {
-    if (err instanceof ConfigError || err instanceof JavaMissingError) {
+    if (err instanceof ConfigError || err instanceof JavaMissingError || err instanceof DataDirInUseError) {
       process.stderr.write(`${err.message}\n`);
     } else {
       log.error('start-up failed', { err });

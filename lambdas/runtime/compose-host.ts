@@ -1,12 +1,17 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { SQSClient } from '@aws-sdk/client-sqs';
+import { DynamoAttachments } from '../adapters/aws/dynamodb-attachments.ts';
 import { DynamoHostStore } from '../adapters/aws/dynamodb-host-store.ts';
+import { SqsQueueBackend } from '../adapters/aws/sqs-queue-backend.ts';
 import type { Authenticator } from '../engine/auth.ts';
 import { CursorCodec } from '../engine/cursor.ts';
 import { OperationExecutor } from '../engine/executor.ts';
 import { formRegistry } from '../engine/forms.ts';
 import { HostEngine } from '../engine/host-engine.ts';
+import { createAtLeastOnceQueueForm } from '../forms/at-least-once-queue/at-least-once-queue-form.ts';
 import { createModuleWorkerForm } from '../forms/module-worker/module-worker-form.ts';
 import type { WorkerRegistry } from '../forms/module-worker/worker-registry.ts';
+import { createQueueConsumerForm } from '../forms/queue-consumer/queue-consumer-form.ts';
 import { createApiRoutes } from '../http/api-routes.ts';
 import { LIMITS } from '../http/discovery.ts';
 import { createHttpHandler } from '../http/handler.ts';
@@ -15,12 +20,17 @@ import { log } from '../shared/log.ts';
 export interface HostDeps {
   dynamodb: DynamoDBClient;
   tableName: string;
+  sqs: SQSClient;
+  /** SQS queue names are `<prefix><uid>`; IAM on AWS is scoped to the prefix. */
+  queueNamePrefix: string;
   workers: WorkerRegistry;
   authenticator: Authenticator;
   cursorKey: Buffer;
   origin: () => string;
   clock?: () => number;
   onAccepted?: (operationId: string) => void;
+  /** How long an executor's claim on an Operation lasts (default: the executor's 60 s). */
+  operationLeaseMs?: number;
 }
 
 /** Wires adapters, Forms and the engine; used by the Lambda entries and the local Host alike. */
@@ -30,7 +40,19 @@ export function composeHost(deps: HostDeps) {
     tableName: deps.tableName,
     replayWindowSeconds: LIMITS.replayWindowSeconds,
   });
-  const forms = formRegistry([createModuleWorkerForm(deps.workers)]);
+  const queues = new SqsQueueBackend(deps.sqs, deps.queueNamePrefix);
+  const attachments = new DynamoAttachments(deps.dynamodb, deps.tableName, deps.clock);
+  const forms = formRegistry([
+    createAtLeastOnceQueueForm(queues),
+    createModuleWorkerForm(deps.workers),
+    createQueueConsumerForm({
+      queues,
+      workers: deps.workers,
+      attachments,
+      delivery: attachments,
+      getResource: (uid) => store.getResource(uid),
+    }),
+  ]);
   const engine = new HostEngine({
     store,
     forms,
@@ -39,7 +61,7 @@ export function composeHost(deps: HostDeps) {
     clock: deps.clock,
     onAccepted: deps.onAccepted,
   });
-  const executor = new OperationExecutor({ store, forms, clock: deps.clock });
+  const executor = new OperationExecutor({ store, forms, clock: deps.clock, leaseMs: deps.operationLeaseMs });
   const api = createApiRoutes({ origin: deps.origin, engine, forms, authenticator: deps.authenticator });
   const http = createHttpHandler({
     get origin() {
@@ -48,5 +70,5 @@ export function composeHost(deps: HostDeps) {
     api,
     onError: (err, req) => log.error('unexpected error', { method: req.method, path: req.path, err }),
   });
-  return { store, forms, engine, executor, http };
+  return { store, forms, engine, executor, http, queues, attachments };
 }

@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { inject } from 'vitest';
-import { dynamoDbClient } from '../../lambdas/adapters/aws/clients.ts';
+import { dynamoDbClient, sqsClient } from '../../lambdas/adapters/aws/clients.ts';
 import { createHostTable } from '../../lambdas/adapters/aws/create-host-table.ts';
 import { type Access, hashApiKey, StaticKeyAuthenticator } from '../../lambdas/engine/auth.ts';
 import type { WorkerCode, WorkerRegistry } from '../../lambdas/forms/module-worker/worker-registry.ts';
@@ -68,11 +68,15 @@ export async function createTestHost(opts: { origin?: string; principals?: TestP
     principals.map((p) => ({ keyHash: hashApiKey(p.token), principal: p.id, spaces: p.spaces })),
   );
   const workers = new FakeWorkerRegistry();
+  const sqs = sqsClient(inject('sqsEndpoint'));
+  const queueNamePrefix = `t${randomBytes(4).toString('hex')}-`;
   const origin = opts.origin ?? 'https://host.test';
   const accepted: string[] = [];
   const host = composeHost({
     dynamodb,
     tableName,
+    sqs,
+    queueNamePrefix,
     workers,
     authenticator: auth,
     cursorKey: randomBytes(32),
@@ -128,6 +132,8 @@ export async function createTestHost(opts: { origin?: string; principals?: TestP
     ...host,
     tableName,
     dynamodb,
+    sqs,
+    queueNamePrefix,
     workers,
     principals: byId,
     request,

@@ -10,7 +10,7 @@ import {
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
-import type { Reference } from '../../engine/forms.ts';
+import type { Claim, Reference, VersionGuard } from '../../engine/forms.ts';
 import type { OperationRecord, OperationStatus, ResourceRecord } from '../../engine/model.ts';
 import { TERMINAL } from '../../engine/model.ts';
 import type {
@@ -34,6 +34,8 @@ export const keys = {
   name: (space: string, name: string) => ({ [PK]: `NAME#${space}#${name}`, [SK]: ONE }),
   operation: (id: string) => ({ [PK]: `OP#${id}`, [SK]: ONE }),
   idempotency: (principal: string, key: string) => ({ [PK]: `IDEM#${principal}#${key}`, [SK]: ONE }),
+  claim: (key: string) => ({ [PK]: `CLAIM#${key}`, [SK]: ONE }),
+  version: (key: string) => ({ [PK]: `VERSION#${key}`, [SK]: ONE }),
   /** An outbound reference lives in its source's partition, so one Query lists them. */
   edge: (source: string, target: string) => ({ [PK]: `RES#${source}`, [SK]: `REF#${target}` }),
 };
@@ -43,7 +45,7 @@ const owner = (principal: string) => `OWNER#${principal}`;
 const dueKey = (at: number, id: string) => `${String(Math.max(0, Math.floor(at))).padStart(15, '0')}#${id}`;
 const epochSeconds = (iso: string) => Math.ceil(Date.parse(iso) / 1000);
 
-function resourceItem(r: ResourceRecord): Record<string, AttributeValue> {
+function resourceItem(r: ResourceRecord, claimKeys: readonly string[] = []): Record<string, AttributeValue> {
   const item: Record<string, unknown> = {
     ...keys.resource(r.uid),
     uid: r.uid,
@@ -61,6 +63,7 @@ function resourceItem(r: ResourceRecord): Record<string, AttributeValue> {
     lastOperation: r.lastOperation,
     inboundRefs: 0,
   };
+  if (claimKeys.length) item.claimKeys = [...claimKeys];
   if (r.busyOperation) item.busyOperation = r.busyOperation;
   if (!r.deletedAt) {
     item[gsi1.pk] = owner(r.principal);
@@ -316,6 +319,61 @@ export class DynamoHostStore implements HostStore {
     ];
   }
 
+  private claimCreate(owner: string, claim: Claim): TransactWriteItem {
+    return {
+      Put: {
+        TableName: this.table,
+        Item: marshall({ ...keys.claim(claim.key), owner, attributes: claim.attributes }),
+        ConditionExpression: 'attribute_not_exists(#pk)',
+        ExpressionAttributeNames: { '#pk': PK },
+      },
+    };
+  }
+
+  private claimUpdate(owner: string, claim: Claim): TransactWriteItem {
+    return {
+      Update: {
+        TableName: this.table,
+        Key: marshall(keys.claim(claim.key)),
+        UpdateExpression: 'SET attributes = :a',
+        ConditionExpression: '#owner = :owner',
+        ExpressionAttributeNames: { '#owner': 'owner' },
+        ExpressionAttributeValues: marshall({ ':a': claim.attributes, ':owner': owner }),
+      },
+    };
+  }
+
+  private versionBump(guard: VersionGuard): TransactWriteItem {
+    return {
+      Update: {
+        TableName: this.table,
+        Key: marshall(keys.version(guard.key)),
+        UpdateExpression: 'SET version = :next',
+        ConditionExpression:
+          guard.expected === 0 ? 'attribute_not_exists(version) OR version = :v' : 'version = :v',
+        ExpressionAttributeValues: marshall({ ':v': guard.expected, ':next': guard.expected + 1 }),
+      },
+    };
+  }
+
+  async getClaim(key: string) {
+    const item = await this.get(keys.claim(key));
+    if (!item) return undefined;
+    const v = unmarshall(item);
+    return { owner: v.owner as string, attributes: (v.attributes ?? {}) as Record<string, string | null> };
+  }
+
+  async listClaims(uid: string): Promise<string[]> {
+    const item = await this.get(keys.resource(uid));
+    const v = item ? unmarshall(item) : undefined;
+    return Array.isArray(v?.claimKeys) ? (v.claimKeys as string[]) : [];
+  }
+
+  async getVersion(key: string): Promise<number> {
+    const item = await this.get(keys.version(key));
+    return item ? (unmarshall(item).version as number) : 0;
+  }
+
   async listReferences(uid: string): Promise<string[]> {
     const out = await this.client.send(
       new QueryCommand({
@@ -330,7 +388,7 @@ export class DynamoHostStore implements HostStore {
   }
 
   async acceptCreate(input: AcceptCreate): Promise<AcceptResult> {
-    const { resource: r, operation, idempotency, references } = input;
+    const { resource: r, operation, idempotency, references, claims, versions } = input;
     const items: TransactWriteItem[] = [
       this.idempotencyPut(idempotency),
       {
@@ -344,7 +402,10 @@ export class DynamoHostStore implements HostStore {
       {
         Put: {
           TableName: this.table,
-          Item: resourceItem(r),
+          Item: resourceItem(
+            r,
+            claims.map((c) => c.key),
+          ),
           ConditionExpression: 'attribute_not_exists(#pk)',
           ExpressionAttributeNames: { '#pk': PK },
         },
@@ -358,6 +419,8 @@ export class DynamoHostStore implements HostStore {
         },
       },
       ...references.flatMap((ref) => this.referenceTake(r.uid, ref, r.principal, r.space)),
+      ...claims.map((c) => this.claimCreate(r.uid, c)),
+      ...versions.map((v) => this.versionBump(v)),
     ];
     try {
       await this.client.send(new TransactWriteItemsCommand({ TransactItems: items }));
@@ -368,16 +431,28 @@ export class DynamoHostStore implements HostStore {
       const failed = codes.indexOf('ConditionalCheckFailed');
       if (failed === 0) return { ok: false, reason: 'idempotency_race' };
       if (failed === 1) return { ok: false, reason: 'name_conflict' };
-      if (failed >= 4) {
-        const ref = references[Math.floor((failed - 4) / 2)];
-        return {
-          ok: false,
-          reason: 'dependency_conflict',
-          detail: `${ref?.role} does not name a live Resource of the required Form in this Space`,
-        };
-      }
-      throw err;
+      return this.guardFailure(failed - 4, references, claims) ?? Promise.reject(err);
     }
+  }
+
+  /** Maps a failed index past the fixed items onto references (2 items each), claims, versions. */
+  private guardFailure(
+    index: number,
+    refs: readonly Reference[],
+    claims: readonly Claim[],
+  ): AcceptResult | undefined {
+    if (index < 0) return undefined;
+    if (index < refs.length * 2) {
+      const ref = refs[Math.floor(index / 2)];
+      return {
+        ok: false,
+        reason: 'dependency_conflict',
+        detail: `${ref?.role} does not name a live Resource of the required Form in this Space`,
+      };
+    }
+    const claim = claims[index - refs.length * 2];
+    if (claim) return { ok: false, reason: 'claim_conflict', key: claim.key };
+    return { ok: false, reason: 'version_conflict' };
   }
 
   private async acceptMutation(input: AcceptMutation, action: 'update' | 'delete'): Promise<AcceptResult> {
@@ -428,6 +503,8 @@ export class DynamoHostStore implements HostStore {
         },
       },
       ...input.addedReferences.flatMap((ref) => this.referenceTake(uid, ref, principal, operation.space)),
+      ...input.claims.map((c) => this.claimUpdate(uid, c)),
+      ...input.versions.map((v) => this.versionBump(v)),
     ];
     try {
       await this.client.send(new TransactWriteItemsCommand({ TransactItems: items }));
@@ -450,14 +527,8 @@ export class DynamoHostStore implements HostStore {
           detail: 'the Resource is still referenced by another Resource',
         };
       }
-      if (failed >= 3) {
-        const ref = input.addedReferences[Math.floor((failed - 3) / 2)];
-        return {
-          ok: false,
-          reason: 'dependency_conflict',
-          detail: `${ref?.role} does not name a live Resource of the required Form in this Space`,
-        };
-      }
+      const guard = this.guardFailure(failed - 3, input.addedReferences, input.claims);
+      if (guard) return guard;
       throw err;
     }
   }

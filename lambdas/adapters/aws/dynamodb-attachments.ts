@@ -1,0 +1,117 @@
+import {
+  ConditionalCheckFailedException,
+  DeleteItemCommand,
+  type DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+  QueryCommand,
+  UpdateItemCommand,
+} from '@aws-sdk/client-dynamodb';
+import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
+import type { Attachment, AttachmentStore, DeliveryMonitor } from '../../forms/queue-consumer/attachments.ts';
+import { TABLE_KEYS } from '../../shared/table-schema.ts';
+
+const { pk: PK, sk: SK, gsi1 } = TABLE_KEYS;
+export const attachmentKey = (uid: string) => ({ [PK]: `ATTACH#${uid}`, [SK]: '_' });
+/** Batch leases of a consumer live in one partition: counting them is one Query. */
+export const leasePartition = (consumerUid: string) => `LEASES#${consumerUid}`;
+/** The dispatcher lists active attachments through this sparse index partition. */
+export const ACTIVE_ATTACHMENTS = 'ATTACHMENTS';
+
+export class DynamoAttachments implements AttachmentStore, DeliveryMonitor {
+  private readonly client: DynamoDBClient;
+  private readonly table: string;
+  private readonly clock: () => number;
+
+  constructor(client: DynamoDBClient, tableName: string, clock: () => number = Date.now) {
+    this.client = client;
+    this.table = tableName;
+    this.clock = clock;
+  }
+
+  async activate(a: Attachment): Promise<void> {
+    try {
+      await this.client.send(
+        new PutItemCommand({
+          TableName: this.table,
+          Item: marshall(
+            {
+              ...attachmentKey(a.consumerUid),
+              ...a,
+              specJson: JSON.stringify(a.spec),
+              spec: undefined,
+              [gsi1.pk]: ACTIVE_ATTACHMENTS,
+              [gsi1.sk]: a.consumerUid,
+            },
+            { removeUndefinedValues: true },
+          ),
+          ConditionExpression: 'attribute_not_exists(#pk) OR generation <= :g',
+          ExpressionAttributeNames: { '#pk': PK },
+          ExpressionAttributeValues: marshall({ ':g': a.generation }),
+        }),
+      );
+    } catch (err) {
+      // A newer generation is already active: this older step has nothing left to do.
+      if (!(err instanceof ConditionalCheckFailedException)) throw err;
+    }
+  }
+
+  async get(consumerUid: string): Promise<Attachment | undefined> {
+    const out = await this.client.send(
+      new GetItemCommand({
+        TableName: this.table,
+        Key: marshall(attachmentKey(consumerUid)),
+        ConsistentRead: true,
+      }),
+    );
+    if (!out.Item) return undefined;
+    const v = unmarshall(out.Item);
+    return {
+      consumerUid: v.consumerUid,
+      space: v.space,
+      queueName: v.queueName,
+      generation: v.generation,
+      spec: JSON.parse(v.specJson),
+      state: v.state,
+    };
+  }
+
+  async stop(consumerUid: string): Promise<void> {
+    try {
+      await this.client.send(
+        new UpdateItemCommand({
+          TableName: this.table,
+          Key: marshall(attachmentKey(consumerUid)),
+          UpdateExpression: 'SET #state = :stopping REMOVE #gpk, #gsk',
+          ConditionExpression: 'attribute_exists(#pk)',
+          ExpressionAttributeNames: { '#state': 'state', '#pk': PK, '#gpk': gsi1.pk, '#gsk': gsi1.sk },
+          ExpressionAttributeValues: marshall({ ':stopping': 'stopping' }),
+        }),
+      );
+    } catch (err) {
+      if (!(err instanceof ConditionalCheckFailedException)) throw err;
+    }
+  }
+
+  async remove(consumerUid: string): Promise<void> {
+    await this.client.send(
+      new DeleteItemCommand({ TableName: this.table, Key: marshall(attachmentKey(consumerUid)) }),
+    );
+  }
+
+  /** Unexpired batch leases; an expired one belongs to a batch whose messages are redeliverable. */
+  async inFlightBatches(consumerUid: string): Promise<number> {
+    const out = await this.client.send(
+      new QueryCommand({
+        TableName: this.table,
+        KeyConditionExpression: '#pk = :pk',
+        FilterExpression: 'leaseUntil > :now',
+        ExpressionAttributeNames: { '#pk': PK },
+        ExpressionAttributeValues: marshall({ ':pk': leasePartition(consumerUid), ':now': this.clock() }),
+        ConsistentRead: true,
+        Select: 'COUNT',
+      }),
+    );
+    return out.Count ?? 0;
+  }
+}

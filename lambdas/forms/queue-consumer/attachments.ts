@@ -1,0 +1,30 @@
+import type { ConsumerSpec } from './consumer-spec.ts';
+
+/**
+ * The seam between the control plane and delivery: an attachment is what the dispatcher acts on.
+ * The QueueConsumer backend writes it; the delivery engine reads it and reports in-flight work.
+ */
+export interface Attachment {
+  consumerUid: string;
+  space: string;
+  /** The queue Resource's name, as the batch object shows it. */
+  queueName: string;
+  generation: number;
+  spec: ConsumerSpec;
+  /** `stopping`: no new batch may start; in-flight ones finish or become redeliverable. */
+  state: 'active' | 'stopping';
+}
+
+export interface AttachmentStore {
+  /** Writes the attachment for a generation; an older generation never replaces a newer one. */
+  activate(a: Attachment): Promise<void>;
+  get(consumerUid: string): Promise<Attachment | undefined>;
+  /** Sets the stop boundary: after it resolves, no new batch starts for this consumer. */
+  stop(consumerUid: string): Promise<void>;
+  remove(consumerUid: string): Promise<void>;
+}
+
+export interface DeliveryMonitor {
+  /** Batches of this consumer that started and have not ended (or been made redeliverable). */
+  inFlightBatches(consumerUid: string): Promise<number>;
+}
