@@ -383,10 +383,19 @@ export class HostEngine {
       if (afterUid === undefined)
         throw new HostError('invalid_request', 'the cursor is not valid for this list');
     }
-    const rows = await this.store.listResources({ ...binding, afterUid, limit: q.limit + 1 });
-    const page = rows.slice(0, q.limit);
+    // Unreadable rows (a key without that Space) are skipped before paging, so that neither the
+    // page size nor the cursor (its payload is the last uid) reveals them (HA-11).
+    const readable: ResourceRecord[] = [];
+    for (let after = afterUid; ; ) {
+      const rows = await this.store.listResources({ ...binding, afterUid: after, limit: q.limit + 1 });
+      readable.push(...rows.filter((r) => canRead(p, r.space)));
+      const lastRow = rows.at(-1);
+      if (readable.length > q.limit || rows.length <= q.limit || !lastRow) break;
+      after = lastRow.uid;
+    }
+    const page = readable.slice(0, q.limit);
     const last = page.at(-1);
-    const nextCursor = rows.length > q.limit && last ? this.cursors.encode(last.uid, binding) : null;
-    return { items: page.filter((r) => canRead(p, r.space)), nextCursor };
+    const nextCursor = readable.length > q.limit && last ? this.cursors.encode(last.uid, binding) : null;
+    return { items: page, nextCursor };
   }
 }

@@ -28,13 +28,18 @@ export interface ApiRoutesOptions {
   authenticator: Authenticator;
 }
 
+/**
+ * `spec` must be present; its JSON type is the Form's to judge, so `null`, arrays and scalars are
+ * `422 invalid_spec` from the Form's validator (host-profile §4), not an envelope error.
+ */
+const specField = z.unknown().refine((v) => v !== undefined, 'spec is required');
 const createEnvelope = z.strictObject({
   form: z.string().min(1).max(2048),
   space: z.string().regex(ID_PATTERN),
   name: z.string().regex(ID_PATTERN),
-  spec: z.record(z.string(), z.unknown()),
+  spec: specField,
 });
-const updateEnvelope = z.strictObject({ spec: z.record(z.string(), z.unknown()) });
+const updateEnvelope = z.strictObject({ spec: specField });
 
 const OPTIONAL_ROUTES = [/^\/offerings$/, /^\/previews$/, /^\/operations\/[^/]+\/private-inputs$/];
 
@@ -59,7 +64,7 @@ function envelope<T>(schema: z.ZodType<T>, body: unknown): T {
   return parsed.data;
 }
 
-async function authenticate(req: HttpRequest, authenticator: Authenticator): Promise<Principal> {
+export async function authenticate(req: HttpRequest, authenticator: Authenticator): Promise<Principal> {
   const header = headerValue(req, 'authorization');
   const match = header === undefined ? null : /^Bearer ([\x21-\x7e]{1,512})$/.exec(header);
   const principal = match?.[1] ? await authenticator.authenticate(match[1]) : undefined;

@@ -8,6 +8,8 @@ export interface HttpCoreOptions {
   readonly origin: string;
   /** Routes under the API root; the Host API engine plugs in here. */
   readonly api?: (req: HttpRequest) => Promise<HttpResponse>;
+  /** Routes under `/ext/`: this Host's non-portable extensions (host-profile §3). */
+  readonly extensions?: (req: HttpRequest) => Promise<HttpResponse>;
   /** Receives unexpected errors for logging; never their text in a response. */
   readonly onError?: (err: unknown, req: HttpRequest) => void;
 }
@@ -33,6 +35,7 @@ export function createHttpHandler(opts: HttpCoreOptions): HttpHandler {
         if (req.rawQuery !== '') throw new HostError('invalid_request', 'discovery takes no query');
         return json(200, discoveryDocument(opts.origin));
       }
+      if (opts.extensions && req.path.startsWith('/ext/')) return await opts.extensions(req);
       if (opts.api) return await opts.api(req);
       throw new HostError('not_found');
     } catch (err) {

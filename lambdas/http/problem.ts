@@ -3,6 +3,7 @@ import type { HttpResponse } from './types.ts';
 /** Problem codes of Host API v2 (and this Host's profile), with their HTTP status. */
 export const PROBLEM_STATUS = {
   invalid_request: 400,
+  invalid_body: 400,
   unauthenticated: 401,
   forbidden: 403,
   not_found: 404,

@@ -1,4 +1,5 @@
 import { ID_PATTERN, IDEMPOTENCY_KEY_PATTERN } from '../engine/ids.ts';
+import { LIMITS } from './discovery.ts';
 import { HostError } from './problem.ts';
 import { parseStrictJson } from './strict-json.ts';
 import { type HttpRequest, headerRepeated, headerValue } from './types.ts';
@@ -75,6 +76,10 @@ export function jsonBody(req: HttpRequest): unknown {
   }
   if (!req.body || req.body.length === 0)
     throw new HostError('invalid_request', 'the request needs a JSON body');
+  // The node server caps the socket read too; behind API Gateway this is the only check (HA-13).
+  if (req.body.length > LIMITS.maxRequestBytes) {
+    throw new HostError('request_too_large', `the body is over ${LIMITS.maxRequestBytes} bytes`);
+  }
   try {
     return parseStrictJson(req.body);
   } catch (err) {

@@ -9,11 +9,15 @@ import { parseStrictJson } from '../http/strict-json.ts';
 import { composeHost } from '../runtime/compose-host.ts';
 import { ConfigError, type LocalHostConfig } from './config.ts';
 import { DataDir } from './data-dir.ts';
+import { deliveryTuning } from './delivery-tuning.ts';
+import { LocalDispatcher } from './dispatcher/local-dispatcher.ts';
+import { localInvoker } from './dispatcher/local-invoker.ts';
 import { ExecutorLoop } from './executor-loop.ts';
 import type { StandIn } from './standins/child-process.ts';
 import { startDynamoDbLocal } from './standins/dynamodb-local.ts';
 import { startSqsServer } from './standins/sqs-server.ts';
 import { LocalWorkerRegistry } from './workers/local-worker-registry.ts';
+import { WorkerPool } from './workers/worker-pool.ts';
 
 export const LOCAL_TABLE = 'takoform-host';
 
@@ -40,7 +44,12 @@ function loadAuthenticator(config: LocalHostConfig, dir: DataDir): { auth: Authe
 
 /** The HMAC key for list cursors, made once per data folder. */
 function cursorKey(dir: DataDir): Buffer {
-  const file = dir.path('cursor-key');
+  return secretOf(dir, 'cursor-key');
+}
+
+/** A 32-byte key kept in the data folder (mode 0600), made on first use. */
+function secretOf(dir: DataDir, name: string): Buffer {
+  const file = dir.path(name);
   try {
     const key = Buffer.from(readFileSync(file, 'utf8').trim(), 'base64url');
     if (key.length >= 32) return key;
@@ -85,11 +94,16 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
   const standIns: StandIn[] = [];
   let server: LocalHttpServer | undefined;
   let loop: ExecutorLoop | undefined;
+  let dispatcher: LocalDispatcher | undefined;
+  let pool: WorkerPool | undefined;
   let stopping = false;
   const stop = async () => {
     stopping = true;
     await server?.close();
     await loop?.stop();
+    // In-flight batches get a bound to finish; what is cut off is retried, never acknowledged.
+    await dispatcher?.stop(5_000);
+    await pool?.close();
     await Promise.all(standIns.map((s) => s.stop()));
     dir.release();
   };
@@ -111,22 +125,44 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
     const dynamodb = dynamoDbClient(ddb.endpoint);
     await createHostTable(dynamodb, LOCAL_TABLE);
     let origin = config.publicOrigin ?? '';
+    const workers = new LocalWorkerRegistry(config.workersDir);
+    const delivery = deliveryTuning(process.env, config.workerTimeoutSeconds);
     const host = composeHost({
       dynamodb,
       tableName: LOCAL_TABLE,
       sqs: sqsClient(sqs.endpoint),
       queueNamePrefix: 'takoform-',
-      workers: new LocalWorkerRegistry(config.workersDir),
+      workers,
       authenticator: auth,
       cursorKey: cursorKey(dir),
       origin: () => origin,
       onAccepted: () => loop?.poke(),
       operationLeaseMs: leaseMs,
+      delivery: {
+        workerTimeoutMs: config.workerTimeoutSeconds * 1000,
+        credentialKey: secretOf(dir, 'delivery-key'),
+        // Local workers run in this process's worker threads, whatever their Space.
+        workerFunction: async (space, name) =>
+          (await workers.moduleFile(space, name)) ? 'local' : undefined,
+        graceMs: delivery.graceMs,
+        idleWaitSeconds: delivery.idleWaitSeconds,
+      },
     });
     loop = new ExecutorLoop(host.executor);
+    const workerPool = new WorkerPool({ timeoutMs: config.workerTimeoutSeconds * 1000 });
+    pool = workerPool;
+    const sqsForDelivery = sqsClient(sqs.endpoint);
+    dispatcher = new LocalDispatcher({
+      service: host.delivery,
+      attachments: host.attachments,
+      sqs: sqsForDelivery,
+      idleWaitSeconds: delivery.idleWaitSeconds,
+      invokerFor: async (slot) => localInvoker(slot, { workers, pool: workerPool, host }),
+    });
     server = await startNodeServer(host.http, config.port);
     origin ||= `http://127.0.0.1:${server.port}`;
     loop.start();
+    dispatcher.start();
     const apiKey = devKey;
     return {
       origin,

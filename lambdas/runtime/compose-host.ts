@@ -1,8 +1,13 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { DynamoAttachments } from '../adapters/aws/dynamodb-attachments.ts';
+import { DynamoCommitStore } from '../adapters/aws/dynamodb-commit-store.ts';
+import { DynamoDeliveryStore } from '../adapters/aws/dynamodb-delivery-store.ts';
 import { DynamoHostStore } from '../adapters/aws/dynamodb-host-store.ts';
+import { DynamoQueueDirectory } from '../adapters/aws/dynamodb-queue-directory.ts';
 import { SqsQueueBackend } from '../adapters/aws/sqs-queue-backend.ts';
+import { DeliveryService } from '../delivery/delivery-service.ts';
+import { QueueProducer } from '../delivery/producer.ts';
 import type { Authenticator } from '../engine/auth.ts';
 import { CursorCodec } from '../engine/cursor.ts';
 import { OperationExecutor } from '../engine/executor.ts';
@@ -15,6 +20,7 @@ import { createQueueConsumerForm } from '../forms/queue-consumer/queue-consumer-
 import { createApiRoutes } from '../http/api-routes.ts';
 import { LIMITS } from '../http/discovery.ts';
 import { createHttpHandler } from '../http/handler.ts';
+import { createProducerRoutes } from '../http/producer-routes.ts';
 import { log } from '../shared/log.ts';
 
 export interface HostDeps {
@@ -31,6 +37,14 @@ export interface HostDeps {
   onAccepted?: (operationId: string) => void;
   /** How long an executor's claim on an Operation lasts (default: the executor's 60 s). */
   operationLeaseMs?: number;
+  /** Delivery: the bound on one worker invocation, and where a worker's code runs. */
+  delivery: {
+    workerTimeoutMs: number;
+    credentialKey: Buffer;
+    workerFunction(space: string, name: string): Promise<string | undefined>;
+    graceMs?: number;
+    idleWaitSeconds?: number;
+  };
 }
 
 /** Wires adapters, Forms and the engine; used by the Lambda entries and the local Host alike. */
@@ -42,6 +56,30 @@ export function composeHost(deps: HostDeps) {
   });
   const queues = new SqsQueueBackend(deps.sqs, deps.queueNamePrefix);
   const attachments = new DynamoAttachments(deps.dynamodb, deps.tableName, deps.clock);
+  const commits = new DynamoCommitStore(deps.dynamodb, deps.tableName);
+  const queueDirectory = new DynamoQueueDirectory({
+    getResource: (uid) => store.getResource(uid),
+    queueUrl: (uid) => queues.queueUrl(uid),
+  });
+  const delivery = new DeliveryService({
+    store: new DynamoDeliveryStore(deps.dynamodb, deps.tableName),
+    sqs: deps.sqs,
+    directory: queueDirectory,
+    commits,
+    attachments,
+    getWorker: async (uid) => {
+      const r = await store.getResource(uid);
+      return r ? { space: r.space, name: r.name, deleted: r.deletedAt !== undefined } : undefined;
+    },
+    workerFunction: deps.delivery.workerFunction,
+    credentialKey: deps.delivery.credentialKey,
+    workerTimeoutMs: deps.delivery.workerTimeoutMs,
+    ...(deps.delivery.graceMs !== undefined ? { graceMs: deps.delivery.graceMs } : {}),
+    ...(deps.delivery.idleWaitSeconds !== undefined
+      ? { idleWaitSeconds: deps.delivery.idleWaitSeconds }
+      : {}),
+    ...(deps.clock ? { clock: deps.clock } : {}),
+  });
   const forms = formRegistry([
     createAtLeastOnceQueueForm(queues),
     createModuleWorkerForm(deps.workers),
@@ -49,7 +87,7 @@ export function composeHost(deps: HostDeps) {
       queues,
       workers: deps.workers,
       attachments,
-      delivery: attachments,
+      delivery,
       getResource: (uid) => store.getResource(uid),
     }),
   ]);
@@ -63,12 +101,32 @@ export function composeHost(deps: HostDeps) {
   });
   const executor = new OperationExecutor({ store, forms, clock: deps.clock, leaseMs: deps.operationLeaseMs });
   const api = createApiRoutes({ origin: deps.origin, engine, forms, authenticator: deps.authenticator });
+  const producer = new QueueProducer({ sqs: deps.sqs, commits, clock: deps.clock });
+  const extensions = createProducerRoutes({
+    authenticator: deps.authenticator,
+    getResource: (uid) => store.getResource(uid),
+    targetOf: (r) => queueDirectory.targetOf(r),
+    sendBatch: (target, messages) => producer.sendBatch(target, messages),
+  });
   const http = createHttpHandler({
     get origin() {
       return deps.origin();
     },
     api,
+    extensions,
     onError: (err, req) => log.error('unexpected error', { method: req.method, path: req.path, err }),
   });
-  return { store, forms, engine, executor, http, queues, attachments };
+  return {
+    store,
+    forms,
+    engine,
+    executor,
+    http,
+    queues,
+    attachments,
+    commits,
+    queueDirectory,
+    producer,
+    delivery,
+  };
 }

@@ -51,7 +51,14 @@ export interface RequestOptions {
  * A Host composed in-process over a fresh table on the shared DynamoDB Local: the same HTTP core,
  * engine and store as production, with requests passed straight to the core (no socket).
  */
-export async function createTestHost(opts: { origin?: string; principals?: TestPrincipal[] } = {}) {
+export async function createTestHost(
+  opts: {
+    origin?: string;
+    principals?: TestPrincipal[];
+    clock?: () => number;
+    delivery?: { workerTimeoutMs?: number; graceMs?: number; idleWaitSeconds?: number };
+  } = {},
+) {
   const dynamodb = dynamoDbClient(inject('ddbEndpoint'));
   const tableName = `t-${randomUUID()}`;
   await createHostTable(dynamodb, tableName);
@@ -82,6 +89,14 @@ export async function createTestHost(opts: { origin?: string; principals?: TestP
     cursorKey: randomBytes(32),
     origin: () => origin,
     onAccepted: (id) => accepted.push(id),
+    ...(opts.clock ? { clock: opts.clock } : {}),
+    delivery: {
+      workerTimeoutMs: opts.delivery?.workerTimeoutMs ?? 30_000,
+      credentialKey: randomBytes(32),
+      workerFunction: async (space, name) => ((await workers.lookup(space, name)) ? 'test' : undefined),
+      graceMs: opts.delivery?.graceMs ?? 2_000,
+      idleWaitSeconds: opts.delivery?.idleWaitSeconds ?? 1,
+    },
   });
   const byId = Object.fromEntries(principals.map((p) => [p.id, p])) as Record<string, TestPrincipal>;
   const defaultPrincipal = principals[0] as TestPrincipal;
@@ -100,7 +115,9 @@ export async function createTestHost(opts: { origin?: string; principals?: TestP
     for (const [k, v] of Object.entries(r.headers ?? {}))
       headers[k.toLowerCase()] = Array.isArray(v) ? v : [v];
     const path =
-      r.path.startsWith('/.well-known') || r.path.startsWith('/docs') ? r.path : `${API_ROOT}${r.path}`;
+      r.path.startsWith('/.well-known') || r.path.startsWith('/docs') || r.path.startsWith('/ext/')
+        ? r.path
+        : `${API_ROOT}${r.path}`;
     const out: HttpResponse = await host.http({
       method: r.method ?? 'GET',
       path,

@@ -1,4 +1,5 @@
 import {
+  type AttributeValue,
   ConditionalCheckFailedException,
   DeleteItemCommand,
   type DynamoDBClient,
@@ -74,6 +75,34 @@ export class DynamoAttachments implements AttachmentStore, DeliveryMonitor {
       spec: JSON.parse(v.specJson),
       state: v.state,
     };
+  }
+
+  /** Active attachments (the sparse index holds only those). */
+  async listActive(): Promise<{ consumerUid: string; generation: number; maxConcurrency: number }[]> {
+    const out: { consumerUid: string; generation: number; maxConcurrency: number }[] = [];
+    let start: Record<string, AttributeValue> | undefined;
+    do {
+      const page = await this.client.send(
+        new QueryCommand({
+          TableName: this.table,
+          IndexName: gsi1.name,
+          KeyConditionExpression: '#pk = :pk',
+          ExpressionAttributeNames: { '#pk': gsi1.pk },
+          ExpressionAttributeValues: marshall({ ':pk': ACTIVE_ATTACHMENTS }),
+          ExclusiveStartKey: start,
+        }),
+      );
+      for (const item of page.Items ?? []) {
+        const v = unmarshall(item);
+        out.push({
+          consumerUid: v.consumerUid,
+          generation: v.generation,
+          maxConcurrency: JSON.parse(v.specJson).maxConcurrency,
+        });
+      }
+      start = page.LastEvaluatedKey;
+    } while (start);
+    return out;
   }
 
   async stop(consumerUid: string): Promise<void> {

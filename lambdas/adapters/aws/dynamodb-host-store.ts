@@ -182,6 +182,12 @@ export class DynamoHostStore implements HostStore {
     return out.Item;
   }
 
+  /** The uid holding a (space, name) reservation, if any. */
+  async uidByName(space: string, name: string): Promise<string | undefined> {
+    const item = await this.get(keys.name(space, name));
+    return item ? (unmarshall(item).uid as string) : undefined;
+  }
+
   async getIdempotency(principal: string, key: string): Promise<IdempotencyRecord | undefined> {
     const item = await this.get(keys.idempotency(principal, key));
     if (!item) return undefined;
@@ -339,6 +345,18 @@ export class DynamoHostStore implements HostStore {
         ConditionExpression: '#owner = :owner',
         ExpressionAttributeNames: { '#owner': 'owner' },
         ExpressionAttributeValues: marshall({ ':a': claim.attributes, ':owner': owner }),
+      },
+    };
+  }
+
+  private claimRelease(owner: string, key: string): TransactWriteItem {
+    return {
+      Delete: {
+        TableName: this.table,
+        Key: marshall(keys.claim(key)),
+        ConditionExpression: 'attribute_not_exists(#pk) OR #owner = :owner',
+        ExpressionAttributeNames: { '#pk': PK, '#owner': 'owner' },
+        ExpressionAttributeValues: marshall({ ':owner': owner }),
       },
     };
   }
@@ -755,6 +773,9 @@ export class DynamoHostStore implements HostStore {
     if (succeeded) {
       for (const target of s.releasedReferences ?? [])
         items.push(...this.referenceRelease(op.resourceUid, target));
+      // A deleted Resource gives up its claims (e.g. "the consumer of queue X"), so the role is free
+      // again; only its own claim is removed, and a claim already gone is not an error.
+      for (const key of s.releasedClaims ?? []) items.push(this.claimRelease(op.resourceUid, key));
     }
     return items;
   }

@@ -8,6 +8,11 @@ import type { HandlerName, WorkerCode, WorkerRegistry } from '../../forms/module
 
 const HANDLERS: readonly HandlerName[] = ['fetch', 'scheduled', 'queue'];
 
+export interface WorkerConfig {
+  vars?: Record<string, unknown>;
+  queueProducers?: Record<string, { queue: string }>;
+}
+
 /** Loads the module in a throw-away thread: worker code never runs inside the Host's own thread. */
 const INTROSPECT = `
 const { parentPort, workerData } = require('node:worker_threads');
@@ -15,7 +20,12 @@ import(workerData.url).then(
   (m) => {
     const d = m.default;
     const plain = d !== null && typeof d === 'object' && !Array.isArray(d);
-    const handlers = plain ? workerData.names.filter((n) => Object.hasOwn(d, n) && typeof d[n] === 'function') : null;
+    // Own data properties only: a getter is never run, an inherited method never counts (MW-02).
+    const declared = (n) => {
+      const p = Object.getOwnPropertyDescriptor(d, n);
+      return p !== undefined && 'value' in p && typeof p.value === 'function';
+    };
+    const handlers = plain ? workerData.names.filter(declared) : null;
     parentPort.postMessage({ handlers });
   },
   () => parentPort.postMessage({ handlers: null }),
@@ -75,6 +85,22 @@ export class LocalWorkerRegistry implements WorkerRegistry {
       }
     }
     return undefined;
+  }
+
+  /** `DIR/<space>/<name>.json`: `{"vars":{…},"queueProducers":{"BINDING":{"queue":"<name>"}}}`, or {}. */
+  async config(space: string, name: string): Promise<WorkerConfig> {
+    if (!ID_PATTERN.test(space) || !ID_PATTERN.test(name)) return {};
+    let raw: Buffer;
+    try {
+      raw = await readFile(path.join(this.dir, space, `${name}.json`));
+    } catch {
+      return {};
+    }
+    const parsed = JSON.parse(raw.toString('utf8')) as WorkerConfig;
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+      throw new Error(`${space}/${name}.json must hold a JSON object`);
+    }
+    return parsed;
   }
 
   async lookup(space: string, name: string): Promise<WorkerCode | undefined> {

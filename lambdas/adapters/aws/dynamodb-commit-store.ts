@@ -1,0 +1,76 @@
+import {
+  type AttributeValue,
+  BatchGetItemCommand,
+  type BatchGetItemCommandOutput,
+  type DynamoDBClient,
+  PutItemCommand,
+} from '@aws-sdk/client-dynamodb';
+import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
+import type { CommitStore } from '../../delivery/ports.ts';
+import { TABLE_KEYS } from '../../shared/table-schema.ts';
+
+const { pk: PK, sk: SK, ttl: TTL } = TABLE_KEYS;
+
+/** One item per committed multi-message send, expired by DynamoDB TTL. */
+export const commitKey = (commitId: string) => ({ [PK]: `COMMIT#${commitId}`, [SK]: '_' });
+
+/** BatchGetItem reads at most 100 keys per request. */
+const BATCH_GET_KEYS = 100;
+/** Rounds for keys DynamoDB returns as unprocessed before the read counts as failed. */
+const MAX_ROUNDS = 6;
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Commit records of multi-message sends on the Host table (see `QueueProducer.sendBatch`). */
+export class DynamoCommitStore implements CommitStore {
+  private readonly client: DynamoDBClient;
+  private readonly table: string;
+
+  constructor(client: DynamoDBClient, tableName: string) {
+    this.client = client;
+    this.table = tableName;
+  }
+
+  /** Unconditional and idempotent: writing the same commit twice changes nothing that matters. */
+  async putCommit(commitId: string, expiresAtSeconds: number): Promise<void> {
+    await this.client.send(
+      new PutItemCommand({
+        TableName: this.table,
+        Item: marshall({ ...commitKey(commitId), [TTL]: expiresAtSeconds }),
+      }),
+    );
+  }
+
+  /** Consistent reads, so a commit acknowledged to a producer is never reported missing. */
+  async committed(commitIds: readonly string[]): Promise<Set<string>> {
+    const found = new Set<string>();
+    const unique = [...new Set(commitIds)];
+    for (let i = 0; i < unique.length; i += BATCH_GET_KEYS) {
+      let keys: Record<string, AttributeValue>[] | undefined = unique
+        .slice(i, i + BATCH_GET_KEYS)
+        .map((id) => marshall(commitKey(id)));
+      for (let round = 1; keys && keys.length > 0; round++) {
+        if (round > MAX_ROUNDS) throw new Error('DynamoDB left commit reads unprocessed');
+        if (round > 1) await sleep(20 * 2 ** (round - 2));
+        const out: BatchGetItemCommandOutput = await this.client.send(
+          new BatchGetItemCommand({
+            RequestItems: {
+              [this.table]: {
+                Keys: keys,
+                ConsistentRead: true,
+                ProjectionExpression: '#pk',
+                ExpressionAttributeNames: { '#pk': PK },
+              },
+            },
+          }),
+        );
+        for (const item of out.Responses?.[this.table] ?? []) {
+          const pk = unmarshall(item)[PK];
+          if (typeof pk === 'string' && pk.startsWith('COMMIT#')) found.add(pk.slice('COMMIT#'.length));
+        }
+        keys = out.UnprocessedKeys?.[this.table]?.Keys;
+      }
+    }
+    return found;
+  }
+}

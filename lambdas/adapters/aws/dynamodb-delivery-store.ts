@@ -1,0 +1,384 @@
+import {
+  BatchGetItemCommand,
+  BatchWriteItemCommand,
+  ConditionalCheckFailedException,
+  type DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+  TransactionCanceledException,
+  TransactWriteItemsCommand,
+  UpdateItemCommand,
+} from '@aws-sdk/client-dynamodb';
+import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
+import type {
+  AttemptsRecord,
+  BatchHead,
+  DeliveryStore,
+  ManifestEntry,
+  SettleResult,
+} from '../../delivery/delivery-store.ts';
+import { codeOf } from '../../delivery/delivery-store.ts';
+import type { SettleCall } from '../../delivery/settlement-protocol.ts';
+import { TABLE_KEYS } from '../../shared/table-schema.ts';
+
+const { pk: PK, sk: SK, ttl: TTL } = TABLE_KEYS;
+
+export const deliveryKeys = {
+  slots: (consumerUid: string) => ({ [PK]: `DISPATCH#${consumerUid}`, [SK]: '_' }),
+  head: (batchId: string) => ({ [PK]: `BATCH#${batchId}`, [SK]: 'head' }),
+  manifest: (batchId: string) => ({ [PK]: `BATCH#${batchId}`, [SK]: 'manifest' }),
+  attempts: (queueUid: string, id: string) => ({ [PK]: `ATT#${queueUid}#${id}`, [SK]: '_' }),
+  queueState: (queueUid: string) => ({ [PK]: `QSTATE#${queueUid}`, [SK]: '_' }),
+};
+
+/** Batch records outlive their batch by a week: long enough to audit, short enough to cost nothing. */
+const BATCH_RETENTION_SECONDS = 7 * 86_400;
+
+const isConditionFailure = (err: unknown) => err instanceof ConditionalCheckFailedException;
+
+function toHead(item: Record<string, unknown>): BatchHead {
+  return {
+    batchId: item.batchId as string,
+    consumerUid: item.consumerUid as string,
+    queueUid: item.queueUid as string,
+    generation: item.generation as number,
+    credentialHash: item.credentialHash as string,
+    size: item.size as number,
+    closed: item.closed === true,
+    outcome: item.outcome as string | undefined,
+    applied: item.applied === true,
+    settled: (item.settled ?? {}) as BatchHead['settled'],
+    all: item.all as BatchHead['all'],
+    deadline: item.deadline as number,
+    doubtful: item.doubtful === true,
+    pendingDeadLetter: (item.pendingDeadLetter ?? []) as number[],
+  };
+}
+
+export class DynamoDeliveryStore implements DeliveryStore {
+  private readonly client: DynamoDBClient;
+  private readonly table: string;
+
+  constructor(client: DynamoDBClient, tableName: string) {
+    this.client = client;
+    this.table = tableName;
+  }
+
+  async initSlots(consumerUid: string): Promise<void> {
+    await this.client.send(
+      new UpdateItemCommand({
+        TableName: this.table,
+        Key: marshall(deliveryKeys.slots(consumerUid)),
+        UpdateExpression: 'SET slots = if_not_exists(slots, :empty)',
+        ExpressionAttributeValues: marshall({ ':empty': {} }),
+      }),
+    );
+  }
+
+  async slots(consumerUid: string): Promise<Record<string, number>> {
+    const out = await this.client.send(
+      new GetItemCommand({
+        TableName: this.table,
+        Key: marshall(deliveryKeys.slots(consumerUid)),
+        ConsistentRead: true,
+      }),
+    );
+    return out.Item ? ((unmarshall(out.Item).slots ?? {}) as Record<string, number>) : {};
+  }
+
+  async acquireSlot(consumerUid: string, batchId: string, deadline: number, max: number): Promise<boolean> {
+    for (let round = 0; round < 2; round++) {
+      try {
+        await this.client.send(
+          new UpdateItemCommand({
+            TableName: this.table,
+            Key: marshall(deliveryKeys.slots(consumerUid)),
+            UpdateExpression: 'SET slots.#b = :deadline',
+            // `<`, not `<>`: a lowered maxConcurrency must not let the count run past it.
+            ConditionExpression: 'size(slots) < :max AND attribute_not_exists(slots.#b)',
+            ExpressionAttributeNames: { '#b': batchId },
+            ExpressionAttributeValues: marshall({ ':deadline': deadline, ':max': max }),
+            ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+          }),
+        );
+        return true;
+      } catch (err) {
+        if (!isConditionFailure(err)) throw err;
+        if (err.Item && unmarshall(err.Item).slots !== undefined) return false; // all slots taken
+        await this.initSlots(consumerUid); // first use: the slot map does not exist yet
+      }
+    }
+    return false;
+  }
+
+  async releaseSlot(consumerUid: string, batchId: string): Promise<void> {
+    try {
+      await this.client.send(
+        new UpdateItemCommand({
+          TableName: this.table,
+          Key: marshall(deliveryKeys.slots(consumerUid)),
+          UpdateExpression: 'REMOVE slots.#b',
+          ConditionExpression: 'attribute_exists(slots)',
+          ExpressionAttributeNames: { '#b': batchId },
+        }),
+      );
+    } catch (err) {
+      if (!isConditionFailure(err)) throw err;
+    }
+  }
+
+  async createBatch(head: BatchHead, manifest: ManifestEntry[]): Promise<void> {
+    const expires = Math.ceil(head.deadline / 1000) + BATCH_RETENTION_SECONDS;
+    await this.client.send(
+      new BatchWriteItemCommand({
+        RequestItems: {
+          [this.table]: [
+            {
+              PutRequest: {
+                Item: marshall(
+                  { ...deliveryKeys.head(head.batchId), ...head, [TTL]: expires },
+                  { removeUndefinedValues: true },
+                ),
+              },
+            },
+            {
+              PutRequest: {
+                Item: marshall({
+                  ...deliveryKeys.manifest(head.batchId),
+                  batchId: head.batchId,
+                  entriesJson: JSON.stringify(manifest),
+                  [TTL]: expires,
+                }),
+              },
+            },
+          ],
+        },
+      }),
+    );
+  }
+
+  async getHead(batchId: string): Promise<BatchHead | undefined> {
+    const out = await this.client.send(
+      new GetItemCommand({
+        TableName: this.table,
+        Key: marshall(deliveryKeys.head(batchId)),
+        ConsistentRead: true,
+      }),
+    );
+    return out.Item ? toHead(unmarshall(out.Item)) : undefined;
+  }
+
+  async getManifest(batchId: string): Promise<ManifestEntry[] | undefined> {
+    const out = await this.client.send(
+      new GetItemCommand({
+        TableName: this.table,
+        Key: marshall(deliveryKeys.manifest(batchId)),
+        ConsistentRead: true,
+      }),
+    );
+    return out.Item ? JSON.parse(unmarshall(out.Item).entriesJson as string) : undefined;
+  }
+
+  async settle(
+    batchId: string,
+    credentialHash: string,
+    call: SettleCall,
+    size: number,
+  ): Promise<SettleResult> {
+    const perMessage = call.kind === 'ack' || call.kind === 'retry';
+    if (perMessage && !(Number.isInteger(call.index) && call.index >= 0 && call.index < size)) {
+      return 'unknown_batch';
+    }
+    const open = 'attribute_exists(#pk) AND credentialHash = :h AND closed = :false';
+    try {
+      await this.client.send(
+        new UpdateItemCommand({
+          TableName: this.table,
+          Key: marshall(deliveryKeys.head(batchId)),
+          UpdateExpression: perMessage ? 'SET settled.#i = :code' : 'SET #all = :code',
+          ConditionExpression: perMessage
+            ? `${open} AND attribute_not_exists(settled.#i) AND attribute_not_exists(#all)`
+            : `${open} AND attribute_not_exists(#all)`,
+          ExpressionAttributeNames: perMessage
+            ? { '#pk': PK, '#i': String(call.index), '#all': 'all' }
+            : { '#pk': PK, '#all': 'all' },
+          ExpressionAttributeValues: marshall({
+            ':h': credentialHash,
+            ':false': false,
+            ':code': codeOf(call),
+          }),
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return 'ok';
+    } catch (err) {
+      if (!isConditionFailure(err)) throw err;
+      const old = err.Item ? unmarshall(err.Item) : undefined;
+      if (!old || old.credentialHash !== credentialHash || old.closed === true) return 'unknown_batch';
+      // Open and ours: a per-message call lost to an earlier settlement; a batch-level call
+      // after another batch-level call has nothing left to settle.
+      return perMessage ? 'already_settled' : 'ok';
+    }
+  }
+
+  async markDoubtful(batchId: string): Promise<void> {
+    await this.client
+      .send(
+        new UpdateItemCommand({
+          TableName: this.table,
+          Key: marshall(deliveryKeys.head(batchId)),
+          UpdateExpression: 'SET doubtful = :true',
+          ConditionExpression: 'attribute_exists(#pk)',
+          ExpressionAttributeNames: { '#pk': PK },
+          ExpressionAttributeValues: marshall({ ':true': true }),
+        }),
+      )
+      .catch((err) => {
+        if (!isConditionFailure(err)) throw err;
+      });
+  }
+
+  async closeBatch(batchId: string, outcome: string): Promise<BatchHead | undefined> {
+    try {
+      const out = await this.client.send(
+        new UpdateItemCommand({
+          TableName: this.table,
+          Key: marshall(deliveryKeys.head(batchId)),
+          UpdateExpression: 'SET closed = :true, outcome = :o',
+          ConditionExpression: 'attribute_exists(#pk) AND closed = :false',
+          ExpressionAttributeNames: { '#pk': PK },
+          ExpressionAttributeValues: marshall({ ':true': true, ':false': false, ':o': outcome }),
+          ReturnValues: 'ALL_NEW',
+        }),
+      );
+      return out.Attributes ? toHead(unmarshall(out.Attributes)) : undefined;
+    } catch (err) {
+      if (!isConditionFailure(err)) throw err;
+      return this.getHead(batchId);
+    }
+  }
+
+  async markApplied(batchId: string, pendingDeadLetter: number[]): Promise<void> {
+    await this.client.send(
+      new UpdateItemCommand({
+        TableName: this.table,
+        Key: marshall(deliveryKeys.head(batchId)),
+        UpdateExpression: 'SET applied = :true, pendingDeadLetter = :p',
+        ExpressionAttributeValues: marshall({ ':true': true, ':p': pendingDeadLetter }),
+      }),
+    );
+  }
+
+  async outstanding(queueUid: string): Promise<number> {
+    const out = await this.client.send(
+      new GetItemCommand({
+        TableName: this.table,
+        Key: marshall(deliveryKeys.queueState(queueUid)),
+        ConsistentRead: true,
+      }),
+    );
+    return out.Item ? Number(unmarshall(out.Item).outstanding ?? 0) : 0;
+  }
+
+  async getAttempts(queueUid: string, ids: readonly string[]): Promise<Map<string, AttemptsRecord>> {
+    const found = new Map<string, AttemptsRecord>();
+    const unique = [...new Set(ids)];
+    for (let i = 0; i < unique.length; i += 100) {
+      let keys = unique.slice(i, i + 100).map((id) => marshall(deliveryKeys.attempts(queueUid, id)));
+      for (let round = 0; keys.length > 0 && round < 10; round++) {
+        const out = await this.client.send(
+          new BatchGetItemCommand({ RequestItems: { [this.table]: { Keys: keys, ConsistentRead: true } } }),
+        );
+        for (const item of out.Responses?.[this.table] ?? []) {
+          const v = unmarshall(item);
+          found.set(v.id, { id: v.id, attempts: v.attempts, notBefore: v.notBefore, acked: v.acked });
+        }
+        keys = out.UnprocessedKeys?.[this.table]?.Keys ?? [];
+      }
+      if (keys.length > 0) throw new Error('attempts records could not all be read');
+    }
+    return found;
+  }
+
+  async putAttempts(queueUid: string, r: AttemptsRecord, expiresAtSeconds: number): Promise<void> {
+    const item = marshall(
+      { ...deliveryKeys.attempts(queueUid, r.id), ...r, [TTL]: expiresAtSeconds },
+      { removeUndefinedValues: true },
+    );
+    const replace = () =>
+      this.client.send(
+        new PutItemCommand({
+          TableName: this.table,
+          Item: item,
+          ConditionExpression: 'attribute_exists(#pk)',
+          ExpressionAttributeNames: { '#pk': PK },
+        }),
+      );
+    // Replace an existing record (count unchanged), else create it and count it, in one transaction.
+    for (let round = 0; round < 3; round++) {
+      try {
+        await replace();
+        return;
+      } catch (err) {
+        if (!isConditionFailure(err)) throw err;
+      }
+      try {
+        await this.client.send(
+          new TransactWriteItemsCommand({
+            TransactItems: [
+              {
+                Put: {
+                  TableName: this.table,
+                  Item: item,
+                  ConditionExpression: 'attribute_not_exists(#pk)',
+                  ExpressionAttributeNames: { '#pk': PK },
+                },
+              },
+              {
+                Update: {
+                  TableName: this.table,
+                  Key: marshall(deliveryKeys.queueState(queueUid)),
+                  UpdateExpression: 'ADD outstanding :one',
+                  ExpressionAttributeValues: marshall({ ':one': 1 }),
+                },
+              },
+            ],
+          }),
+        );
+        return;
+      } catch (err) {
+        if (!(err instanceof TransactionCanceledException)) throw err; // created meanwhile: replace it
+      }
+    }
+    throw new Error('attempts record kept changing; retry later');
+  }
+
+  async clearAttempts(queueUid: string, id: string): Promise<void> {
+    try {
+      await this.client.send(
+        new TransactWriteItemsCommand({
+          TransactItems: [
+            {
+              Delete: {
+                TableName: this.table,
+                Key: marshall(deliveryKeys.attempts(queueUid, id)),
+                ConditionExpression: 'attribute_exists(#pk)',
+                ExpressionAttributeNames: { '#pk': PK },
+              },
+            },
+            {
+              Update: {
+                TableName: this.table,
+                Key: marshall(deliveryKeys.queueState(queueUid)),
+                UpdateExpression: 'ADD outstanding :minus',
+                ExpressionAttributeValues: marshall({ ':minus': -1 }),
+              },
+            },
+          ],
+        }),
+      );
+    } catch (err) {
+      if (!(err instanceof TransactionCanceledException)) throw err; // already cleared
+    }
+  }
+}

@@ -1,0 +1,163 @@
+import { ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import type { DeadLetterItem, Received, Registration, Slot } from './delivery-service.ts';
+import { decodeEnvelope, type Envelope } from './envelope.ts';
+import { MESSAGE_LIMITS } from './limits.ts';
+import type { BatchDelivery, InvocationOutcome, SettleCall } from './settlement-protocol.ts';
+
+/** The Host's delivery service as the runner reaches it: in-process locally, by Lambda invoke on AWS. */
+export interface BatchHostPort {
+  register(slot: Slot, received: Received[]): Promise<Registration>;
+  settle(batchId: string, credential: string, call: SettleCall): Promise<void>;
+  finalize(
+    slot: Slot,
+    credential: string,
+    outcome: InvocationOutcome,
+    receipts: { handles: string[]; receivedAt: number }[],
+  ): Promise<{ deadLetter: number[] }>;
+  deadLetter(slot: Slot, items: DeadLetterItem[], ofBatch: boolean): Promise<void>;
+}
+
+/** Runs the worker's `queue` handler on one batch and reports how it ended. */
+export interface QueueInvoker {
+  invoke(delivery: BatchDelivery, settle: (call: SettleCall) => Promise<void>): Promise<InvocationOutcome>;
+}
+
+export interface RunnerDeps {
+  sqs: SQSClient;
+  host: BatchHostPort;
+  invoker: QueueInvoker;
+  clock?: () => number;
+  /** How long to wait for a first message before handing the slot back. */
+  idleWaitSeconds: number;
+}
+
+export interface RunResult {
+  /** Nothing arrived while waiting: the lane may rest. */
+  idle: boolean;
+  delivered: number;
+}
+
+interface Held {
+  received: Received;
+  body: Uint8Array;
+}
+
+function readMessage(
+  m: { MessageId?: string; ReceiptHandle?: string; Body?: string; Attributes?: Record<string, string> },
+  now: number,
+): Held | undefined {
+  if (!m.ReceiptHandle) return undefined;
+  const decoded: Envelope = decodeEnvelope(m.Body) ?? {
+    // Not written by this Host (e.g. sent straight to SQS): delivered as its UTF-8 bytes.
+    id: `sqs-${m.MessageId}`,
+    ts: Number(m.Attributes?.SentTimestamp ?? now),
+    body: new TextEncoder().encode(m.Body ?? ''),
+  };
+  const { body, ...envelope } = decoded;
+  return { received: { receiptHandle: m.ReceiptHandle, receivedAt: now, envelope }, body };
+}
+
+/**
+ * Forms one batch in the slot (up to maxBatchSize messages over several receives, waiting at
+ * most maxBatchTimeoutSeconds after the first one — 0 means what is there now), registers it,
+ * invokes the handler, finalises and dead-letters. Bodies stay in this process (DL-10); the Host
+ * sees ids, attempts and receipt handles only.
+ */
+export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult> {
+  const clock = deps.clock ?? Date.now;
+  const held: Held[] = [];
+  let firstAt: number | undefined;
+  while (held.length < slot.maxBatchSize) {
+    const now = clock();
+    let wait: number;
+    if (firstAt === undefined) {
+      wait = deps.idleWaitSeconds;
+    } else {
+      const left = slot.maxBatchTimeoutSeconds * 1000 - (now - firstAt);
+      if (left <= 0 && slot.maxBatchTimeoutSeconds > 0) break;
+      wait = slot.maxBatchTimeoutSeconds === 0 ? 0 : Math.min(20, Math.ceil(left / 1000));
+    }
+    const visibility = Math.max(
+      1,
+      Math.min(MESSAGE_LIMITS.sqsMaxVisibilitySeconds, Math.ceil((slot.invisibleUntil - now) / 1000)),
+    );
+    const out = await deps.sqs.send(
+      new ReceiveMessageCommand({
+        QueueUrl: slot.sqsUrl,
+        MaxNumberOfMessages: Math.min(MESSAGE_LIMITS.sqsMaxReceive, slot.maxBatchSize - held.length),
+        WaitTimeSeconds: Math.min(20, wait),
+        VisibilityTimeout: visibility,
+        MessageSystemAttributeNames: ['SentTimestamp'],
+      }),
+    );
+    const got = (out.Messages ?? []).flatMap((m) => readMessage(m, clock()) ?? []);
+    if (got.length === 0) {
+      if (firstAt === undefined || slot.maxBatchTimeoutSeconds === 0) break;
+      continue;
+    }
+    firstAt ??= clock();
+    held.push(...got);
+  }
+  const registration = await deps.host.register(
+    slot,
+    held.map((h) => h.received),
+  );
+  if (held.length === 0) return { idle: true, delivered: 0 };
+  if (registration.deadLetter.length > 0) {
+    await deps.host.deadLetter(
+      slot,
+      registration.deadLetter.map((i) => {
+        const h = held[i] as Held;
+        return {
+          id: h.received.envelope.id,
+          body: h.body,
+          receiptHandles: [h.received.receiptHandle],
+          hadRecord: true,
+        };
+      }),
+      false,
+    );
+  }
+  if (registration.deliver.length === 0) return { idle: false, delivered: 0 };
+
+  const batch = registration.deliver.map((d) => ({ ...(held[d.received] as Held), attempts: d.attempts }));
+  const { credential } = registration;
+  const delivery: BatchDelivery = {
+    batchId: slot.batchId,
+    credential,
+    queue: slot.queueName,
+    messages: batch.map((b) => ({
+      id: b.received.envelope.id,
+      timestampMillis: b.received.envelope.ts,
+      body: b.body,
+      attempts: b.attempts,
+    })),
+  };
+  let outcome: InvocationOutcome;
+  try {
+    outcome = await deps.invoker.invoke(delivery, (call) => deps.host.settle(slot.batchId, credential, call));
+  } catch {
+    outcome = 'abandoned';
+  }
+  const receipts = batch.map((b) => ({
+    handles: [b.received.receiptHandle],
+    receivedAt: b.received.receivedAt,
+  }));
+  const fin = await deps.host.finalize(slot, credential, outcome, receipts);
+  if (fin.deadLetter.length > 0) {
+    await deps.host.deadLetter(
+      slot,
+      fin.deadLetter.map((i) => {
+        const b = batch[i] as (typeof batch)[number];
+        return {
+          id: b.received.envelope.id,
+          body: b.body,
+          receiptHandles: [b.received.receiptHandle],
+          hadRecord: true,
+        };
+      }),
+      true,
+    );
+  }
+  return { idle: false, delivered: batch.length };
+}

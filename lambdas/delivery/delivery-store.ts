@@ -1,0 +1,79 @@
+import type { SettleCall } from './settlement-protocol.ts';
+
+/** A settlement code in a batch head: `a` acknowledged, `r` retry with the consumer's delay, `r<n>` retry after n s. */
+export type SettlementCode = 'a' | `r${string}`;
+
+export function codeOf(call: SettleCall): SettlementCode {
+  if (call.kind === 'ack' || call.kind === 'ackAll') return 'a';
+  return call.delaySeconds === undefined ? 'r' : `r${call.delaySeconds}`;
+}
+
+/** One delivered message as the manifest keeps it (no body, no receipt handle). */
+export interface ManifestEntry {
+  id: string;
+  ts: number;
+  attempts: number;
+  /** Whether an attempts record existed at delivery (it must be cleared when the message ends). */
+  hadRecord: boolean;
+}
+
+export interface BatchHead {
+  batchId: string;
+  consumerUid: string;
+  queueUid: string;
+  generation: number;
+  credentialHash: string;
+  size: number;
+  closed: boolean;
+  outcome: string | undefined;
+  applied: boolean;
+  /** Per-message settlements by index. */
+  settled: Record<string, SettlementCode>;
+  /** A batch-level settlement covering every index not in `settled`. */
+  all: SettlementCode | undefined;
+  deadline: number;
+  /** Set when a settlement write may have failed: the remainder is then never implicitly acked (DL-08). */
+  doubtful: boolean;
+  /** Decisions applied except these dead-letter moves (indexes), which still need the bodies. */
+  pendingDeadLetter: number[];
+}
+
+/** Per-message delivery state kept only while needed (after a retry or an unclean end). */
+export interface AttemptsRecord {
+  id: string;
+  attempts: number;
+  notBefore?: number;
+  /** The message was acknowledged but its SQS copy may still come back: delete it on sight. */
+  acked?: boolean;
+}
+
+export type SettleResult = 'ok' | 'already_settled' | 'unknown_batch';
+
+/** Durable delivery state (DynamoDB on AWS and locally). */
+export interface DeliveryStore {
+  // Concurrency slots: one entry per running batch with its deadline (DL-02).
+  initSlots(consumerUid: string): Promise<void>;
+  slots(consumerUid: string): Promise<Record<string, number>>;
+  /** Takes a slot if fewer than `max` are held. */
+  acquireSlot(consumerUid: string, batchId: string, deadline: number, max: number): Promise<boolean>;
+  releaseSlot(consumerUid: string, batchId: string): Promise<void>;
+
+  // Batches.
+  createBatch(head: BatchHead, manifest: ManifestEntry[]): Promise<void>;
+  getHead(batchId: string): Promise<BatchHead | undefined>;
+  getManifest(batchId: string): Promise<ManifestEntry[] | undefined>;
+  /** First settlement wins; refused once the batch is closed or for a wrong credential. */
+  settle(batchId: string, credentialHash: string, call: SettleCall, size: number): Promise<SettleResult>;
+  markDoubtful(batchId: string): Promise<void>;
+  /** Closes the batch once; returns the head as closed (by this call or an earlier one). */
+  closeBatch(batchId: string, outcome: string): Promise<BatchHead | undefined>;
+  /** Records that decisions are applied, but for the dead-letter moves still pending. */
+  markApplied(batchId: string, pendingDeadLetter: number[]): Promise<void>;
+
+  // Attempts records and the per-queue count of them.
+  outstanding(queueUid: string): Promise<number>;
+  getAttempts(queueUid: string, ids: readonly string[]): Promise<Map<string, AttemptsRecord>>;
+  /** Creates or replaces a record, counting it in `outstanding` exactly once. */
+  putAttempts(queueUid: string, record: AttemptsRecord, expiresAtSeconds: number): Promise<void>;
+  clearAttempts(queueUid: string, id: string): Promise<void>;
+}

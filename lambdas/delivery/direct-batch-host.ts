@@ -1,0 +1,14 @@
+import type { BatchHostPort } from './batch-runner.ts';
+import type { DeliveryService } from './delivery-service.ts';
+
+/** The runner's view of the Host when both run in one process (the local Host). */
+export function directBatchHost(service: DeliveryService): BatchHostPort {
+  return {
+    register: (slot, received) => service.register(slot, received),
+    settle: (batchId, credential, call) => service.settle(batchId, credential, call),
+    finalize: (slot, credential, outcome, receipts) =>
+      service.finalizeAsRunner(slot.batchId, credential, outcome, receipts),
+    deadLetter: (slot, items, ofBatch) =>
+      service.deadLetter(slot.consumerUid, slot.queueUid, items, ofBatch ? slot.batchId : undefined),
+  };
+}

@@ -1,0 +1,27 @@
+import { ConfigError } from './config.ts';
+
+/**
+ * Delivery timings of the local Host. Defaults suit interactive use; the fault-injection suite
+ * shortens them (environment variables) so that recovery after `kill -9` takes seconds.
+ */
+export function deliveryTuning(env: NodeJS.ProcessEnv, workerTimeoutSeconds: number) {
+  const read = (name: string, min: number, max: number, fallback: number) => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return fallback;
+    if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+      throw new ConfigError(`${name} must be an integer in ${min}..${max}, got ${JSON.stringify(raw)}`);
+    }
+    return Number(raw);
+  };
+  return {
+    /** Time after a batch deadline within which recovery runs, before its messages can return. */
+    graceMs: read(
+      'TAKOFORM_DELIVERY_GRACE_MS',
+      500,
+      3_600_000,
+      Math.min(60_000, Math.max(5_000, workerTimeoutSeconds * 100)),
+    ),
+    /** How long an idle lane long-polls before resting. */
+    idleWaitSeconds: read('TAKOFORM_IDLE_WAIT_SECONDS', 0, 20, 10),
+  };
+}

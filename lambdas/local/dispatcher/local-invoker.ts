@@ -1,0 +1,35 @@
+import type { QueueInvoker } from '../../delivery/batch-runner.ts';
+import type { Slot } from '../../delivery/delivery-service.ts';
+import { NamedError } from '../../delivery/limits.ts';
+import type { ProduceCall } from '../../delivery/settlement-protocol.ts';
+import type { composeHost } from '../../runtime/compose-host.ts';
+import type { LocalWorkerRegistry } from '../workers/local-worker-registry.ts';
+import type { WorkerPool } from '../workers/worker-pool.ts';
+
+type Host = ReturnType<typeof composeHost>;
+
+/**
+ * Runs a slot's batch on the worker module of `--workers-dir` in the worker-thread pool. Producer
+ * bindings of `<name>.json` send through the same producer as every other path (AQ-04).
+ */
+export async function localInvoker(
+  slot: Slot,
+  deps: { workers: LocalWorkerRegistry; pool: WorkerPool; host: Host },
+): Promise<QueueInvoker> {
+  const found = await deps.workers.moduleFile(slot.workerSpace, slot.workerName);
+  const config = await deps.workers.config(slot.workerSpace, slot.workerName).catch(() => undefined);
+  const produce = async (call: ProduceCall): Promise<string[]> => {
+    const queueName = config?.queueProducers?.[call.binding]?.queue;
+    const uid = queueName ? await deps.host.store.uidByName(slot.workerSpace, queueName) : undefined;
+    const target = uid ? await deps.host.queueDirectory.queue(uid) : undefined;
+    if (!target) throw new NamedError('backend_unavailable', 'the binding’s queue is not available');
+    return deps.host.producer.sendBatch(target, call.messages);
+  };
+  return {
+    // Missing code or configuration: the batch ends unsettled and is retried, never acknowledged.
+    invoke: async (delivery, settle) =>
+      found && config
+        ? deps.pool.invokeQueue({ file: found.file, config, delivery, settle, produce })
+        : 'abandoned',
+  };
+}
