@@ -194,17 +194,22 @@ export class DeliveryService {
   }
 
   /** Decides, for each received message, whether it is delivered now, later, or dead-lettered. */
-  async register(slot: Slot, received: Received[]): Promise<Registration> {
-    const a = await this.consumer(slot.consumerUid);
+  async register(claimed: Slot, received: Received[]): Promise<Registration> {
+    // Only the slot's id is taken from the caller; everything else comes from the Host's own
+    // records, so a forged or altered slot cannot register anything (DL-09).
+    const deadline = (await this.o.store.slots(claimed.consumerUid))[claimed.batchId];
+    if (deadline === undefined || (await this.o.store.getHead(claimed.batchId))) {
+      throw new NamedError('unknown_batch', 'no such slot is open');
+    }
+    const a = await this.consumer(claimed.consumerUid);
+    const queue = a ? await this.queueTarget(a.spec.queue.resourceUid) : undefined;
+    const slot: Slot = { ...claimed, deadline, queueUid: queue?.queueUid ?? claimed.queueUid, sqsUrl: queue?.sqsUrl ?? '' };
     const now = this.now();
     const hide: { handle: string; seconds: number }[] = [];
     const remove: string[] = [];
-    if (!a || a.state !== 'active') {
+    if (!a || a.state !== 'active' || !queue || queue.queueUid !== claimed.queueUid) {
       // The stop boundary passed while this lane was receiving: nothing new starts.
-      await this.changeVisibility(
-        slot.sqsUrl,
-        received.map((r) => ({ handle: r.receiptHandle, seconds: 0 })),
-      );
+      if (queue) await this.changeVisibility(queue.sqsUrl, received.map((r) => ({ handle: r.receiptHandle, seconds: 0 })));
       await this.o.store.releaseSlot(slot.consumerUid, slot.batchId);
       return { credential: '', deliver: [], deadLetter: [] };
     }
