@@ -157,7 +157,7 @@ export class DeliveryService {
   /** AcquireSlot: recover expired batches, then take a slot if fewer than maxConcurrency run. */
   async acquire(consumerUid: string, generation: number): Promise<AcquireResult> {
     const a = await this.consumer(consumerUid);
-    if (!a || a.state !== 'active' || a.generation !== generation) return { status: 'stop' };
+    if (a?.state !== 'active' || a.generation !== generation) return { status: 'stop' };
     await this.recoverExpired(consumerUid);
     const queue = await this.queueTarget(a.spec.queue.resourceUid);
     const worker = await this.o.getWorker(a.spec.worker.resourceUid);
@@ -203,13 +203,22 @@ export class DeliveryService {
     }
     const a = await this.consumer(claimed.consumerUid);
     const queue = a ? await this.queueTarget(a.spec.queue.resourceUid) : undefined;
-    const slot: Slot = { ...claimed, deadline, queueUid: queue?.queueUid ?? claimed.queueUid, sqsUrl: queue?.sqsUrl ?? '' };
+    const slot: Slot = {
+      ...claimed,
+      deadline,
+      queueUid: queue?.queueUid ?? claimed.queueUid,
+      sqsUrl: queue?.sqsUrl ?? '',
+    };
     const now = this.now();
     const hide: { handle: string; seconds: number }[] = [];
     const remove: string[] = [];
-    if (!a || a.state !== 'active' || !queue || queue.queueUid !== claimed.queueUid) {
+    if (a?.state !== 'active' || !queue || queue.queueUid !== claimed.queueUid) {
       // The stop boundary passed while this lane was receiving: nothing new starts.
-      if (queue) await this.changeVisibility(queue.sqsUrl, received.map((r) => ({ handle: r.receiptHandle, seconds: 0 })));
+      if (queue)
+        await this.changeVisibility(
+          queue.sqsUrl,
+          received.map((r) => ({ handle: r.receiptHandle, seconds: 0 })),
+        );
       await this.o.store.releaseSlot(slot.consumerUid, slot.batchId);
       return { credential: '', deliver: [], deadLetter: [] };
     }

@@ -55,7 +55,7 @@ export function composeHost(deps: HostDeps) {
     replayWindowSeconds: LIMITS.replayWindowSeconds,
   });
   const queues = new SqsQueueBackend(deps.sqs, deps.queueNamePrefix);
-  const attachments = new DynamoAttachments(deps.dynamodb, deps.tableName, deps.clock);
+  const attachments = new DynamoAttachments(deps.dynamodb, deps.tableName);
   const commits = new DynamoCommitStore(deps.dynamodb, deps.tableName);
   const queueDirectory = new DynamoQueueDirectory({
     getResource: (uid) => store.getResource(uid),

@@ -492,15 +492,21 @@ export function descendantSnapshot(pid: number): Map<number, string> {
 // ---------------------------------------------------------------------------------------------
 // A small client for the Host API over real HTTP
 
+/** A parsed JSON body; the tests' assertions check its shape. */
+// biome-ignore lint/suspicious/noExplicitAny: JSON read from the Host, checked by each test's assertions
+export type JsonBody = any;
+
 export interface ApiReply {
   status: number;
   headers: Headers;
-  body: any;
+  body: JsonBody;
 }
 
 /** Requests against a Host process over 127.0.0.1, authenticated with its development key. */
 export function hostClient(host: Pick<HostProcess, 'loopback' | 'ready'>) {
-  const auth = host.ready.apiKey ? { authorization: `Bearer ${host.ready.apiKey}` } : {};
+  const auth: Record<string, string> = host.ready.apiKey
+    ? { authorization: `Bearer ${host.ready.apiKey}` }
+    : {};
 
   async function request(
     method: string,
@@ -533,7 +539,7 @@ export function hostClient(host: Pick<HostProcess, 'loopback' | 'ready'>) {
     }
   }
 
-  async function listByName(space: string, name: string): Promise<any[]> {
+  async function listByName(space: string, name: string): Promise<JsonBody[]> {
     const q = new URLSearchParams({ space, name });
     const r = await request('GET', `/resources?${q}`);
     if (r.status !== 200) throw new Error(`list failed: ${r.status} ${JSON.stringify(r.body)}`);

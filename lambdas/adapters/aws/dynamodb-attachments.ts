@@ -9,25 +9,20 @@ import {
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
-import type { Attachment, AttachmentStore, DeliveryMonitor } from '../../forms/queue-consumer/attachments.ts';
+import type { Attachment, AttachmentStore } from '../../forms/queue-consumer/attachments.ts';
 import { TABLE_KEYS } from '../../shared/table-schema.ts';
 
 const { pk: PK, sk: SK, gsi1 } = TABLE_KEYS;
 export const attachmentKey = (uid: string) => ({ [PK]: `ATTACH#${uid}`, [SK]: '_' });
-/** Batch leases of a consumer live in one partition: counting them is one Query. */
-export const leasePartition = (consumerUid: string) => `LEASES#${consumerUid}`;
 /** The dispatcher lists active attachments through this sparse index partition. */
 export const ACTIVE_ATTACHMENTS = 'ATTACHMENTS';
 
-export class DynamoAttachments implements AttachmentStore, DeliveryMonitor {
+export class DynamoAttachments implements AttachmentStore {
   private readonly client: DynamoDBClient;
   private readonly table: string;
-  private readonly clock: () => number;
-
-  constructor(client: DynamoDBClient, tableName: string, clock: () => number = Date.now) {
+  constructor(client: DynamoDBClient, tableName: string) {
     this.client = client;
     this.table = tableName;
-    this.clock = clock;
   }
 
   async activate(a: Attachment): Promise<void> {
@@ -126,21 +121,5 @@ export class DynamoAttachments implements AttachmentStore, DeliveryMonitor {
     await this.client.send(
       new DeleteItemCommand({ TableName: this.table, Key: marshall(attachmentKey(consumerUid)) }),
     );
-  }
-
-  /** Unexpired batch leases; an expired one belongs to a batch whose messages are redeliverable. */
-  async inFlightBatches(consumerUid: string): Promise<number> {
-    const out = await this.client.send(
-      new QueryCommand({
-        TableName: this.table,
-        KeyConditionExpression: '#pk = :pk',
-        FilterExpression: 'leaseUntil > :now',
-        ExpressionAttributeNames: { '#pk': PK },
-        ExpressionAttributeValues: marshall({ ':pk': leasePartition(consumerUid), ':now': this.clock() }),
-        ConsistentRead: true,
-        Select: 'COUNT',
-      }),
-    );
-    return out.Count ?? 0;
   }
 }

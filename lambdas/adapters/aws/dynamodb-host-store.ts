@@ -448,7 +448,8 @@ export class DynamoHostStore implements HostStore {
       if (!codes) throw err;
       const failed = codes.indexOf('ConditionalCheckFailed');
       // Real DynamoDB cancels a transaction that races another on the same item: check again.
-      if (failed === -1 && codes.includes('TransactionConflict')) return { ok: false, reason: 'version_conflict' };
+      if (failed === -1 && codes.includes('TransactionConflict'))
+        return { ok: false, reason: 'version_conflict' };
       if (failed === 0) return { ok: false, reason: 'idempotency_race' };
       if (failed === 1) return { ok: false, reason: 'name_conflict' };
       return this.guardFailure(failed - 4, references, claims) ?? Promise.reject(err);
@@ -534,7 +535,8 @@ export class DynamoHostStore implements HostStore {
       if (!codes) throw err;
       const failed = codes.indexOf('ConditionalCheckFailed');
       // Real DynamoDB cancels a transaction that races another on the same item: check again.
-      if (failed === -1 && codes.includes('TransactionConflict')) return { ok: false, reason: 'version_conflict' };
+      if (failed === -1 && codes.includes('TransactionConflict'))
+        return { ok: false, reason: 'version_conflict' };
       if (failed === 0) return { ok: false, reason: 'idempotency_race' };
       if (failed === 1) {
         const reasons = (err as TransactionCanceledException).CancellationReasons ?? [];

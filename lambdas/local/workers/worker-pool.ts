@@ -122,6 +122,13 @@ function settleCall(call: unknown, messageCount: number): SettleCall | undefined
   }
 }
 
+/** Name and code of what ended a thread, never its message (which worker code wrote). */
+function describeFailure(err: unknown): string {
+  if (!(err instanceof Error)) return err === null ? 'null' : typeof err;
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' ? `${err.name} (${code})` : err.name;
+}
+
 /** `space/name` of `DIR/<space>/<name>.mjs`, for output prefixes. */
 function workerLabel(file: string): string {
   return `${path.basename(path.dirname(file))}/${path.basename(file).replace(/\.m?js$/, '')}`;
@@ -189,8 +196,9 @@ class PooledThread {
     pipeLines(this.worker.stdout, prefix, options.output);
     pipeLines(this.worker.stderr, prefix, options.output);
     this.worker.on('message', (message: unknown) => this.onMessage(message));
-    this.worker.on('error', (err: Error) => {
-      options.output(`${prefix}thread failed: ${err.name}${'code' in err ? ` (${String(err.code)})` : ''}`);
+    this.worker.on('error', (err: unknown) => {
+      // Whatever worker code threw: possibly not an Error at all (`throw undefined`).
+      options.output(`${prefix}thread failed: ${describeFailure(err)}`);
       this.die();
       onDeath();
     });
@@ -207,7 +215,7 @@ class PooledThread {
   /** Ends the thread (a hung loop included) and, with it, every call it could still make. */
   kill(): void {
     this.die();
-    void this.worker.terminate();
+    this.worker.terminate().catch(() => undefined);
   }
 
   private die(): void {
@@ -400,7 +408,7 @@ export class WorkerPool {
     await Promise.all(
       threads.map(async (t) => {
         t.kill();
-        await t.worker.terminate();
+        await t.worker.terminate().catch(() => undefined);
       }),
     );
   }

@@ -11,6 +11,7 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { pathToFileURL } from 'node:url';
+import { types } from 'node:util';
 import { parentPort } from 'node:worker_threads';
 import { NamedError } from '../../delivery/limits.ts';
 import type { DeliveredMessage, ProduceCall, SettleCall } from '../../delivery/settlement-protocol.ts';
@@ -95,15 +96,16 @@ async function load(file: string): Promise<Record<string, unknown>> {
 
 /**
  * The `queue` handler if the module declares one (MW-02): `default` is a plain object (prototype
- * `Object.prototype` or `null`, not an array) with an own *data* property `queue` holding a
- * function. Inherited, accessor-defined (never evaluated: a getter is worker code too) and
- * non-function `queue`s are not declared handlers.
+ * `Object.prototype` or `null`; not an array, not a Proxy) with an own *data* property `queue`
+ * holding a function. Inherited, accessor-defined and non-function `queue`s are not declared
+ * handlers. Nothing of the module runs here: no getter is evaluated and no Proxy trap is reached.
  */
 function queueHandler(
   namespace: Record<string, unknown>,
 ): { self: object; fn: (...args: unknown[]) => unknown } | undefined {
   const exported = namespace.default;
-  if (exported === null || typeof exported !== 'object' || Array.isArray(exported)) return undefined;
+  if (exported === null || typeof exported !== 'object' || types.isProxy(exported)) return undefined;
+  if (Array.isArray(exported)) return undefined;
   const proto = Object.getPrototypeOf(exported);
   if (proto !== Object.prototype && proto !== null) return undefined;
   const desc = Object.getOwnPropertyDescriptor(exported, 'queue');

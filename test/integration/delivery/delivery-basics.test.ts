@@ -1,0 +1,78 @@
+import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
+import {
+  createDeliveryHost,
+  type DeliveryHost,
+  peakConcurrency,
+  readEvents,
+  recordingWorker,
+  waitFor,
+} from '../../support/delivery-harness.ts';
+
+describe('delivery through the production dispatcher definition', () => {
+  let d: DeliveryHost;
+  beforeAll(async () => {
+    d = await createDeliveryHost();
+    d.startDispatcher();
+  });
+  afterAll(async () => d.close());
+
+  it('MW-03 DL-05 delivers every message once to a returning handler and acknowledges it', async () => {
+    const log = d.logFile('basic');
+    const { queue } = await d.setup('basic', recordingWorker(log), { maxBatchSize: 10, maxConcurrency: 2 });
+    const ids = await d.host.producer.sendBatch(
+      queue,
+      Array.from({ length: 25 }, (_, i) => ({ body: `m${i}` })),
+    );
+    const events = await waitFor('25 deliveries', () => {
+      const e = readEvents(log);
+      return e.filter((x) => x.ev === 'msg').length >= 25 &&
+        e.filter((x) => x.ev === 'end').length === e.filter((x) => x.ev === 'start').length
+        ? e
+        : undefined;
+    });
+    const delivered = events.filter((e) => e.ev === 'msg');
+    expect(new Set(delivered.map((e) => e.id))).toEqual(new Set(ids));
+    expect(delivered.every((e) => e.attempts === 1)).toBe(true);
+    expect(
+      events.filter((e) => e.ev === 'start').every((e) => e.queue === 'basic-q' && (e.size ?? 0) <= 10),
+    ).toBe(true);
+    expect(peakConcurrency(events)).toBeLessThanOrEqual(2);
+    // Acknowledged means gone from SQS once the batches were finalised.
+    await waitFor('queue drained', async () => {
+      const out = await d.host.sqs.send(
+        new ReceiveMessageCommand({
+          QueueUrl: queue.sqsUrl,
+          MaxNumberOfMessages: 10,
+          WaitTimeSeconds: 0,
+          VisibilityTimeout: 0,
+        }),
+      );
+      return (out.Messages ?? []).length === 0;
+    });
+  });
+
+  it('DL-07 dead-letters after exactly 1 + maxRetries deliveries as a new message', async () => {
+    const log = d.logFile('dlq');
+    const { queue, dlq } = await d.setup('dlq', recordingWorker(log, `throw new Error('always fails');`), {
+      maxRetries: 3,
+      deadLetter: true,
+    });
+    const [id] = await d.host.producer.sendBatch(queue, [{ body: 'poison' }]);
+    const moved = await waitFor('a dead-lettered copy', async () => {
+      const out = await d.host.sqs.send(
+        new ReceiveMessageCommand({ QueueUrl: dlq!.sqsUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1 }),
+      );
+      return out.Messages?.length ? out.Messages : undefined;
+    });
+    const attempts = readEvents(log)
+      .filter((e) => e.ev === 'msg' && e.id === id)
+      .map((e) => e.attempts);
+    expect(attempts).toEqual([1, 2, 3, 4]);
+    expect(moved).toHaveLength(1);
+    const env = decodeEnvelope(moved[0]?.Body);
+    expect(env?.id).not.toBe(id);
+    expect(Buffer.from(env?.body ?? []).toString()).toBe('poison');
+  });
+});

@@ -1,0 +1,222 @@
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { QueueInvoker } from '../../lambdas/delivery/batch-runner.ts';
+import { NamedError } from '../../lambdas/delivery/limits.ts';
+import type { ProduceCall } from '../../lambdas/delivery/settlement-protocol.ts';
+import { LocalDispatcher } from '../../lambdas/local/dispatcher/local-dispatcher.ts';
+import { WorkerPool } from '../../lambdas/local/workers/worker-pool.ts';
+import { createTestHost, FORMS, type TestHost } from './host-harness.ts';
+
+export interface ConsumerSettings {
+  maxBatchSize?: number;
+  maxBatchTimeoutSeconds?: number;
+  maxConcurrency?: number;
+  maxRetries?: number;
+  retryDelaySeconds?: number;
+  deadLetter?: boolean;
+}
+
+/** One record a test worker appends per event (see `recordingWorker`). */
+export interface WorkerEvent {
+  ev: 'start' | 'end' | 'msg';
+  batch: string;
+  queue?: string;
+  id?: string;
+  attempts?: number;
+  size?: number;
+  body?: string;
+  t: number;
+}
+
+/**
+ * A worker module that appends JSON lines to `log` for every batch (start/end) and message, then
+ * runs `body` (JavaScript statements with `batch`, `env`, `ctx` in scope) — the Host never sees
+ * inside it, exactly like a user's worker.
+ */
+export function recordingWorker(log: string, body = ''): string {
+  return `
+import { appendFileSync } from 'node:fs';
+const log = ${JSON.stringify(log)};
+const rec = (o) => appendFileSync(log, JSON.stringify({ ...o, t: Date.now() }) + '\\n');
+export default {
+  async queue(batch, env, ctx) {
+    rec({ ev: 'start', batch: batch.batchId, queue: batch.queue, size: batch.messages.length });
+    for (const m of batch.messages) {
+      rec({ ev: 'msg', batch: batch.batchId, id: m.id, attempts: m.attempts, body: Buffer.from(m.body).toString('base64') });
+    }
+    try {
+      ${body}
+    } finally {
+      rec({ ev: 'end', batch: batch.batchId });
+    }
+  },
+};`;
+}
+
+export function readEvents(log: string): WorkerEvent[] {
+  let text = '';
+  try {
+    text = readFileSync(log, 'utf8');
+  } catch {
+    return [];
+  }
+  return text
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as WorkerEvent);
+}
+
+/** The most batches that ran at once, from the order the handlers themselves recorded. */
+export function peakConcurrency(events: WorkerEvent[]): number {
+  let now = 0;
+  let peak = 0;
+  for (const e of events) {
+    if (e.ev === 'start') peak = Math.max(peak, ++now);
+    if (e.ev === 'end') now--;
+  }
+  return peak;
+}
+
+export async function waitFor<T>(
+  what: string,
+  probe: () => T | Promise<T>,
+  timeoutMs = 30_000,
+): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v) return v as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/**
+ * The in-process Host plus real delivery: the production dispatcher definition under
+ * aws-local-stepfunctions, the worker-thread pool and worker modules written by the test.
+ */
+export async function createDeliveryHost(
+  opts: { workerTimeoutMs?: number; graceMs?: number; clock?: () => number } = {},
+) {
+  const workerTimeoutMs = opts.workerTimeoutMs ?? 10_000;
+  const host = await createTestHost({
+    delivery: { workerTimeoutMs, graceMs: opts.graceMs ?? 1_000, idleWaitSeconds: 1 },
+    ...(opts.clock ? { clock: opts.clock } : {}),
+  });
+  const dir = mkdtempSync(path.join(tmpdir(), 'tf-workers-'));
+  const files = new Map<
+    string,
+    {
+      file: string;
+      config: { vars?: Record<string, unknown>; queueProducers?: Record<string, { queue: string }> };
+    }
+  >();
+  let pool = new WorkerPool({ timeoutMs: workerTimeoutMs, output: () => {} });
+  let dispatcher: LocalDispatcher | undefined;
+
+  const invokerFor = async (slot: { workerName: string; workerSpace: string }): Promise<QueueInvoker> => {
+    const entry = files.get(`${slot.workerSpace}/${slot.workerName}`);
+    const produce = async (call: ProduceCall) => {
+      const queueName = entry?.config.queueProducers?.[call.binding]?.queue;
+      const uid = queueName ? await host.store.uidByName(slot.workerSpace, queueName) : undefined;
+      const target = uid ? await host.queueDirectory.queue(uid) : undefined;
+      if (!target) throw new NamedError('backend_unavailable', 'no such queue');
+      return host.producer.sendBatch(target, call.messages);
+    };
+    const current = pool;
+    return {
+      invoke: async (delivery, settle) =>
+        entry
+          ? current.invokeQueue({ file: entry.file, config: entry.config, delivery, settle, produce })
+          : 'abandoned',
+    };
+  };
+
+  function startDispatcher(): void {
+    dispatcher = new LocalDispatcher({
+      service: host.delivery,
+      attachments: host.attachments,
+      sqs: host.sqs,
+      idleWaitSeconds: 1,
+      pollMs: 200,
+      invokerFor,
+    });
+    dispatcher.start();
+  }
+
+  /** Writes a worker module and registers its code (MW-02) under (space, name). */
+  function writeWorker(
+    space: string,
+    name: string,
+    source: string,
+    config: { vars?: Record<string, unknown>; queueProducers?: Record<string, { queue: string }> } = {},
+  ) {
+    mkdirSync(path.join(dir, space), { recursive: true });
+    const file = path.join(dir, space, `${name}-${files.size}.mjs`);
+    writeFileSync(file, source);
+    files.set(`${space}/${name}`, { file, config });
+    host.workers.set(space, name, ['queue']);
+    return file;
+  }
+
+  async function createQueue(
+    space: string,
+    name: string,
+    spec: Record<string, unknown> = { messageRetentionSeconds: 86_400 },
+  ) {
+    const res = await host.create({ form: FORMS.queue, space, name, spec });
+    if (res.status !== 202) throw new Error(`queue create answered ${res.status}`);
+    await host.settle();
+    const target = await host.queueDirectory.queue(res.body.resourceUid);
+    if (!target) throw new Error('queue not live');
+    return target;
+  }
+
+  /** Queue + worker + consumer (+ dead-letter queue), all settled; returns their handles. */
+  async function setup(name: string, workerSource: string, s: ConsumerSettings = {}, space = 'team') {
+    const queue = await createQueue(space, `${name}-q`);
+    const dlq = s.deadLetter ? await createQueue(space, `${name}-dlq`) : undefined;
+    writeWorker(space, `${name}-w`, workerSource);
+    const w = await host.create({ form: FORMS.moduleWorker, space, name: `${name}-w`, spec: {} });
+    await host.settle();
+    const spec: Record<string, unknown> = {
+      queue: { resourceUid: queue.queueUid },
+      worker: { resourceUid: w.body.resourceUid },
+      maxBatchSize: s.maxBatchSize ?? 10,
+      maxBatchTimeoutSeconds: s.maxBatchTimeoutSeconds ?? 0,
+      maxConcurrency: s.maxConcurrency ?? 2,
+      maxRetries: s.maxRetries ?? 3,
+      retryDelaySeconds: s.retryDelaySeconds ?? 0,
+    };
+    if (dlq) spec.deadLetterQueue = { resourceUid: dlq.queueUid };
+    const c = await host.create({ form: FORMS.consumer, space, name, spec });
+    if (c.status !== 202) throw new Error(`consumer create answered ${c.status}: ${JSON.stringify(c.body)}`);
+    await host.settle();
+    return { queue, dlq, consumerUid: c.body.resourceUid as string, workerUid: w.body.resourceUid as string };
+  }
+
+  return {
+    host,
+    dir,
+    writeWorker,
+    createQueue,
+    setup,
+    startDispatcher,
+    /** Simulates a crash of the delivery side: running handlers are cut off, nothing is finalised by them. */
+    async crash(): Promise<void> {
+      const old = pool;
+      pool = new WorkerPool({ timeoutMs: workerTimeoutMs, output: () => {} });
+      await dispatcher?.stop(0);
+      await old.close();
+    },
+    async close(): Promise<void> {
+      await dispatcher?.stop(2_000);
+      await pool.close();
+    },
+    logFile: (name: string) => path.join(dir, `${name}.jsonl`),
+  };
+}
+
+export type DeliveryHost = Awaited<ReturnType<typeof createDeliveryHost>>;
+export type { TestHost };
