@@ -8,6 +8,7 @@ import {
 import { newToken } from '../engine/ids.ts';
 import type { AttachmentStore } from '../forms/queue-consumer/attachments.ts';
 import type { ConsumerSpec } from '../forms/queue-consumer/consumer-spec.ts';
+import { crashPoint } from '../shared/fault-points.ts';
 import { log } from '../shared/log.ts';
 import type {
   AttemptsRecord,
@@ -301,6 +302,7 @@ export class DeliveryService {
       pendingDeadLetter: [],
     };
     await this.o.store.createBatch(head, manifest);
+    crashPoint('delivery.after-register');
     return { credential, deliver, deadLetter };
   }
 
@@ -322,6 +324,7 @@ export class DeliveryService {
         'the settlement could not be recorded; it is not in effect',
       );
     }
+    crashPoint('delivery.after-settle');
     if (result === 'unknown_batch')
       throw new NamedError('unknown_batch', 'this batch is not open for settlement');
     if (result === 'already_settled')
@@ -411,6 +414,7 @@ export class DeliveryService {
           await this.o.store.clearAttempts(head.queueUid, m.id);
         }
       }
+      crashPoint('delivery.mid-finalize');
       await this.changeVisibility(queue.sqsUrl, toHide);
     }
     await this.o.store.markApplied(batchId, deadLetter);
@@ -468,6 +472,7 @@ export class DeliveryService {
         );
         if (out.Failed?.length) throw new Error('the dead-letter queue refused messages; the originals stay');
       }
+      crashPoint('delivery.after-dead-letter-send');
     }
     if (queue)
       await this.deleteMessages(

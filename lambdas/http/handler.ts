@@ -14,6 +14,34 @@ export interface HttpCoreOptions {
   readonly onError?: (err: unknown, req: HttpRequest) => void;
 }
 
+const TRANSIENT_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EAI_AGAIN',
+  'ENOTFOUND',
+]);
+const TRANSIENT_NAMES = new Set([
+  'TimeoutError',
+  'ThrottlingException',
+  'ProvisionedThroughputExceededException',
+  'RequestLimitExceeded',
+  'InternalServerError',
+  'ServiceUnavailable',
+  'TransactionConflictException',
+]);
+
+/** Store and network failures a retry may outlive (the SDK has already retried them). */
+export function isTransientBackendError(err: unknown): boolean {
+  const e = err as { name?: string; code?: string; $metadata?: { httpStatusCode?: number } };
+  return (
+    TRANSIENT_CODES.has(e?.code ?? '') ||
+    TRANSIENT_NAMES.has(e?.name ?? '') ||
+    (e?.$metadata?.httpStatusCode ?? 0) >= 500
+  );
+}
+
 export type HttpHandler = (req: HttpRequest) => Promise<HttpResponse>;
 
 export function json(status: number, value: unknown, headers: Record<string, string> = {}): HttpResponse {
@@ -41,6 +69,18 @@ export function createHttpHandler(opts: HttpCoreOptions): HttpHandler {
     } catch (err) {
       if (err instanceof HostError) return problemResponse(err);
       opts.onError?.(err, req);
+      if (isTransientBackendError(err)) {
+        // Nothing is known to have been accepted: the client keeps its key and retries later.
+        return problemResponse(
+          new HostError(
+            'temporarily_unavailable',
+            'a backing store is unavailable; retry with the same key',
+            {
+              'retry-after': '2',
+            },
+          ),
+        );
+      }
       return internalErrorResponse();
     }
   };

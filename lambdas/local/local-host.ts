@@ -13,9 +13,9 @@ import { deliveryTuning } from './delivery-tuning.ts';
 import { LocalDispatcher } from './dispatcher/local-dispatcher.ts';
 import { localInvoker } from './dispatcher/local-invoker.ts';
 import { ExecutorLoop } from './executor-loop.ts';
-import type { StandIn } from './standins/child-process.ts';
 import { startDynamoDbLocal } from './standins/dynamodb-local.ts';
 import { startSqsServer } from './standins/sqs-server.ts';
+import { SupervisedStandIn } from './standins/supervised.ts';
 import { LocalWorkerRegistry } from './workers/local-worker-registry.ts';
 import { WorkerPool } from './workers/worker-pool.ts';
 
@@ -82,7 +82,7 @@ export interface RunningHost {
   readonly dataDir: string;
   readonly apiKey: string | undefined;
   readonly endpoints: { dynamodb: string; sqs: string };
-  /** Resolves when a stand-in dies unexpectedly, naming it. */
+  /** Resolves when the Host must stop because a part of it cannot be kept running. */
   readonly standInDied: Promise<string>;
   stop(): Promise<void>;
 }
@@ -91,14 +91,12 @@ export interface RunningHost {
 export async function startLocalHost(config: LocalHostConfig): Promise<RunningHost> {
   const leaseMs = operationLeaseMs(process.env);
   const dir = await DataDir.claim(config.dataDir);
-  const standIns: StandIn[] = [];
+  const standIns: SupervisedStandIn[] = [];
   let server: LocalHttpServer | undefined;
   let loop: ExecutorLoop | undefined;
   let dispatcher: LocalDispatcher | undefined;
   let pool: WorkerPool | undefined;
-  let stopping = false;
   const stop = async () => {
-    stopping = true;
     await server?.close();
     await loop?.stop();
     // In-flight batches get a bound to finish; what is cut off is retried, never acknowledged.
@@ -108,18 +106,18 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
     dir.release();
   };
   try {
+    const record = () =>
+      dir.recordStandIns(
+        standIns.map((x) => ({ pid: x.pid, marker: dir.path(x.name === 'sqs' ? 'sqs' : 'dynamodb') })),
+      );
     const [ddb, sqs] = await Promise.all([
-      startDynamoDbLocal({ dbPath: dir.path('dynamodb') }),
-      startSqsServer({ dataDir: dir.path('sqs') }),
+      SupervisedStandIn.start((port) => startDynamoDbLocal({ dbPath: dir.path('dynamodb'), port }), record),
+      SupervisedStandIn.start((port) => startSqsServer({ dataDir: dir.path('sqs'), port }), record),
     ]);
     standIns.push(ddb, sqs);
-    dir.recordStandIns([
-      { pid: ddb.pid, marker: dir.path('dynamodb') },
-      { pid: sqs.pid, marker: dir.path('sqs') },
-    ]);
-    const standInDied = Promise.race(standIns.map((s) => s.exited.then(() => s.name))).then((name) =>
-      stopping ? new Promise<string>(() => {}) : name,
-    );
+    record();
+    // Stand-ins that die are restarted by their supervisors; the Host keeps running (RC-04).
+    const standInDied = new Promise<string>(() => {});
 
     const { auth, devKey } = loadAuthenticator(config, dir);
     const dynamodb = dynamoDbClient(ddb.endpoint);

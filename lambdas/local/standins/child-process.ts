@@ -31,7 +31,9 @@ export function spawnStandIn(
   args: string[],
   env: NodeJS.ProcessEnv = process.env,
 ): { child: ChildProcess; exited: Promise<number | null>; stderrTail: () => string } {
-  const child = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'], env });
+  // Own process group: a terminal's Ctrl-C reaches only the Host, which then stops its stand-ins
+  // in order instead of having them vanish underneath running work.
+  const child = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'], env, detached: true });
   let tail = '';
   child.stderr?.on('data', (chunk: Buffer) => {
     tail = (tail + chunk.toString('utf8')).slice(-4000);

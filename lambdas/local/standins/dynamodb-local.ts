@@ -37,14 +37,14 @@ function jarDirectory(): string {
  * Starts DynamoDB Local on 127.0.0.1 and a free port, telemetry off. In memory unless `dbPath`
  * is given, in which case tables persist in that folder across restarts.
  */
-export async function startDynamoDbLocal(opts: { dbPath?: string } = {}): Promise<StandIn> {
+export async function startDynamoDbLocal(opts: { dbPath?: string; port?: number } = {}): Promise<StandIn> {
   assertJava17();
   const jarDir = jarDirectory();
   const storage = opts.dbPath ? ['-dbPath', opts.dbPath] : ['-inMemory'];
   if (opts.dbPath) mkdirSync(opts.dbPath, { recursive: true });
   let lastError: unknown;
   for (let attempt = 0; attempt < 3; attempt++) {
-    const port = await freePort();
+    const port = opts.port ?? (await freePort());
     const { child, exited, stderrTail } = spawnStandIn(
       'java',
       [
