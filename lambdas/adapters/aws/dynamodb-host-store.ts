@@ -440,6 +440,26 @@ export class DynamoHostStore implements HostStore {
       ...claims.map((c) => this.claimCreate(r.uid, c)),
       ...versions.map((v) => this.versionBump(v)),
     ];
+    const out = await this.transact(items);
+    if (out.ok || 'retry' in out) return out.ok ? { ok: true } : { ok: false, reason: 'version_conflict' };
+    if (out.failed === 0) return { ok: false, reason: 'idempotency_race' };
+    if (out.failed === 1) return { ok: false, reason: 'name_conflict' };
+    const guard = this.guardFailure(out.failed - 4, references, claims);
+    if (guard) return guard;
+    throw out.err;
+  }
+
+  /**
+   * Runs an acceptance transaction. A cancellation names the first item whose condition failed;
+   * one cancelled only by a concurrent transaction (real DynamoDB) asks for a fresh check.
+   */
+  private async transact(
+    items: TransactWriteItem[],
+  ): Promise<
+    | { ok: true }
+    | { ok: false; retry: true }
+    | { ok: false; failed: number; err: TransactionCanceledException }
+  > {
     try {
       await this.client.send(new TransactWriteItemsCommand({ TransactItems: items }));
       return { ok: true };
@@ -447,12 +467,9 @@ export class DynamoHostStore implements HostStore {
       const codes = cancellationCodes(err);
       if (!codes) throw err;
       const failed = codes.indexOf('ConditionalCheckFailed');
-      // Real DynamoDB cancels a transaction that races another on the same item: check again.
-      if (failed === -1 && codes.includes('TransactionConflict'))
-        return { ok: false, reason: 'version_conflict' };
-      if (failed === 0) return { ok: false, reason: 'idempotency_race' };
-      if (failed === 1) return { ok: false, reason: 'name_conflict' };
-      return this.guardFailure(failed - 4, references, claims) ?? Promise.reject(err);
+      if (failed === -1 && codes.includes('TransactionConflict')) return { ok: false, retry: true };
+      if (failed === -1) throw err;
+      return { ok: false, failed, err: err as TransactionCanceledException };
     }
   }
 
@@ -527,34 +544,25 @@ export class DynamoHostStore implements HostStore {
       ...input.claims.map((c) => this.claimUpdate(uid, c)),
       ...input.versions.map((v) => this.versionBump(v)),
     ];
-    try {
-      await this.client.send(new TransactWriteItemsCommand({ TransactItems: items }));
-      return { ok: true };
-    } catch (err) {
-      const codes = cancellationCodes(err);
-      if (!codes) throw err;
-      const failed = codes.indexOf('ConditionalCheckFailed');
-      // Real DynamoDB cancels a transaction that races another on the same item: check again.
-      if (failed === -1 && codes.includes('TransactionConflict'))
-        return { ok: false, reason: 'version_conflict' };
-      if (failed === 0) return { ok: false, reason: 'idempotency_race' };
-      if (failed === 1) {
-        const reasons = (err as TransactionCanceledException).CancellationReasons ?? [];
-        const old = reasons[1]?.Item ? unmarshall(reasons[1].Item) : undefined;
-        if (!old || old.principal !== principal) return { ok: false, reason: 'not_found' };
-        if (old.deletedAt) return { ok: false, reason: 'gone' };
-        if (old.busyOperation) return { ok: false, reason: 'resource_busy' };
-        if (old.generation !== expectedGeneration) return { ok: false, reason: 'generation_conflict' };
-        return {
-          ok: false,
-          reason: 'dependency_conflict',
-          detail: 'the Resource is still referenced by another Resource',
-        };
-      }
-      const guard = this.guardFailure(failed - 3, input.addedReferences, input.claims);
-      if (guard) return guard;
-      throw err;
+    const out = await this.transact(items);
+    if (out.ok || 'retry' in out) return out.ok ? { ok: true } : { ok: false, reason: 'version_conflict' };
+    if (out.failed === 0) return { ok: false, reason: 'idempotency_race' };
+    if (out.failed === 1) {
+      const reason = out.err.CancellationReasons?.[1];
+      const old = reason?.Item ? unmarshall(reason.Item) : undefined;
+      if (!old || old.principal !== principal) return { ok: false, reason: 'not_found' };
+      if (old.deletedAt) return { ok: false, reason: 'gone' };
+      if (old.busyOperation) return { ok: false, reason: 'resource_busy' };
+      if (old.generation !== expectedGeneration) return { ok: false, reason: 'generation_conflict' };
+      return {
+        ok: false,
+        reason: 'dependency_conflict',
+        detail: 'the Resource is still referenced by another Resource',
+      };
     }
+    const guard = this.guardFailure(out.failed - 3, input.addedReferences, input.claims);
+    if (guard) return guard;
+    throw out.err;
   }
 
   acceptUpdate(input: AcceptMutation): Promise<AcceptResult> {

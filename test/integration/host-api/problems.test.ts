@@ -108,9 +108,7 @@ describe('Problem Details (HA-12)', () => {
     const uid = created.body.resourceUid;
     const original = host.store.getResource.bind(host.store);
     host.store.getResource = async () => {
-      const err = new Error(`connection to db failed: ${MARKER} password=${MARKER}`);
-      (err as Error & { code?: string }).code = 'ECONNRESET';
-      throw err;
+      throw new Error(`connection to db failed: ${MARKER} password=${MARKER}`);
     };
     try {
       const { value: responses, logs } = await captureLogs(async () => [
@@ -136,6 +134,27 @@ describe('Problem Details (HA-12)', () => {
       host.store.getResource = original;
     }
     expect((await host.request({ path: `/resources/${uid}` })).status).toBe(200);
+    await host.settle();
+  });
+
+  it('HA-12 a store that is unreachable is 503 temporarily_unavailable with Retry-After and no exception text', async () => {
+    const created = await host.create(mw('unreachable'));
+    const uid = created.body.resourceUid;
+    const original = host.store.getResource.bind(host.store);
+    host.store.getResource = async () => {
+      const err = new Error(`connect ECONNREFUSED ${MARKER}`);
+      (err as Error & { code?: string }).code = 'ECONNREFUSED';
+      throw err;
+    };
+    try {
+      const { value: res, logs } = await captureLogs(() => host.request({ path: `/resources/${uid}` }));
+      expectProblem(res, 503, 'temporarily_unavailable');
+      expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+      expect(JSON.stringify(res.body)).not.toContain(MARKER);
+      expect(logs).not.toContain(MARKER);
+    } finally {
+      host.store.getResource = original;
+    }
     await host.settle();
   });
 
