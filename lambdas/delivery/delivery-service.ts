@@ -89,6 +89,11 @@ export interface DeliveryServiceOptions {
   idleWaitSeconds?: number;
   /** Time after a slot deadline within which recovery is guaranteed to have run. */
   graceMs?: number;
+  /**
+   * Added to a slot's deadline beyond idle wait + batch timeout + worker timeout: room for
+   * registration, finalisation and clock skew (default 30 s). The fault-injection suite shortens it.
+   */
+  slotMarginMs?: number;
   /** Multi-message sends not committed after this long are discarded (their producer failed). */
   commitTimeoutMs?: number;
 }
@@ -113,6 +118,7 @@ export class DeliveryService {
       clock: Date.now,
       idleWaitSeconds: 20,
       graceMs: 60_000,
+      slotMarginMs: 30_000,
       commitTimeoutMs: 15 * 60_000,
       ...opts,
     };
@@ -167,7 +173,10 @@ export class DeliveryService {
     if (!workerFunction) return { status: 'stop' };
     const now = this.now();
     const deadline =
-      now + (this.o.idleWaitSeconds + a.spec.maxBatchTimeoutSeconds) * 1000 + this.o.workerTimeoutMs + 30_000;
+      now +
+      (this.o.idleWaitSeconds + a.spec.maxBatchTimeoutSeconds) * 1000 +
+      this.o.workerTimeoutMs +
+      this.o.slotMarginMs;
     const batchId = `b${newToken(18)}`;
     if (!(await this.o.store.acquireSlot(consumerUid, batchId, deadline, a.spec.maxConcurrency))) {
       return { status: 'busy' };
@@ -199,11 +208,18 @@ export class DeliveryService {
     // Only the slot's id is taken from the caller; everything else comes from the Host's own
     // records, so a forged or altered slot cannot register anything (DL-09).
     const deadline = (await this.o.store.slots(claimed.consumerUid))[claimed.batchId];
-    if (deadline === undefined || (await this.o.store.getHead(claimed.batchId))) {
-      throw new NamedError('unknown_batch', 'no such slot is open');
-    }
     const a = await this.consumer(claimed.consumerUid);
     const queue = a ? await this.queueTarget(a.spec.queue.resourceUid) : undefined;
+    if (deadline === undefined || (await this.o.store.getHead(claimed.batchId))) {
+      // A revoked slot (its consumer is stopping): give the messages back at once, deliver nothing.
+      if (queue && queue.queueUid === claimed.queueUid) {
+        await this.changeVisibility(
+          queue.sqsUrl,
+          received.map((r) => ({ handle: r.receiptHandle, seconds: 0 })),
+        );
+      }
+      throw new NamedError('unknown_batch', 'no such slot is open');
+    }
     const slot: Slot = {
       ...claimed,
       deadline,
@@ -301,6 +317,16 @@ export class DeliveryService {
       doubtful: false,
       pendingDeadLetter: [],
     };
+    // The stop boundary (QC-08): a slot still unregistered when its consumer stops is revoked,
+    // and then this batch never starts.
+    if (!(await this.o.store.markRegistered(slot.consumerUid, slot.batchId))) {
+      const back = deliver.flatMap((d) => {
+        const r = received[d.received];
+        return r ? [{ handle: r.receiptHandle, seconds: 0 }] : [];
+      });
+      await this.changeVisibility(queue.sqsUrl, back);
+      return { credential, deliver: [], deadLetter };
+    }
     await this.o.store.createBatch(head, manifest);
     crashPoint('delivery.after-register');
     return { credential, deliver, deadLetter };
@@ -512,6 +538,7 @@ export class DeliveryService {
   /** Batches that started and have not ended (QC-08): expired ones are recovered first. */
   async inFlightBatches(consumerUid: string): Promise<number> {
     await this.recoverExpired(consumerUid);
+    await this.o.store.revokeUnregistered(consumerUid);
     return Object.keys(await this.o.store.slots(consumerUid)).length;
   }
 

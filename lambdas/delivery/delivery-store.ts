@@ -57,6 +57,10 @@ export interface DeliveryStore {
   /** Takes a slot if fewer than `max` are held. */
   acquireSlot(consumerUid: string, batchId: string, deadline: number, max: number): Promise<boolean>;
   releaseSlot(consumerUid: string, batchId: string): Promise<void>;
+  /** Marks a slot as holding a batch (its messages are about to be delivered); false if revoked. */
+  markRegistered(consumerUid: string, batchId: string): Promise<boolean>;
+  /** Removes slots that hold no batch yet (idle lanes), so a stop boundary need not wait for them. */
+  revokeUnregistered(consumerUid: string): Promise<number>;
 
   // Batches.
   createBatch(head: BatchHead, manifest: ManifestEntry[]): Promise<void>;

@@ -1,12 +1,34 @@
-/** Lambda entry for Host API v2 behind API Gateway. Composition lives in the runtime module. */
+/**
+ * Lambda entry for Host API v2 (and the `/ext/…` producer routes) behind API Gateway. The Host is
+ * composed once per cold start (runtime/aws-host.ts); after an acceptance the executor is
+ * triggered asynchronously, and the response waits (briefly) for that invoke to be sent.
+ */
+import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult } from 'aws-lambda';
+import { observability } from '../runtime/aws-observability.ts';
+import { type AwsHost, awsHostFromEnv } from '../runtime/aws-host.ts';
 import { apiGatewayAdapter } from './api-gateway.ts';
-import { createHttpHandler } from './handler.ts';
-import { parsePublicOrigin } from './origin.ts';
 
-const origin = parsePublicOrigin(process.env.TAKOFORM_PUBLIC_ORIGIN ?? 'https://localhost');
+const { logger } = observability('takoform-api');
 
-export const handler = middy<APIGatewayProxyEvent, APIGatewayProxyResult>().handler(
-  apiGatewayAdapter(createHttpHandler({ origin })),
-);
+/** The API handler over a composed Host (also what the tests drive). */
+export function createApiHandler(host: AwsHost) {
+  const core = apiGatewayAdapter(host.host.http);
+  return async (event: APIGatewayProxyEvent): Promise<APIGatewayProxyResult> => {
+    const out = await core(event);
+    await host.flushBackground();
+    return out;
+  };
+}
+
+let ready: Promise<ReturnType<typeof createApiHandler>> | undefined;
+
+export const handler = middy<APIGatewayProxyEvent, APIGatewayProxyResult>()
+  .use(injectLambdaContext(logger))
+  .handler(async (event) => {
+    ready ??= awsHostFromEnv({
+      onAccepted: (operationId) => logger.info('operation accepted', { operationId }),
+    }).then(createApiHandler);
+    return (await ready)(event);
+  });

@@ -23,5 +23,11 @@ export function deliveryTuning(env: NodeJS.ProcessEnv, workerTimeoutSeconds: num
     ),
     /** How long an idle lane long-polls before resting. */
     idleWaitSeconds: read('TAKOFORM_IDLE_WAIT_SECONDS', 0, 20, 10),
+    /**
+     * Room in a slot's deadline beyond idle wait + batch timeout + worker timeout, for
+     * registration and finalisation. A crashed batch's slot frees this long after its handler
+     * could last have run, so short values make recovery after `kill -9` fast (tests only).
+     */
+    slotMarginMs: read('TAKOFORM_SLOT_MARGIN_MS', 1000, 600_000, 30_000),
   };
 }

@@ -144,6 +144,7 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
           (await workers.moduleFile(space, name)) ? 'local' : undefined,
         graceMs: delivery.graceMs,
         idleWaitSeconds: delivery.idleWaitSeconds,
+        slotMarginMs: delivery.slotMarginMs,
       },
     });
     loop = new ExecutorLoop(host.executor);

@@ -44,6 +44,8 @@ export interface HostDeps {
     workerFunction(space: string, name: string): Promise<string | undefined>;
     graceMs?: number;
     idleWaitSeconds?: number;
+    /** Extra time in a slot's deadline (default: the delivery service's 30 s). */
+    slotMarginMs?: number;
   };
 }
 
@@ -75,6 +77,7 @@ export function composeHost(deps: HostDeps) {
     credentialKey: deps.delivery.credentialKey,
     workerTimeoutMs: deps.delivery.workerTimeoutMs,
     ...(deps.delivery.graceMs !== undefined ? { graceMs: deps.delivery.graceMs } : {}),
+    ...(deps.delivery.slotMarginMs !== undefined ? { slotMarginMs: deps.delivery.slotMarginMs } : {}),
     ...(deps.delivery.idleWaitSeconds !== undefined
       ? { idleWaitSeconds: deps.delivery.idleWaitSeconds }
       : {}),

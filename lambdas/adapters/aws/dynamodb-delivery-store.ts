@@ -69,7 +69,7 @@ export class DynamoDeliveryStore implements DeliveryStore {
       new UpdateItemCommand({
         TableName: this.table,
         Key: marshall(deliveryKeys.slots(consumerUid)),
-        UpdateExpression: 'SET slots = if_not_exists(slots, :empty)',
+        UpdateExpression: 'SET slots = if_not_exists(slots, :empty), registered = if_not_exists(registered, :empty)',
         ExpressionAttributeValues: marshall({ ':empty': {} }),
       }),
     );
@@ -117,7 +117,7 @@ export class DynamoDeliveryStore implements DeliveryStore {
         new UpdateItemCommand({
           TableName: this.table,
           Key: marshall(deliveryKeys.slots(consumerUid)),
-          UpdateExpression: 'REMOVE slots.#b',
+          UpdateExpression: 'REMOVE slots.#b, registered.#b',
           ConditionExpression: 'attribute_exists(slots)',
           ExpressionAttributeNames: { '#b': batchId },
         }),
@@ -125,6 +125,55 @@ export class DynamoDeliveryStore implements DeliveryStore {
     } catch (err) {
       if (!isConditionFailure(err)) throw err;
     }
+  }
+
+  async markRegistered(consumerUid: string, batchId: string): Promise<boolean> {
+    for (let round = 0; round < 2; round++) {
+      try {
+        await this.client.send(
+          new UpdateItemCommand({
+            TableName: this.table,
+            Key: marshall(deliveryKeys.slots(consumerUid)),
+            UpdateExpression: 'SET registered.#b = :true',
+            ConditionExpression: 'attribute_exists(slots.#b)',
+            ExpressionAttributeNames: { '#b': batchId },
+            ExpressionAttributeValues: marshall({ ':true': true }),
+          }),
+        );
+        return true;
+      } catch (err) {
+        if (isConditionFailure(err)) return false;
+        if ((err as Error).name !== 'ValidationException') throw err;
+        await this.initSlots(consumerUid); // an older slot map without the `registered` map
+      }
+    }
+    return false;
+  }
+
+  async revokeUnregistered(consumerUid: string): Promise<number> {
+    const out = await this.client.send(
+      new GetItemCommand({ TableName: this.table, Key: marshall(deliveryKeys.slots(consumerUid)), ConsistentRead: true }),
+    );
+    const item = out.Item ? unmarshall(out.Item) : {};
+    let revoked = 0;
+    for (const batchId of Object.keys(item.slots ?? {})) {
+      if (item.registered?.[batchId]) continue;
+      try {
+        await this.client.send(
+          new UpdateItemCommand({
+            TableName: this.table,
+            Key: marshall(deliveryKeys.slots(consumerUid)),
+            UpdateExpression: 'REMOVE slots.#b',
+            ConditionExpression: 'attribute_exists(slots.#b) AND attribute_not_exists(registered.#b)',
+            ExpressionAttributeNames: { '#b': batchId },
+          }),
+        );
+        revoked++;
+      } catch (err) {
+        if (!isConditionFailure(err)) throw err; // registered meanwhile: it is a batch now
+      }
+    }
+    return revoked;
   }
 
   async createBatch(head: BatchHead, manifest: ManifestEntry[]): Promise<void> {

@@ -189,11 +189,25 @@ export async function sqsUrl(host: TestHost, queueUid: string): Promise<string |
 
 /**
  * A batch of a consumer in flight, recorded exactly as the dispatcher records one: a concurrency
- * slot with its deadline, taken through the delivery store (what the Host's in-flight check reads).
+ * slot with its deadline, registered as holding a batch (what the Host's in-flight check reads;
+ * a slot not yet registered is an idle lane, which a stop boundary revokes instead).
  */
 export async function startBatch(host: TestHost, consumerUid: string, batchId: string, deadline: number) {
   const store = new DynamoDeliveryStore(host.dynamodb, host.tableName);
   expect(await store.acquireSlot(consumerUid, batchId, deadline, 250)).toBe(true);
+  expect(await store.markRegistered(consumerUid, batchId)).toBe(true);
+}
+
+/** An idle lane: a slot taken, no batch registered in it yet. */
+export async function idleLane(host: TestHost, consumerUid: string, batchId: string, deadline: number) {
+  expect(
+    await new DynamoDeliveryStore(host.dynamodb, host.tableName).acquireSlot(
+      consumerUid,
+      batchId,
+      deadline,
+      250,
+    ),
+  ).toBe(true);
 }
 
 /** The batch ended (settled or made redeliverable): its slot is released. */

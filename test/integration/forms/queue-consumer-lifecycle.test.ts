@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ReceiveMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DynamoDeliveryStore } from '../../../lambdas/adapters/aws/dynamodb-delivery-store.ts';
 import { LocalWorkerRegistry } from '../../../lambdas/local/workers/local-worker-registry.ts';
 import { createTestHost, FORMS, type TestHost } from '../../support/host-harness.ts';
 import {
@@ -17,6 +18,7 @@ import {
   expectProblem,
   getOperation,
   getResource,
+  idleLane,
   remove,
   removeAndSettle,
   resourceItem,
@@ -323,6 +325,17 @@ describe('QueueConsumer 0.3.0 lifecycle', () => {
     const again = await createConsumer(host, fresh('c'), consumerSpec(c.queue, worker));
     expect(again.status).toBe(202);
     await host.settle();
+  });
+
+  it('QC-08 an idle lane (a slot with no batch yet) is revoked by the stop boundary and does not hold the delete', async () => {
+    const c = await settledConsumer();
+    await idleLane(host, c.uid, 'lane-idle', Date.now() + 60_000);
+    await removeAndSettle(host, c.uid);
+    expect(await attachmentItem(host, c.uid)).toBeUndefined();
+    // The revoked lane can no longer start a batch.
+    expect(
+      await new DynamoDeliveryStore(host.dynamodb, host.tableName).markRegistered(c.uid, 'lane-idle'),
+    ).toBe(false);
   });
 
   it('QC-08 a batch past its deadline (messages redeliverable) does not hold the delete', async () => {

@@ -7,7 +7,15 @@ import {
   type ProbeTransport,
   runBaselineProbe,
 } from '../../support/baseline-probe.ts';
-import { MODULE_WORKER_FORM, useHostProcesses, writeWorker } from '../../support/local-host-process.ts';
+import {
+  hostClient,
+  MODULE_WORKER_FORM,
+  useHostProcesses,
+  writeWorker,
+} from '../../support/local-host-process.ts';
+
+const QUEUE_FORM = 'https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/';
+const CONSUMER_FORM = 'https://edge.forms.takoform.com/forms/QueueConsumer/0.3.0/';
 
 const UNKNOWN_FORM = 'https://forms.example.test/unknown/0.1.0';
 
@@ -16,8 +24,20 @@ const UNKNOWN_FORM = 'https://forms.example.test/unknown/0.1.0';
 
 const PUBLIC_ORIGIN = 'https://conformance.takoform.test';
 
-/** One line per supported Form; `worker` names a Worker module the fixture needs. */
-function liveFixtures(run: string): (ProbeFixture & { worker?: string })[] {
+/**
+ * One line per supported Form; `worker` names a Worker module the fixture needs. The consumer's
+ * queue and worker are created first (`refs`), since a QueueConsumer must reference live ones.
+ */
+function liveFixtures(run: string, refs: { queue: string; worker: string }): (ProbeFixture & { worker?: string })[] {
+  const consumerSpec = {
+    queue: { resourceUid: refs.queue },
+    worker: { resourceUid: refs.worker },
+    maxBatchSize: 10,
+    maxBatchTimeoutSeconds: 1,
+    maxConcurrency: 2,
+    maxRetries: 3,
+    retryDelaySeconds: 30,
+  };
   return [
     {
       form: MODULE_WORKER_FORM,
@@ -28,7 +48,22 @@ function liveFixtures(run: string): (ProbeFixture & { worker?: string })[] {
       expectedSpec: {},
       worker: `probe-mw-${run}`,
     },
-    // AtLeastOnceQueue 0.2.0 and QueueConsumer 0.3.0 join here when their backends land.
+    {
+      form: QUEUE_FORM,
+      unknownForm: UNKNOWN_FORM,
+      space: 'default',
+      name: `probe-q-${run}`,
+      spec: { messageRetentionSeconds: 3600, deliveryDelaySeconds: 0 },
+      expectedSpec: { messageRetentionSeconds: 3600, deliveryDelaySeconds: 0 },
+    },
+    {
+      form: CONSUMER_FORM,
+      unknownForm: UNKNOWN_FORM,
+      space: 'default',
+      name: `probe-c-${run}`,
+      spec: consumerSpec,
+      expectedSpec: consumerSpec,
+    },
   ];
 }
 
@@ -37,9 +72,26 @@ describe('HA-16 baseline probe against `npm start`', () => {
 
   it('passes the §16.2 sequence over real HTTP for every served Form', async () => {
     const workersDir = hosts.tempDir();
-    const fixtures = liveFixtures(Date.now().toString(36));
-    for (const f of fixtures) if (f.worker) writeWorker(workersDir, f.space, f.worker);
+    const run = Date.now().toString(36);
+    writeWorker(workersDir, 'default', `probe-target-w-${run}`);
+    writeWorker(workersDir, 'default', `probe-mw-${run}`);
     const host = await hosts.start({ workersDir, args: ['--public-origin', PUBLIC_ORIGIN] });
+    // The consumer fixture's targets: a live queue and a worker with a queue handler.
+    const client = hostClient(host);
+    const made: Record<string, string> = {};
+    for (const [key, form, name, spec] of [
+      ['queue', QUEUE_FORM, `probe-target-q-${run}`, { messageRetentionSeconds: 3600 }],
+      ['worker', MODULE_WORKER_FORM, `probe-target-w-${run}`, {}],
+    ] as const) {
+      const res = await client.request('POST', '/resources', {
+        body: { form, space: 'default', name, spec },
+        headers: { 'idempotency-key': `probe-refs-${key}-${run}` },
+      });
+      expect(res.status).toBe(202);
+      expect((await client.waitTerminal(res.body.id)).body.status).toBe('succeeded');
+      made[key] = res.body.resourceUid;
+    }
+    const fixtures = liveFixtures(run, { queue: made.queue as string, worker: made.worker as string });
     expect(host.ready.origin).toBe(PUBLIC_ORIGIN);
     expect(host.ready.apiKey).toBeTypeOf('string');
 

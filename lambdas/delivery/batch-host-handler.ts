@@ -1,0 +1,98 @@
+/**
+ * Lambda entry of the batch host: the Host side of worker runtimes (`register`, `settle`,
+ * `finalize`, `deadLetter`, `produce`; see batch-host-protocol.ts). Invoked synchronously by
+ * worker functions, which may invoke this function and nothing else of the Host (SEC-02).
+ *
+ * Every input is validated; every answer is `{ok, value}` or `{ok: false, error: {name,
+ * message}}` with a listed name and a fixed message, so no Host detail reaches worker code.
+ */
+import type { Context } from 'aws-lambda';
+import { type AwsHost, awsHostFromEnv } from '../runtime/aws-host.ts';
+import { errorFields, MetricUnit, observability } from '../runtime/aws-observability.ts';
+import { HOST_METRICS } from '../shared/aws-env.ts';
+import {
+  type BatchHostResponse,
+  batchHostRequestSchema,
+  PRODUCE_ERRORS,
+  SETTLE_ERRORS,
+  wireError,
+} from './batch-host-protocol.ts';
+
+/** Errors of the runner's own calls (register, finalize, deadLetter). */
+const RUNNER_ERRORS: Readonly<Record<string, string>> = {
+  unknown_batch: 'the batch is not open',
+  invalid_request: 'the call is malformed',
+  backend_unavailable: 'the Host could not complete the call',
+};
+
+const obs = observability('takoform-batch-host');
+
+function errorTable(action: unknown) {
+  if (action === 'settle') return SETTLE_ERRORS;
+  if (action === 'produce') return PRODUCE_ERRORS;
+  return RUNNER_ERRORS;
+}
+
+/** What a malformed call is refused as: the name its caller would get for a bad argument. */
+function malformed(action: unknown): BatchHostResponse {
+  if (action === 'settle') return { ok: false, error: wireError(new TypeError(), SETTLE_ERRORS) };
+  if (action === 'produce') {
+    const err = Object.assign(new Error(), { name: 'invalid_body' });
+    return { ok: false, error: wireError(err, PRODUCE_ERRORS) };
+  }
+  const err = Object.assign(new Error(), { name: 'invalid_request' });
+  return { ok: false, error: wireError(err, RUNNER_ERRORS) };
+}
+
+export function createBatchHostHandler(host: AwsHost) {
+  return async (event: unknown): Promise<BatchHostResponse> => {
+    const action = (event as { action?: unknown } | null)?.action;
+    const parsed = batchHostRequestSchema.safeParse(event);
+    if (!parsed.success) {
+      obs.logger.warn('malformed batch-host call', { action: String(action).slice(0, 32) });
+      return malformed(action);
+    }
+    const request = parsed.data;
+    const batchId = 'slot' in request ? request.slot.batchId : request.batchId;
+    try {
+      const value = await host.batchHost.handle(request);
+      if (request.action === 'register') {
+        const r = value as { deliver: { received: number }[] };
+        obs.logger.info('batch registered', {
+          batchId,
+          consumerUid: request.slot.consumerUid,
+          messageIds: r.deliver.map((d) => request.received[d.received]?.envelope.id),
+        });
+      } else if (request.action !== 'settle') {
+        obs.logger.info(`batch ${request.action}`, {
+          batchId,
+          ...(request.action === 'finalize' ? { outcome: request.outcome } : {}),
+          ...(request.action === 'deadLetter' ? { messageIds: request.items.map((i) => i.id) } : {}),
+        });
+      }
+      return { ok: true, value: value ?? null };
+    } catch (err) {
+      const error = wireError(err, errorTable(request.action));
+      obs.logger.warn('batch-host call refused', { action: request.action, batchId, error: error.name, cause: errorFields(err) });
+      return { ok: false, error };
+    }
+  };
+}
+
+let ready: Promise<ReturnType<typeof createBatchHostHandler>> | undefined;
+
+export const handler = async (event: unknown, context: Context) => {
+  obs.logger.addContext(context);
+  ready ??= awsHostFromEnv({
+    onFinalized: (outcome) => {
+      obs.metrics.addMetric(HOST_METRICS.batchesFinalized, MetricUnit.Count, 1);
+      if (outcome !== 'returned') obs.metrics.addMetric(HOST_METRICS.workerBatchFailures, MetricUnit.Count, 1);
+    },
+    onDeadLettered: (count) => obs.metrics.addMetric(HOST_METRICS.messagesDeadLettered, MetricUnit.Count, count),
+  }).then(createBatchHostHandler);
+  try {
+    return await (await ready)(event);
+  } finally {
+    obs.metrics.publishStoredMetrics();
+  }
+};

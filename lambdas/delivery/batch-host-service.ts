@@ -1,0 +1,132 @@
+import { timingSafeEqual } from 'node:crypto';
+import type { ResourceRecord } from '../engine/model.ts';
+import type { AttachmentStore } from '../forms/queue-consumer/attachments.ts';
+import type { BatchHostRequest } from './batch-host-protocol.ts';
+import { fromBase64, PAYLOAD_LIMIT_BYTES } from './batch-host-protocol.ts';
+import type { DeliveryService, Slot } from './delivery-service.ts';
+import type { DeliveryStore } from './delivery-store.ts';
+import { NamedError } from './limits.ts';
+import type { QueueDirectory, QueueTarget } from './ports.ts';
+
+export interface BatchHostServiceOptions {
+  delivery: DeliveryService;
+  /** Read-only use: the slot map and batch heads, to tie a credential to its consumer and queue. */
+  store: Pick<DeliveryStore, 'slots' | 'getHead'>;
+  attachments: Pick<AttachmentStore, 'get'>;
+  getResource(uid: string): Promise<ResourceRecord | undefined>;
+  uidByName(space: string, name: string): Promise<string | undefined>;
+  queueDirectory: QueueDirectory;
+  sendBatch(target: QueueTarget, messages: unknown): Promise<string[]>;
+  /** The producer bindings a worker was deployed with (its registration). */
+  producerBindings(space: string, name: string): Promise<Record<string, { queue: string }> | undefined>;
+  /** Told about finalised batches and dead-letter moves (metrics). */
+  onFinalized?(outcome: string): void;
+  onDeadLettered?(count: number): void;
+}
+
+/**
+ * The Host side of a worker runtime's calls (the batch-host Lambda). Everything a caller says is
+ * checked against the Host's own records: `register` trusts only the slot's batch id (the slot
+ * map must hold it); `settle` and `finalize` need the batch credential (DeliveryService checks
+ * it); `deadLetter` and `produce` need it too, and are tied to the consumer and queue the batch
+ * really belongs to, so a worker can neither act on another consumer's queue nor send through a
+ * binding its registration does not list.
+ */
+export class BatchHostService {
+  private readonly o: BatchHostServiceOptions;
+
+  constructor(opts: BatchHostServiceOptions) {
+    this.o = opts;
+  }
+
+  async handle(request: BatchHostRequest): Promise<unknown> {
+    switch (request.action) {
+      case 'register':
+        return this.o.delivery.register(request.slot, request.received);
+      case 'settle':
+        await this.o.delivery.settle(request.batchId, request.credential, request.call);
+        return null;
+      case 'finalize': {
+        const out = await this.o.delivery.finalizeAsRunner(
+          request.slot.batchId,
+          request.credential,
+          request.outcome,
+          request.receipts,
+        );
+        this.o.onFinalized?.(request.outcome);
+        return out;
+      }
+      case 'deadLetter':
+        await this.deadLetter(request);
+        return null;
+      case 'produce':
+        return this.produce(request);
+    }
+  }
+
+  /** Constant-time check that `credential` is the one the Host derived for `batchId`. */
+  private credentialMatches(batchId: string, credential: string): boolean {
+    const expected = Buffer.from(this.o.delivery.credentialOf(batchId));
+    const given = Buffer.from(credential);
+    return expected.length === given.length && timingSafeEqual(expected, given);
+  }
+
+  /** The batch's consumer and queue as the Host recorded them; `unknown_batch` otherwise. */
+  private async ownedSlot(slot: Slot, credential: string): Promise<void> {
+    const refuse = () => new NamedError('unknown_batch', 'not a batch of this runner');
+    if (!this.credentialMatches(slot.batchId, credential)) throw refuse();
+    const slots = await this.o.store.slots(slot.consumerUid);
+    if (slots[slot.batchId] === undefined) throw refuse();
+    const head = await this.o.store.getHead(slot.batchId);
+    if (head) {
+      if (head.consumerUid !== slot.consumerUid || head.queueUid !== slot.queueUid) throw refuse();
+      return;
+    }
+    // Dead letters found at registration, before any head exists: the consumer's own queue.
+    const a = await this.o.attachments.get(slot.consumerUid);
+    if (a?.spec.queue.resourceUid !== slot.queueUid) throw refuse();
+  }
+
+  private async deadLetter(request: Extract<BatchHostRequest, { action: 'deadLetter' }>): Promise<void> {
+    const { slot } = request;
+    await this.ownedSlot(slot, request.credential);
+    await this.o.delivery.deadLetter(
+      slot.consumerUid,
+      slot.queueUid,
+      request.items.map((i) => ({
+        id: i.id,
+        body: fromBase64(i.body),
+        receiptHandles: i.receiptHandles,
+        hadRecord: i.hadRecord,
+      })),
+      request.ofBatch ? slot.batchId : undefined,
+    );
+    this.o.onDeadLettered?.(request.items.length);
+  }
+
+  private async produce(request: Extract<BatchHostRequest, { action: 'produce' }>): Promise<string[]> {
+    const ended = () =>
+      new NamedError('backend_unavailable', 'the invocation that owned this binding has ended');
+    if (!this.credentialMatches(request.batchId, request.credential)) throw ended();
+    const head = await this.o.store.getHead(request.batchId);
+    if (!head || head.closed) throw ended();
+    const bytes = request.messages.reduce((n, m) => n + m.body.length, 0);
+    if (bytes > PAYLOAD_LIMIT_BYTES) {
+      throw new NamedError('batch_too_large', 'the messages exceed what one call can carry');
+    }
+    const consumer = await this.o.attachments.get(head.consumerUid);
+    const worker = consumer ? await this.o.getResource(consumer.spec.worker.resourceUid) : undefined;
+    if (!worker) throw ended();
+    const bindings = await this.o.producerBindings(worker.space, worker.name);
+    const queueName = bindings && Object.hasOwn(bindings, request.binding) ? bindings[request.binding]?.queue : undefined;
+    if (!queueName) throw new NamedError('invalid_body', 'no such producer binding');
+    // Bindings name a queue Resource in the worker's own Space, never anywhere else.
+    const uid = await this.o.uidByName(worker.space, queueName);
+    const target = uid ? await this.o.queueDirectory.queue(uid) : undefined;
+    if (!target || target.space !== worker.space) {
+      throw new NamedError('backend_unavailable', 'the binding’s queue is not available');
+    }
+    const messages = request.messages.map((m) => ({ ...m, body: fromBase64(m.body) }));
+    return this.o.sendBatch(target, messages);
+  }
+}
