@@ -9,6 +9,8 @@ export default defineConfig({
           name: 'unit',
           include: ['test/unit/**/*.test.ts', 'test/infra/**/*.test.ts'],
           testTimeout: 60_000,
+          // CDK synthesis in beforeAll takes seconds, more on a loaded 2-core machine.
+          hookTimeout: 120_000,
         },
       },
       {

@@ -73,7 +73,12 @@ export function createBatchHostHandler(host: AwsHost) {
       return { ok: true, value: value ?? null };
     } catch (err) {
       const error = wireError(err, errorTable(request.action));
-      obs.logger.warn('batch-host call refused', { action: request.action, batchId, error: error.name, cause: errorFields(err) });
+      obs.logger.warn('batch-host call refused', {
+        action: request.action,
+        batchId,
+        error: error.name,
+        cause: errorFields(err),
+      });
       return { ok: false, error };
     }
   };
@@ -86,13 +91,16 @@ export const handler = async (event: unknown, context: Context) => {
   ready ??= awsHostFromEnv({
     onFinalized: (outcome) => {
       obs.metrics.addMetric(HOST_METRICS.batchesFinalized, MetricUnit.Count, 1);
-      if (outcome !== 'returned') obs.metrics.addMetric(HOST_METRICS.workerBatchFailures, MetricUnit.Count, 1);
+      if (outcome !== 'returned')
+        obs.metrics.addMetric(HOST_METRICS.workerBatchFailures, MetricUnit.Count, 1);
     },
-    onDeadLettered: (count) => obs.metrics.addMetric(HOST_METRICS.messagesDeadLettered, MetricUnit.Count, count),
+    onDeadLettered: (count) =>
+      obs.metrics.addMetric(HOST_METRICS.messagesDeadLettered, MetricUnit.Count, count),
   }).then(createBatchHostHandler);
   try {
     return await (await ready)(event);
   } finally {
-    obs.metrics.publishStoredMetrics();
+    // Most calls (settle) record no metric; publishing an empty set would only log a warning.
+    if (obs.metrics.hasStoredMetrics()) obs.metrics.publishStoredMetrics();
   }
 };

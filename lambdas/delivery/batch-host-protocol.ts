@@ -116,7 +116,9 @@ export const batchHostRequestSchema = z.discriminatedUnion('action', [
 export type BatchHostRequest = z.infer<typeof batchHostRequestSchema>;
 
 /** Every answer: a value, or an Error's name and a fixed, secret-free message. */
-export type BatchHostResponse = { ok: true; value: unknown } | { ok: false; error: { name: string; message: string } };
+export type BatchHostResponse =
+  | { ok: true; value: unknown }
+  | { ok: false; error: { name: string; message: string } };
 
 /** Rejections a settlement call may surface to worker code, with their fixed messages. */
 export const SETTLE_ERRORS: Readonly<Record<string, string>> = {

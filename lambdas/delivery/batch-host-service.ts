@@ -99,7 +99,7 @@ export class BatchHostService {
         receiptHandles: i.receiptHandles,
         hadRecord: i.hadRecord,
       })),
-      request.ofBatch ? slot.batchId : undefined,
+      { batchId: slot.batchId, phase: request.ofBatch ? 'finalize' : 'registration' },
     );
     this.o.onDeadLettered?.(request.items.length);
   }
@@ -118,7 +118,8 @@ export class BatchHostService {
     const worker = consumer ? await this.o.getResource(consumer.spec.worker.resourceUid) : undefined;
     if (!worker) throw ended();
     const bindings = await this.o.producerBindings(worker.space, worker.name);
-    const queueName = bindings && Object.hasOwn(bindings, request.binding) ? bindings[request.binding]?.queue : undefined;
+    const queueName =
+      bindings && Object.hasOwn(bindings, request.binding) ? bindings[request.binding]?.queue : undefined;
     if (!queueName) throw new NamedError('invalid_body', 'no such producer binding');
     // Bindings name a queue Resource in the worker's own Space, never anywhere else.
     const uid = await this.o.uidByName(worker.space, queueName);

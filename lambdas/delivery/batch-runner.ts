@@ -37,6 +37,13 @@ export interface RunResult {
   delivered: number;
 }
 
+/** Settlement rejections that prove the Host answered the call (nothing uncertain was written). */
+const DEFINITE_REFUSALS: ReadonlySet<string> = new Set([
+  'unknown_batch',
+  'unknown_message',
+  'already_settled',
+]);
+
 interface Held {
   received: Received;
   body: Uint8Array;
@@ -133,12 +140,27 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
       attempts: b.attempts,
     })),
   };
+  // A settlement the Host refused (the call reached it and was answered) is definite. Any other
+  // failure — a lost request, a store that could not even mark the batch — leaves the outcome
+  // unknown, and nothing of this batch may then be acknowledged implicitly (DL-08).
+  let doubtful = false;
+  const settle = async (call: SettleCall): Promise<void> => {
+    try {
+      await deps.host.settle(slot.batchId, credential, call);
+    } catch (err) {
+      if (!(err instanceof Error && DEFINITE_REFUSALS.has(err.name))) doubtful = true;
+      throw err;
+    }
+  };
   let outcome: InvocationOutcome;
   try {
-    outcome = await deps.invoker.invoke(delivery, (call) => deps.host.settle(slot.batchId, credential, call));
+    outcome = await deps.invoker.invoke(delivery, settle);
   } catch {
     outcome = 'abandoned';
   }
+  // The handler returned, but a settlement's outcome is unknown: finalise as after a throw, so
+  // the unsettled rest is retried rather than acknowledged.
+  if (outcome === 'returned' && doubtful) outcome = 'threw';
   const receipts = batch.map((b) => ({
     handles: [b.received.receiptHandle],
     receivedAt: b.received.receivedAt,

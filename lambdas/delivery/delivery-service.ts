@@ -298,6 +298,7 @@ export class DeliveryService {
     await this.changeVisibility(slot.sqsUrl, hide);
     await this.deleteMessages(slot.sqsUrl, remove);
     if (manifest.length === 0) {
+      // Nothing to deliver: the slot is freed now, or by the dead-letter moves the runner makes.
       if (deadLetter.length === 0) await this.o.store.releaseSlot(slot.consumerUid, slot.batchId);
       return { credential, deliver, deadLetter };
     }
@@ -473,7 +474,7 @@ export class DeliveryService {
     consumerUid: string,
     queueUid: string,
     items: DeadLetterItem[],
-    batchId?: string,
+    batch?: { batchId: string; phase: 'registration' | 'finalize' },
   ): Promise<void> {
     const a = await this.consumer(consumerUid);
     const queue = await this.queueTarget(queueUid);
@@ -506,9 +507,12 @@ export class DeliveryService {
         items.flatMap((i) => i.receiptHandles),
       );
     for (const item of items) if (item.hadRecord) await this.o.store.clearAttempts(queueUid, item.id);
-    if (batchId) {
-      await this.o.store.markApplied(batchId, []);
-      await this.o.store.releaseSlot(consumerUid, batchId);
+    if (batch?.phase === 'finalize') {
+      await this.o.store.markApplied(batch.batchId, []);
+      await this.o.store.releaseSlot(consumerUid, batch.batchId);
+    } else if (batch && !(await this.o.store.getHead(batch.batchId))) {
+      // Moves found at registration, with nothing delivered: the slot holds no batch.
+      await this.o.store.releaseSlot(consumerUid, batch.batchId);
     }
   }
 
@@ -526,6 +530,14 @@ export class DeliveryService {
 
   /** Ends one batch whose invocation was lost: closes it as abandoned and records what is owed. */
   async recoverBatch(consumerUid: string, batchId: string): Promise<void> {
+    const deadline = (await this.o.store.slots(consumerUid))[batchId];
+    if (deadline !== undefined && deadline > this.now()) {
+      // The invocation failed, but its handler may not have stopped (a lost Lambda response):
+      // end settlement now, and keep the slot — and so the concurrency bound — until the
+      // deadline, when recoverExpired applies what is owed.
+      await this.o.store.closeBatch(batchId, 'abandoned');
+      return;
+    }
     const head = await this.o.store.getHead(batchId);
     if (head && (!head.applied || head.pendingDeadLetter.length > 0)) {
       // Unsettled messages are retried, never acknowledged; pending dead-letter moves are recorded.

@@ -9,6 +9,9 @@ export function directBatchHost(service: DeliveryService): BatchHostPort {
     finalize: (slot, credential, outcome, receipts) =>
       service.finalizeAsRunner(slot.batchId, credential, outcome, receipts),
     deadLetter: (slot, items, ofBatch) =>
-      service.deadLetter(slot.consumerUid, slot.queueUid, items, ofBatch ? slot.batchId : undefined),
+      service.deadLetter(slot.consumerUid, slot.queueUid, items, {
+        batchId: slot.batchId,
+        phase: ofBatch ? 'finalize' : 'registration',
+      }),
   };
 }

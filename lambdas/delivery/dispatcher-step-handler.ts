@@ -10,7 +10,11 @@ import { dispatcherStep } from './dispatcher-steps.ts';
 
 const uid = z.string().min(1).max(128);
 const stepInput = z.discriminatedUnion('action', [
-  z.strictObject({ action: z.literal('acquire'), consumerUid: uid, generation: z.number().int().nonnegative() }),
+  z.strictObject({
+    action: z.literal('acquire'),
+    consumerUid: uid,
+    generation: z.number().int().nonnegative(),
+  }),
   z.strictObject({ action: z.literal('recover'), consumerUid: uid, batchId: z.string().min(1).max(256) }),
 ]);
 
@@ -20,7 +24,8 @@ export function createDispatcherStepHandler(host: AwsHost) {
   return async (event: unknown) => {
     const input = stepInput.parse(event);
     const result = await dispatcherStep(host.host.delivery, input);
-    const batchId = 'slot' in result ? result.slot.batchId : input.action === 'recover' ? input.batchId : undefined;
+    const batchId =
+      'slot' in result ? result.slot.batchId : input.action === 'recover' ? input.batchId : undefined;
     obs.logger.info('dispatcher step', {
       action: input.action,
       consumerUid: input.consumerUid,

@@ -25,6 +25,11 @@ export interface SupervisorDeps {
   sfn: Pick<SFNClient, 'send'>;
   /** For the oldest message age (SQS's own metric, found by queue name prefix). */
   cloudwatch?: Pick<CloudWatchClient, 'send'>;
+  /**
+   * Read the oldest message age every this many minutes (default 5). GetMetricData is billed
+   * per metric returned, i.e. per queue: every 5 minutes keeps it near $0.09 per queue-month.
+   */
+  oldestAgeEveryMinutes?: number;
   clock?: () => number;
 }
 
@@ -91,16 +96,17 @@ async function queueCounts(host: AwsHost, sqsUrl: string): Promise<{ visible: nu
 
 /** The largest `ApproximateAgeOfOldestMessage` over the Host's queues in the last minutes. */
 async function oldestMessageAge(deps: SupervisorDeps, now: number): Promise<number | undefined> {
-  if (!deps.cloudwatch) return undefined;
+  const every = deps.oldestAgeEveryMinutes ?? 5;
+  if (!deps.cloudwatch || Math.floor(now / 60_000) % every !== 0) return undefined;
   const search = sqsSearchExpression(
     deps.host.config.queueNamePrefix,
     'ApproximateAgeOfOldestMessage',
     'Maximum',
-    60,
+    300,
   );
   const out = await deps.cloudwatch.send(
     new GetMetricDataCommand({
-      StartTime: new Date(now - 10 * 60_000),
+      StartTime: new Date(now - 15 * 60_000),
       EndTime: new Date(now),
       MetricDataQueries: [
         { Id: 'queues', Expression: search, ReturnData: false },
@@ -161,7 +167,10 @@ export async function superviseOnce(deps: SupervisorDeps, obs?: Observability): 
       }
     } catch (err) {
       // One consumer's trouble never stops the others; the next round tries again.
-      obs?.logger.warn('supervision of a consumer failed', { consumerUid: a.consumerUid, err: errorFields(err) });
+      obs?.logger.warn('supervision of a consumer failed', {
+        consumerUid: a.consumerUid,
+        err: errorFields(err),
+      });
     }
   }
   try {
@@ -179,7 +188,11 @@ export function createSupervisorHandler(deps: SupervisorDeps, obs: Observability
     obs.metrics.addMetric(HOST_METRICS.backlogMessages, MetricUnit.Count, r.backlog);
     obs.metrics.addMetric(HOST_METRICS.deadLetterMessages, MetricUnit.Count, r.deadLetter);
     if (r.oldestMessageAgeSeconds !== undefined) {
-      obs.metrics.addMetric(HOST_METRICS.oldestMessageAgeSeconds, MetricUnit.Seconds, r.oldestMessageAgeSeconds);
+      obs.metrics.addMetric(
+        HOST_METRICS.oldestMessageAgeSeconds,
+        MetricUnit.Seconds,
+        r.oldestMessageAgeSeconds,
+      );
     }
     obs.metrics.publishStoredMetrics();
     obs.logger.info('supervision round', { ...r });
@@ -194,7 +207,8 @@ export const handler = async (_event: unknown, context: Context) => {
   obs.logger.addContext(context);
   ready ??= awsHostFromEnv().then((host) => {
     const stateMachineArn = host.config.dispatcherArn;
-    if (!stateMachineArn) throw new Error('invalid Takoform Host configuration: TAKOFORM_DISPATCHER_ARN is not set');
+    if (!stateMachineArn)
+      throw new Error('invalid Takoform Host configuration: TAKOFORM_DISPATCHER_ARN is not set');
     return createSupervisorHandler(
       { host, stateMachineArn, sfn: new SFNClient({}), cloudwatch: new CloudWatchClient({}) },
       obs,

@@ -5,7 +5,7 @@
  * lingers briefly for Operations due within seconds, and reports Operations in `reconciling`.
  */
 import type { Context } from 'aws-lambda';
-import { operationCensus } from '../adapters/aws/dynamodb-operation-census.ts';
+import { type OperationCensus, operationCensus } from '../adapters/aws/dynamodb-operation-census.ts';
 import { type AwsHost, awsHostFromEnv } from '../runtime/aws-host.ts';
 import { MetricUnit, type Observability, observability } from '../runtime/aws-observability.ts';
 import { HOST_METRICS } from '../shared/aws-env.ts';
@@ -45,7 +45,7 @@ export async function runExecutor(
     });
   let steps = 0;
   let rounds = 0;
-  let last = await census();
+  let last: OperationCensus | undefined;
   while (remainingMs() > margin) {
     const worked = await host.host.executor.runDue();
     rounds++;
@@ -56,6 +56,7 @@ export async function runExecutor(
     if (wait > linger || remainingMs() - Math.max(0, wait) <= margin) break;
     await sleep(Math.max(50, wait));
   }
+  last ??= await census();
   return { steps, rounds, reconciling: last.reconciling, stuckReconciling: last.stuckReconciling };
 }
 

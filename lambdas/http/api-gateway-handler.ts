@@ -6,8 +6,8 @@
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult } from 'aws-lambda';
-import { observability } from '../runtime/aws-observability.ts';
 import { type AwsHost, awsHostFromEnv } from '../runtime/aws-host.ts';
+import { observability } from '../runtime/aws-observability.ts';
 import { apiGatewayAdapter } from './api-gateway.ts';
 
 const { logger } = observability('takoform-api');

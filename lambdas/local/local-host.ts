@@ -148,7 +148,11 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
       },
     });
     loop = new ExecutorLoop(host.executor);
-    const workerPool = new WorkerPool({ timeoutMs: config.workerTimeoutSeconds * 1000 });
+    // As many threads per worker as the largest maxConcurrency, so DL-02's bound is reachable.
+    const workerPool = new WorkerPool({
+      timeoutMs: config.workerTimeoutSeconds * 1000,
+      maxThreadsPerWorker: 250,
+    });
     pool = workerPool;
     const sqsForDelivery = sqsClient(sqs.endpoint);
     dispatcher = new LocalDispatcher({

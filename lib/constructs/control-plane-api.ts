@@ -46,6 +46,8 @@ export class ControlPlaneApi extends Construct {
   readonly api: RestApi;
   readonly handler: HostFunction;
   readonly accessLogs: LogGroup;
+  /** The origin the Host advertises: `publicOrigin`, or the execute-api host without its stage. */
+  readonly publicOrigin: string;
 
   constructor(scope: Construct, id: string, props: ControlPlaneApiProps = {}) {
     super(scope, id);
@@ -73,13 +75,14 @@ export class ControlPlaneApi extends Construct {
       },
     });
 
+    this.publicOrigin = publicOrigin ?? this.executeApiOrigin();
     this.handler = new HostFunction(this, 'Handler', {
       entry: API_ENTRY,
       description: 'Takoform Host API v2 (API Gateway proxy)',
       timeout: props.timeout ?? Duration.seconds(29),
       logRetention: retention,
       removalPolicy: props.removalPolicy,
-      environment: { TAKOFORM_PUBLIC_ORIGIN: publicOrigin ?? this.executeApiOrigin() },
+      environment: { TAKOFORM_PUBLIC_ORIGIN: this.publicOrigin },
     });
 
     // The Lambda routes by itself (discovery at the root, the API under /apis/...), so API Gateway

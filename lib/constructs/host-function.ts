@@ -21,6 +21,10 @@ export interface HostFunctionProps {
   readonly removalPolicy?: RemovalPolicy;
   /** Extra environment; use a construct's `bind*` method for anything that also needs a grant. */
   readonly environment?: Record<string, string>;
+  /** A fixed function name (IAM can then be scoped by name prefix). @default a generated name */
+  readonly functionName?: string;
+  /** Extra esbuild command-line arguments, e.g. `{'--alias:pkg': '/abs/path'}`. @default none */
+  readonly esbuildArgs?: Record<string, string | boolean>;
 }
 
 // Bundled ESM cannot call `require`, but CJS dependencies inlined by esbuild still do (through
@@ -65,6 +69,7 @@ export class HostFunction extends Construct {
       timeout: props.timeout ?? Duration.seconds(30),
       role: this.role,
       logGroup: this.logGroup,
+      ...(props.functionName ? { functionName: props.functionName } : {}),
       environment: { NODE_OPTIONS: '--enable-source-maps', ...props.environment },
       bundling: {
         format: OutputFormat.ESM,
@@ -76,6 +81,7 @@ export class HostFunction extends Construct {
         // Bundle the exact SDK versions the tests ran against, not the runtime's copy.
         externalModules: [],
         forceDockerBundling: false,
+        ...(props.esbuildArgs ? { esbuildArgs: props.esbuildArgs } : {}),
       },
     });
 

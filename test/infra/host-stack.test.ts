@@ -1,12 +1,14 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { App, type CfnElement, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import type { IConstruct } from 'constructs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ModuleWorkerFunction } from '../../lib/constructs/module-worker-function.ts';
 import {
   deriveQueueNamePrefix,
   TakoformHostStack,
@@ -44,10 +46,12 @@ describe('TakoformHostStack template', () => {
     tableId = stack.getLogicalId(stack.table.table.node.defaultChild as CfnElement);
   });
 
-  it('OPS-01: synthesizes offline with API Gateway, Lambda and DynamoDB', () => {
+  it('OPS-01: synthesizes offline with API Gateway, Lambda, DynamoDB and the Step Functions dispatcher', () => {
     template.resourceCountIs('AWS::ApiGateway::RestApi', 1);
-    template.resourceCountIs('AWS::Lambda::Function', 1);
+    // API, dispatcher step, batch host, executor, supervisor; workers come with ModuleWorkerFunction.
+    template.resourceCountIs('AWS::Lambda::Function', 5);
     template.resourceCountIs('AWS::DynamoDB::GlobalTable', 1);
+    template.resourceCountIs('AWS::StepFunctions::StateMachine', 1);
   });
 
   it('table: pk/sk keys, on-demand, PITR, deletion protection, TTL and both GSIs', () => {
@@ -96,7 +100,8 @@ describe('TakoformHostStack template', () => {
   });
 
   it('log groups keep one month of logs', () => {
-    template.resourceCountIs('AWS::Logs::LogGroup', 2);
+    // API access logs, five function log groups, the dispatcher's execution log.
+    template.resourceCountIs('AWS::Logs::LogGroup', 7);
     template.allResourcesProperties('AWS::Logs::LogGroup', { RetentionInDays: 30 });
   });
 
@@ -127,7 +132,7 @@ describe('TakoformHostStack template', () => {
     });
   });
 
-  it('SEC-02: the API function may touch only its table, indexes and log group', () => {
+  it('SEC-02: the API function may touch only its table, indexes, log group, Host queues and the executor', () => {
     const fnRoleRef = { Ref: stack.getLogicalId(stack.api.handler.role.node.defaultChild as CfnElement) };
     const policies = Object.values(template.findResources('AWS::IAM::Policy')).filter((p) =>
       JSON.stringify(p.Properties.Roles).includes(JSON.stringify(fnRoleRef)),
@@ -158,14 +163,49 @@ describe('TakoformHostStack template', () => {
     ]);
     expect(statements.flatMap((s) => [s.Action].flat()).filter((a: string) => a.includes('*'))).toEqual([]);
 
+    // SQS: only what the producer extension calls, only on the Host's queue prefix.
+    const sqs = statements.filter((s) => [s.Action].flat().some((a: string) => a.startsWith('sqs:')));
+    expect(sqs.flatMap((s) => [s.Action].flat()).sort()).toEqual(['sqs:GetQueueUrl', 'sqs:SendMessage']);
+    expect(sqs.flatMap((s) => [s.Resource].flat())).toEqual([
+      {
+        'Fn::Join': [
+          '',
+          [
+            'arn:',
+            { Ref: 'AWS::Partition' },
+            ':sqs:',
+            { Ref: 'AWS::Region' },
+            ':',
+            { Ref: 'AWS::AccountId' },
+            ':takoform-host-*',
+          ],
+        ],
+      },
+    ]);
+    // Lambda: the asynchronous trigger of the executor, unqualified, and nothing else.
+    const executorArn = {
+      'Fn::GetAtt': [
+        stack.getLogicalId(stack.host.delivery.executorFunction.fn.node.defaultChild as CfnElement),
+        'Arn',
+      ],
+    };
+    const invoke = statements.filter((s) => [s.Action].flat().some((a: string) => a.startsWith('lambda:')));
+    expect(invoke.map((s) => [s.Action, s.Resource])).toEqual([['lambda:InvokeFunction', executorArn]]);
+    // Nothing else: every statement is one of the above.
+    const known = new Set([...dynamo, ...logs, ...wildcard, ...sqs, ...invoke]);
+    expect(statements.filter((s) => !known.has(s))).toEqual([]);
+
     // No AWS-managed policies on the function role.
     const role = template.findResources('AWS::IAM::Role')[fnRoleRef.Ref];
     expect(role?.Properties.ManagedPolicyArns).toBeUndefined();
   });
 
-  it('outputs ApiUrl and TableName', () => {
+  it('outputs ApiUrl, TableName, StateMachineArn and DashboardName', () => {
     template.hasOutput('ApiUrl', { Value: Match.anyValue() });
     template.hasOutput('TableName', { Value: { Ref: tableId } });
+    const machineId = stack.getLogicalId(stack.host.delivery.stateMachine.node.defaultChild as CfnElement);
+    template.hasOutput('StateMachineArn', { Value: { Ref: machineId } });
+    template.hasOutput('DashboardName', { Value: Match.anyValue() });
   });
 });
 
@@ -202,18 +242,33 @@ describe('TakoformHostStack props', () => {
 });
 
 describe('OPS-01: bundling', () => {
-  it('bundles the API handler with the local esbuild (no Docker) into an ESM asset', () => {
+  it('bundles the Host functions and a worker (module aliased into the fixed entry) with the local esbuild (no Docker)', () => {
     const outdir = tempOutdir();
     const app = new App({ outdir, context: CDK_CONTEXT });
     const stack = new TakoformHostStack(app, 'TakoformHost');
+    const worker = new ModuleWorkerFunction(stack, 'Orders', {
+      host: stack.host.workerBinding,
+      entry: fileURLToPath(new URL('./fixtures/worker.mjs', import.meta.url)),
+      space: 'team',
+      name: 'orders',
+    });
     const assembly = app.synth();
 
-    const fn = Object.values(Template.fromStack(stack).findResources('AWS::Lambda::Function'))[0];
-    const assetHash = String(fn?.Properties.Code.S3Key).replace(/\.zip$/, '');
-    const bundle = join(assembly.directory, `asset.${assetHash}`, 'index.mjs');
-    expect(existsSync(bundle)).toBe(true);
-    expect(existsSync(`${bundle}.map`)).toBe(true);
-    expect(readFileSync(bundle, 'utf8')).toMatch(/^import \{ createRequire as __takoformCreateRequire \}/);
+    const functions = Template.fromStack(stack).findResources('AWS::Lambda::Function');
+    const bundleOf = (fn: IConstruct) => {
+      const assetHash = String(
+        functions[stack.getLogicalId(fn.node.defaultChild as CfnElement)]?.Properties.Code.S3Key,
+      ).replace(/\.zip$/, '');
+      return join(assembly.directory, `asset.${assetHash}`, 'index.mjs');
+    };
+    const api = bundleOf(stack.api.handler.fn);
+    expect(existsSync(api)).toBe(true);
+    expect(existsSync(`${api}.map`)).toBe(true);
+    expect(readFileSync(api, 'utf8')).toMatch(/^import \{ createRequire as __takoformCreateRequire \}/);
+    // The worker bundle holds the user's module (its Response('ok')) and the runtime adapter.
+    const code = readFileSync(bundleOf(worker.function.fn), 'utf8');
+    expect(code).toContain('takoform.queue-batch.v1');
+    expect(code).toMatch(/new Response\("ok"\)/);
   });
 });
 
@@ -264,17 +319,31 @@ describe('OPS-02: cdk-nag AwsSolutions', () => {
     };
     visit(stack);
     const tableId = stack.getLogicalId(stack.table.table.node.defaultChild as CfnElement);
+    const table = `<${tableId}.Arn>/index/*`;
+    const queues = 'arn:<AWS::Partition>:sqs:<AWS::Region>:<AWS::AccountId>:takoform-host-*';
+    const hostFunction = (path: string) => [
+      `${path}/Role AwsSolutions-IAM5[Resource::${table}]`,
+      `${path}/Role AwsSolutions-IAM5[Resource::${queues}]`,
+      `${path}/TracingPolicy AwsSolutions-IAM5[Resource::*]`,
+    ];
     expect(found.sort()).toEqual(
       [
-        'Api/Api/Resource AwsSolutions-APIG2',
-        'Api/Api/DeploymentStage.prod AwsSolutions-APIG3',
-        'Api/Api/Default/ANY AwsSolutions-APIG4',
-        'Api/Api/Default/ANY AwsSolutions-COG4',
-        'Api/Api/Default/{proxy+}/ANY AwsSolutions-APIG4',
-        'Api/Api/Default/{proxy+}/ANY AwsSolutions-COG4',
-        'Api/Api/CloudWatchRole AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs]',
-        'Api/Handler/TracingPolicy AwsSolutions-IAM5[Resource::*]',
-        `Api/Handler/Role AwsSolutions-IAM5[Resource::<${tableId}.Arn>/index/*]`,
+        'Host/Api/Api/Resource AwsSolutions-APIG2',
+        'Host/Api/Api/DeploymentStage.prod AwsSolutions-APIG3',
+        'Host/Api/Api/Default/ANY AwsSolutions-APIG4',
+        'Host/Api/Api/Default/ANY AwsSolutions-COG4',
+        'Host/Api/Api/Default/{proxy+}/ANY AwsSolutions-APIG4',
+        'Host/Api/Api/Default/{proxy+}/ANY AwsSolutions-COG4',
+        'Host/Api/Api/CloudWatchRole AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs]',
+        ...hostFunction('Host/Api/Handler'),
+        ...hostFunction('Host/Delivery/StepFunction'),
+        ...hostFunction('Host/Delivery/BatchHostFunction'),
+        ...hostFunction('Host/Delivery/ExecutorFunction'),
+        ...hostFunction('Host/Delivery/SupervisorFunction'),
+        'Host/Delivery/SupervisorMetricsRead AwsSolutions-IAM5[Resource::*]',
+        'Host/Delivery/Dispatcher AwsSolutions-SF1',
+        'Host/Delivery/Dispatcher/Role AwsSolutions-IAM5[Resource::*]',
+        'Host/Delivery/Dispatcher/Role AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:lambda:<AWS::Region>:<AWS::AccountId>:function:takoform-host-wkr-*]',
       ].sort(),
     );
   });

@@ -112,10 +112,19 @@ export async function createDeliveryHost(
       config: { vars?: Record<string, unknown>; queueProducers?: Record<string, { queue: string }> };
     }
   >();
-  let pool = new WorkerPool({ timeoutMs: workerTimeoutMs, output: () => {} });
-  let dispatcher: LocalDispatcher | undefined;
+  // As many threads per worker as a consumer may run batches (QC-01: maxConcurrency ≤ 250), so
+  // the pool never holds a consumer below its maxConcurrency (DL-02).
+  const newPool = () =>
+    new WorkerPool({ timeoutMs: workerTimeoutMs, maxThreadsPerWorker: 250, output: () => {} });
+  let pool = newPool();
+  /** Running dispatchers; `kill` makes one behave like a dead process from then on. */
+  const dispatchers: { dispatcher: LocalDispatcher; kill: () => void }[] = [];
 
-  const invokerFor = async (slot: { workerName: string; workerSpace: string }): Promise<QueueInvoker> => {
+  const invokerFor = async (slot: {
+    workerName: string;
+    workerSpace: string;
+    deadline: number;
+  }): Promise<QueueInvoker> => {
     const entry = files.get(`${slot.workerSpace}/${slot.workerName}`);
     const produce = async (call: ProduceCall) => {
       const queueName = entry?.config.queueProducers?.[call.binding]?.queue;
@@ -128,20 +137,41 @@ export async function createDeliveryHost(
     return {
       invoke: async (delivery, settle) =>
         entry
-          ? current.invokeQueue({ file: entry.file, config: entry.config, delivery, settle, produce })
+          ? current.invokeQueue({
+              file: entry.file,
+              config: entry.config,
+              delivery,
+              settle,
+              produce,
+              deadline: slot.deadline,
+            })
           : 'abandoned',
     };
   };
 
+  /** Starts a dispatcher; a second call starts another one beside it (duplicate executions). */
   function startDispatcher(): void {
-    dispatcher = new LocalDispatcher({
-      service: host.delivery,
+    let dead = false;
+    // Each dispatcher reaches the delivery service through its own handle. After a crash that
+    // handle never answers, like a dead process: no runner of the old dispatcher registers,
+    // settles, finalises or dead-letters anything any more.
+    const service = new Proxy(host.delivery, {
+      get(target, prop) {
+        const value = Reflect.get(target, prop, target);
+        if (typeof value !== 'function') return value;
+        return (...args: unknown[]) =>
+          dead ? new Promise(() => {}) : (value as (...a: unknown[]) => unknown).apply(target, args);
+      },
+    });
+    const dispatcher = new LocalDispatcher({
+      service,
       attachments: host.attachments,
       sqs: host.sqs,
       idleWaitSeconds: 1,
       pollMs: 200,
       invokerFor,
     });
+    dispatchers.push({ dispatcher, kill: () => (dead = true) });
     dispatcher.start();
   }
 
@@ -203,15 +233,22 @@ export async function createDeliveryHost(
     createQueue,
     setup,
     startDispatcher,
-    /** Simulates a crash of the delivery side: running handlers are cut off, nothing is finalised by them. */
+    /**
+     * Simulates a crash of the delivery side: running handlers are cut off and the dispatchers
+     * stop dead — nothing they started is finalised, settled or released (slots stay taken until
+     * their deadline, received messages stay invisible), exactly as after `kill -9`.
+     */
     async crash(): Promise<void> {
       const old = pool;
-      pool = new WorkerPool({ timeoutMs: workerTimeoutMs, output: () => {} });
-      await dispatcher?.stop(0);
+      pool = newPool();
+      const stopped = dispatchers.splice(0);
+      for (const d of stopped) d.kill();
+      // Handlers die at once (stopping a dispatcher may first wait for its current check).
       await old.close();
+      await Promise.all(stopped.map((d) => d.dispatcher.stop(0)));
     },
     async close(): Promise<void> {
-      await dispatcher?.stop(2_000);
+      await Promise.all(dispatchers.splice(0).map((d) => d.dispatcher.stop(2_000)));
       await pool.close();
     },
     logFile: (name: string) => path.join(dir, `${name}.jsonl`),

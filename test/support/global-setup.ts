@@ -10,14 +10,26 @@ declare module 'vitest' {
   }
 }
 
-/** One in-memory DynamoDB Local and one SQS stand-in, shared by every integration test file. */
+/**
+ * One in-memory DynamoDB Local and one SQS stand-in, shared by every integration test file. With
+ * TAKOFORM_LOCALSTACK_ENDPOINT set (e.g. http://localhost.localstack.cloud:4566), the suite runs
+ * against that LocalStack instead and starts no stand-ins (OPS-03).
+ */
 export default async function setup(project: TestProject) {
+  const localstack = process.env.TAKOFORM_LOCALSTACK_ENDPOINT;
+  if (localstack) {
+    project.provide('ddbEndpoint', localstack);
+    project.provide('sqsEndpoint', localstack);
+    process.stdout.write(`[integration] backend: LocalStack at ${localstack}\n`);
+    return async () => {};
+  }
   const started: StandIn[] = [];
   try {
     const [ddb, sqs] = await Promise.all([startDynamoDbLocal(), startSqsServer()]);
     started.push(ddb, sqs);
     project.provide('ddbEndpoint', ddb.endpoint);
     project.provide('sqsEndpoint', sqs.endpoint);
+    process.stdout.write('[integration] backend: local stand-ins (DynamoDB Local, fauxqs)\n');
   } catch (err) {
     await Promise.all(started.map((s) => s.stop()));
     throw err;

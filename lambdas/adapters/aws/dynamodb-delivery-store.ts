@@ -69,7 +69,8 @@ export class DynamoDeliveryStore implements DeliveryStore {
       new UpdateItemCommand({
         TableName: this.table,
         Key: marshall(deliveryKeys.slots(consumerUid)),
-        UpdateExpression: 'SET slots = if_not_exists(slots, :empty), registered = if_not_exists(registered, :empty)',
+        UpdateExpression:
+          'SET slots = if_not_exists(slots, :empty), registered = if_not_exists(registered, :empty)',
         ExpressionAttributeValues: marshall({ ':empty': {} }),
       }),
     );
@@ -152,7 +153,11 @@ export class DynamoDeliveryStore implements DeliveryStore {
 
   async revokeUnregistered(consumerUid: string): Promise<number> {
     const out = await this.client.send(
-      new GetItemCommand({ TableName: this.table, Key: marshall(deliveryKeys.slots(consumerUid)), ConsistentRead: true }),
+      new GetItemCommand({
+        TableName: this.table,
+        Key: marshall(deliveryKeys.slots(consumerUid)),
+        ConsistentRead: true,
+      }),
     );
     const item = out.Item ? unmarshall(out.Item) : {};
     let revoked = 0;

@@ -42,7 +42,11 @@ export class DynamoHostSecrets {
       await this.client.send(
         new PutItemCommand({
           TableName: this.table,
-          Item: { ...this.key(name), value: { B: randomBytes(32) }, createdAt: { S: new Date().toISOString() } },
+          Item: {
+            ...this.key(name),
+            value: { B: randomBytes(32) },
+            createdAt: { S: new Date().toISOString() },
+          },
           ConditionExpression: 'attribute_not_exists(#pk)',
           ExpressionAttributeNames: { '#pk': TABLE_KEYS.pk },
         }),

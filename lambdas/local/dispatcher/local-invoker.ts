@@ -29,7 +29,14 @@ export async function localInvoker(
     // Missing code or configuration: the batch ends unsettled and is retried, never acknowledged.
     invoke: async (delivery, settle) =>
       found && config
-        ? deps.pool.invokeQueue({ file: found.file, config, delivery, settle, produce })
+        ? deps.pool.invokeQueue({
+            file: found.file,
+            config,
+            delivery,
+            settle,
+            produce,
+            deadline: slot.deadline,
+          })
         : 'abandoned',
   };
 }

@@ -24,6 +24,16 @@ const s3Store = new S3Store();
 const dataDir = values['data-dir'];
 const persistence = dataDir ? new PersistenceManager(dataDir) : undefined;
 if (persistence) {
+  // fauxqs 2.4.1 persists "visible again" (ChangeMessageVisibility 0) by writing NULL into the
+  // NOT NULL receive count: the write fails after the message has left the in-flight set and
+  // before it rejoins the visible list, so the message vanished from the running server (found
+  // by the chaos suite). Clear only the in-flight fields; the count stays as it was.
+  const ready = persistence.db.prepare(
+    'UPDATE sqs_messages SET receipt_handle = NULL, visibility_deadline = NULL WHERE message_id = ?',
+  );
+  persistence.updateMessageReady = (messageId: string) => {
+    ready.run(messageId);
+  };
   // Load before wiring persistence in, as fauxqs does, so loading does not rewrite rows.
   persistence.load(sqsStore, snsStore, s3Store);
   sqsStore.persistence = persistence;

@@ -43,9 +43,16 @@ export interface QueueInvocation {
   settle: (call: SettleCall) => Promise<void>;
   /** Accepts messages sent through one of this worker's producer bindings; resolves to their ids. */
   produce: (call: ProduceCall) => Promise<string[]>;
+  /**
+   * Epoch ms after which the invocation must not run (its concurrency slot's deadline): it is cut
+   * off then even if `timeoutMs` has not passed, so no handler outlives its slot.
+   */
+  deadline?: number;
 }
 
 const DEFAULT_MAX_THREADS = 8;
+/** Extra time a cold thread may take to load the worker's module before the handler starts. */
+const MODULE_LOAD_BOUND_MS = 30_000;
 const DEFAULT_RESOURCE_LIMITS: ResourceLimits = { maxOldGenerationSizeMb: 256 };
 const MAX_LINE = 16 * 1024;
 
@@ -167,6 +174,8 @@ interface Running {
   /** False once the invocation ended for any reason: no further call reaches the Host. */
   open: boolean;
   end(outcome: InvocationOutcome): void;
+  /** The handler started: from now on the invocation's own time bound applies. */
+  started(): void;
 }
 
 class PooledThread {
@@ -239,6 +248,10 @@ class PooledThread {
     if (message.type === 'done') {
       if (running && (message.outcome === 'returned' || message.outcome === 'threw'))
         running.end(message.outcome);
+      return;
+    }
+    if (message.type === 'started') {
+      running?.started();
       return;
     }
     if (message.type !== 'settle' && message.type !== 'produce') return;
@@ -356,13 +369,23 @@ export class WorkerPool {
             if (thread.running === running) thread.running = undefined;
             void Promise.allSettled([...running.hostCalls]).then(() => resolve(outcome));
           },
+          started: () => {
+            if (!running.open) return;
+            clearTimeout(timer);
+            timer = cutOffAfter(this.options.timeoutMs);
+          },
         };
-        const timer = setTimeout(() => {
-          this.options.output(
-            `[worker ${workerLabel(file)}] invocation cut off after ${this.options.timeoutMs} ms`,
-          );
-          thread.kill(); // ends `running` as abandoned
-        }, this.options.timeoutMs);
+        const cutOffAfter = (ms: number) => {
+          const bounded =
+            input.deadline === undefined ? ms : Math.min(ms, Math.max(0, input.deadline - Date.now()));
+          return setTimeout(() => {
+            this.options.output(`[worker ${workerLabel(file)}] invocation cut off after ${bounded} ms`);
+            thread.kill(); // ends `running` as abandoned
+          }, bounded);
+        };
+        // Loading the module (a cold thread, a slow machine) does not eat into the handler's
+        // time; it has its own, more generous bound, so a module that never loads is cut off too.
+        let timer = cutOffAfter(this.options.timeoutMs + MODULE_LOAD_BOUND_MS);
         thread.running = running;
         // Each body is copied into a buffer of its own exact size and moved (not cloned) to the
         // thread: cloning a view would carry its whole backing buffer (a pooled Buffer slab holds

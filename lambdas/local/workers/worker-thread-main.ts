@@ -37,7 +37,9 @@ export type ToThread =
 export type FromThread =
   | { type: 'settle'; invocation: number; rpc: number; call: SettleCall }
   | { type: 'produce'; invocation: number; rpc: number; call: ProduceCall }
-  | { type: 'done'; invocation: number; outcome: 'returned' | 'threw' };
+  | { type: 'done'; invocation: number; outcome: 'returned' | 'threw' }
+  /** The module is loaded and the handler is about to run: the invocation's time bound starts. */
+  | { type: 'started'; invocation: number };
 
 /** Error names that keep their name when they cross from the Host thread; others arrive as backend_unavailable. */
 const KNOWN_NAMES = new Set([
@@ -196,6 +198,7 @@ async function invoke(message: Extract<ToThread, { type: 'invoke' }>): Promise<v
         produce: (call) => link.call('produce', call),
       });
       const context = createInvocationContext();
+      post({ type: 'started', invocation: message.invocation });
       try {
         await Reflect.apply(handler.fn, handler.self, [batch, env, context.ctx]);
         outcome = 'returned';

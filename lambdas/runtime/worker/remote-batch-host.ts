@@ -4,7 +4,6 @@
  * call the handler in process; `lambdaTransport` is the AWS one.
  */
 import { InvokeCommand, type LambdaClient } from '@aws-sdk/client-lambda';
-import type { BatchHostPort } from '../../delivery/batch-runner.ts';
 import {
   type BatchHostRequest,
   type BatchHostResponse,
@@ -13,6 +12,7 @@ import {
   SETTLE_ERRORS,
   toBase64,
 } from '../../delivery/batch-host-protocol.ts';
+import type { BatchHostPort } from '../../delivery/batch-runner.ts';
 import type { DeadLetterItem, Registration } from '../../delivery/delivery-service.ts';
 import { MESSAGE_LIMITS, NamedError } from '../../delivery/limits.ts';
 import type { ProduceCall } from '../../delivery/settlement-protocol.ts';
@@ -24,7 +24,10 @@ export interface RemoteBatchHost extends BatchHostPort {
 }
 
 /** A synchronous invocation of the batch-host function. */
-export function lambdaTransport(client: Pick<LambdaClient, 'send'>, functionName: string): BatchHostTransport {
+export function lambdaTransport(
+  client: Pick<LambdaClient, 'send'>,
+  functionName: string,
+): BatchHostTransport {
   return async (request) => {
     const out = await client.send(
       new InvokeCommand({
@@ -34,7 +37,10 @@ export function lambdaTransport(client: Pick<LambdaClient, 'send'>, functionName
       }),
     );
     if (out.FunctionError || !out.Payload) {
-      return { ok: false, error: { name: 'backend_unavailable', message: 'the Host could not complete the call' } };
+      return {
+        ok: false,
+        error: { name: 'backend_unavailable', message: 'the Host could not complete the call' },
+      };
     }
     return JSON.parse(new TextDecoder().decode(out.Payload)) as BatchHostResponse;
   };
@@ -134,8 +140,15 @@ export function remoteBatchHost(transport: BatchHostTransport): RemoteBatchHost 
         }
         return { ...m, body: toBase64(m.body) };
       });
-      const request: BatchHostRequest = { action: 'produce', batchId, credential, binding: produceCall.binding, messages };
-      if (serializedSize(request) > PAYLOAD_LIMIT_BYTES) throw rebuild({ name: 'batch_too_large' }, 'produce');
+      const request: BatchHostRequest = {
+        action: 'produce',
+        batchId,
+        credential,
+        binding: produceCall.binding,
+        messages,
+      };
+      if (serializedSize(request) > PAYLOAD_LIMIT_BYTES)
+        throw rebuild({ name: 'batch_too_large' }, 'produce');
       return call<string[]>(request, 'produce');
     },
   };

@@ -28,7 +28,10 @@ const PUBLIC_ORIGIN = 'https://conformance.takoform.test';
  * One line per supported Form; `worker` names a Worker module the fixture needs. The consumer's
  * queue and worker are created first (`refs`), since a QueueConsumer must reference live ones.
  */
-function liveFixtures(run: string, refs: { queue: string; worker: string }): (ProbeFixture & { worker?: string })[] {
+function liveFixtures(
+  run: string,
+  refs: { queue: string; worker: string },
+): (ProbeFixture & { worker?: string })[] {
   const consumerSpec = {
     queue: { resourceUid: refs.queue },
     worker: { resourceUid: refs.worker },

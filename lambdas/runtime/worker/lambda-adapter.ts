@@ -1,0 +1,225 @@
+/**
+ * The ModuleWorker runtime adapter for AWS Lambda: turns a worker module's default export into the
+ * handler the dispatcher's `InvokeWorker` state calls with `{kind: 'takoform.queue-batch.v1',
+ * slot}`. It forms the batch (`runBatch`: receives from SQS, registers with the Host), runs the
+ * module's `queue(batch, env, ctx)` in this process, and reports how it ended; settlement,
+ * producer and finalisation calls go to the Host's batch-host function, which holds the Host's
+ * tables (this function has no DynamoDB permission at all).
+ *
+ * The handler is bounded by the Lambda's remaining time less a margin: when it runs out, the
+ * invocation counts as `abandoned` (unsettled messages are retried, never acknowledged) and the
+ * batch is finalised before Lambda itself would cut the function off.
+ */
+
+import { types } from 'node:util';
+import { LambdaClient } from '@aws-sdk/client-lambda';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import { z } from 'zod';
+import { slotSchema } from '../../delivery/batch-host-protocol.ts';
+import { type QueueInvoker, type RunResult, runBatch } from '../../delivery/batch-runner.ts';
+import type { Slot } from '../../delivery/delivery-service.ts';
+import { NamedError } from '../../delivery/limits.ts';
+import type { InvocationOutcome } from '../../delivery/settlement-protocol.ts';
+import { AWS_ENV } from '../../shared/aws-env.ts';
+import { createInvocationContext } from './invocation-context.ts';
+import { createQueueBatch } from './queue-batch.ts';
+import { lambdaTransport, type RemoteBatchHost, remoteBatchHost } from './remote-batch-host.ts';
+import { createWorkerEnv } from './worker-env.ts';
+
+export interface QueueWorkerConfig {
+  /** The worker's `vars`: JSON values, given to the handler as they are. */
+  vars?: Record<string, unknown>;
+  /** Binding name → the queue Resource (same Space) it sends to. Only the names matter here. */
+  queueProducers?: Record<string, { queue: string }>;
+}
+
+export interface QueueWorkerRuntime {
+  sqs: Pick<SQSClient, 'send'>;
+  /** A fresh Host client per invocation (it keeps the batch credential for dead-letter moves). */
+  host: () => RemoteBatchHost;
+  /** How long to long-poll an empty queue before handing the slot back (the Host's setting). */
+  idleWaitSeconds: number;
+  /** Kept free at the end of the Lambda's time for finalisation (default 5 s). */
+  marginMs?: number;
+  clock?: () => number;
+  /** Diagnostics (never bodies, never credentials). */
+  log?: (message: string, fields?: Record<string, unknown>) => void;
+}
+
+/** The part of the Lambda context the adapter uses. */
+export interface WorkerLambdaContext {
+  getRemainingTimeInMillis(): number;
+}
+
+export const QUEUE_BATCH_EVENT_KIND = 'takoform.queue-batch.v1';
+
+const eventSchema = z.strictObject({ kind: z.literal(QUEUE_BATCH_EVENT_KIND), slot: slotSchema });
+
+const configSchema = z.strictObject({
+  vars: z.record(z.string(), z.unknown()).optional(),
+  queueProducers: z.record(z.string(), z.strictObject({ queue: z.string().min(1) })).optional(),
+});
+
+/** `{vars, queueProducers}` from the function's environment (set by ModuleWorkerFunction). */
+export function workerConfigFromEnv(env: NodeJS.ProcessEnv): QueueWorkerConfig {
+  const raw = env[AWS_ENV.workerConfig];
+  return configSchema.parse(raw ? JSON.parse(raw) : {});
+}
+
+/** The runtime on AWS: default clients and the batch-host function named in the environment. */
+export function runtimeFromEnv(env: NodeJS.ProcessEnv): QueueWorkerRuntime {
+  const fn = env[AWS_ENV.batchHostFunction];
+  if (!fn) throw new Error(`${AWS_ENV.batchHostFunction} is not set`);
+  const idle = Number(env[AWS_ENV.idleWaitSeconds] ?? 20);
+  const lambda = new LambdaClient({});
+  return {
+    sqs: new SQSClient({}),
+    host: () => remoteBatchHost(lambdaTransport(lambda, fn)),
+    idleWaitSeconds: Number.isInteger(idle) && idle >= 0 && idle <= 20 ? idle : 20,
+    log: (message, fields) =>
+      process.stderr.write(`${JSON.stringify({ level: 'info', message, ...fields })}\n`),
+  };
+}
+
+/**
+ * The module's `queue` handler if it declares one (MW-02): `default` is a plain object (not an
+ * array, not a Proxy) with an own data property `queue` holding a function. No getter runs.
+ */
+export function declaredQueueHandler(
+  moduleDefault: unknown,
+): { self: object; fn: (...args: unknown[]) => unknown } | undefined {
+  if (moduleDefault === null || typeof moduleDefault !== 'object' || types.isProxy(moduleDefault))
+    return undefined;
+  if (Array.isArray(moduleDefault)) return undefined;
+  const proto = Object.getPrototypeOf(moduleDefault);
+  if (proto !== Object.prototype && proto !== null) return undefined;
+  const desc = Object.getOwnPropertyDescriptor(moduleDefault, 'queue');
+  if (!desc || !('value' in desc) || typeof desc.value !== 'function') return undefined;
+  return { self: moduleDefault, fn: desc.value };
+}
+
+function errorName(err: unknown): string {
+  return err instanceof Error ? err.name : typeof err;
+}
+
+/**
+ * Runs one delivery in this process: batch object, env and ctx exactly as the local runtime
+ * builds them. Ends at `deadlineAt` at the latest, as `abandoned`; calls made after the end are
+ * refused here (settlement `unknown_batch`, producers `backend_unavailable`).
+ */
+function inProcessInvoker(
+  moduleDefault: unknown,
+  config: QueueWorkerConfig,
+  host: RemoteBatchHost,
+  deadlineAt: () => number,
+  clock: () => number,
+  log: NonNullable<QueueWorkerRuntime['log']>,
+): QueueInvoker {
+  return {
+    invoke: async (delivery, settle): Promise<InvocationOutcome> => {
+      const handler = declaredQueueHandler(moduleDefault);
+      if (!handler) {
+        log('the module does not declare a queue handler', { batchId: delivery.batchId });
+        return 'threw';
+      }
+      let ended = false;
+      const pending = new Set<Promise<void>>();
+      const track = <T>(p: Promise<T>): Promise<T> => {
+        const done = p.then(
+          () => undefined,
+          () => undefined,
+        );
+        pending.add(done);
+        void done.then(() => pending.delete(done));
+        return p;
+      };
+      const batch = createQueueBatch(delivery, {
+        settle: (call) =>
+          ended
+            ? Promise.reject(
+                new NamedError('unknown_batch', 'the batch was finalised when its invocation ended'),
+              )
+            : track(settle(call)),
+      });
+      const env = createWorkerEnv({
+        vars: config.vars ?? {},
+        producerBindings: Object.keys(config.queueProducers ?? {}),
+        produce: (call) =>
+          ended
+            ? Promise.reject(
+                new NamedError('backend_unavailable', 'the invocation that owned this binding has ended'),
+              )
+            : track(host.produce(delivery.batchId, delivery.credential, call)),
+      });
+      const context = createInvocationContext();
+      const run = (async (): Promise<InvocationOutcome> => {
+        let outcome: InvocationOutcome = 'threw';
+        try {
+          await Reflect.apply(handler.fn, handler.self, [batch, env, context.ctx]);
+          outcome = 'returned';
+        } catch (err) {
+          log('queue handler failed', { batchId: delivery.batchId, error: errorName(err) });
+        }
+        await context.settled();
+        context.expire();
+        for (const reason of context.rejections) {
+          log('ctx.waitUntil promise rejected', { batchId: delivery.batchId, error: errorName(reason) });
+        }
+        while (pending.size > 0) await Promise.all([...pending]);
+        return outcome;
+      })();
+      let timer: NodeJS.Timeout | undefined;
+      const cutOff = new Promise<InvocationOutcome>((resolve) => {
+        timer = setTimeout(() => resolve('abandoned'), Math.max(0, deadlineAt() - clock()));
+      });
+      try {
+        const outcome = await Promise.race([run, cutOff]);
+        if (outcome === 'abandoned')
+          log('queue handler cut off at its time bound', { batchId: delivery.batchId });
+        return outcome;
+      } finally {
+        clearTimeout(timer);
+        ended = true;
+        context.expire();
+      }
+    },
+  };
+}
+
+/**
+ * The Lambda handler for a worker module. `moduleDefault` is the module's default export as it
+ * is (checked on every invocation, as the local runtime does); `config` its vars and producer
+ * bindings. `runtime` defaults to the AWS clients and the environment ModuleWorkerFunction sets.
+ */
+export function createQueueWorkerHandler(
+  moduleDefault: unknown,
+  config: QueueWorkerConfig,
+  runtime?: QueueWorkerRuntime,
+) {
+  let rt = runtime;
+  return async (event: unknown, context: WorkerLambdaContext): Promise<RunResult> => {
+    rt ??= runtimeFromEnv(process.env);
+    const { slot } = eventSchema.parse(event) as { slot: Slot };
+    const clock = rt.clock ?? Date.now;
+    const startedAt = clock();
+    const lambdaEnd = startedAt + context.getRemainingTimeInMillis();
+    const margin = rt.marginMs ?? 5_000;
+    const host = rt.host();
+    const log = rt.log ?? (() => {});
+    // The handler must end before the Lambda does and before the Host's slot deadline, after
+    // which recovery would finish the batch on its own.
+    const deadlineAt = () => Math.min(lambdaEnd, slot.deadline) - margin;
+    const result = await runBatch(slot, {
+      sqs: rt.sqs as SQSClient,
+      host,
+      invoker: inProcessInvoker(moduleDefault, config, host, deadlineAt, clock, log),
+      idleWaitSeconds: Math.max(
+        0,
+        Math.min(rt.idleWaitSeconds, Math.floor((deadlineAt() - clock()) / 1000) - 1),
+      ),
+      clock,
+    });
+    log('batch done', { batchId: slot.batchId, consumerUid: slot.consumerUid, ...result });
+    return result;
+  };
+}

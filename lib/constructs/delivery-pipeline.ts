@@ -1,0 +1,280 @@
+import { fileURLToPath } from 'node:url';
+import { ArnFormat, Duration, type RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
+import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
+import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import type { Function as LambdaFn } from 'aws-cdk-lib/aws-lambda';
+import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
+import { DefinitionBody, LogLevel, StateMachine, StateMachineType } from 'aws-cdk-lib/aws-stepfunctions';
+import { Construct } from 'constructs';
+import { dispatcherDefinition } from '../../lambdas/delivery/dispatcher-definition.ts';
+import { AWS_ENV, METRICS_NAMESPACE } from '../../lambdas/shared/aws-env.ts';
+import { HostFunction } from './host-function.ts';
+import type { HostTable } from './host-table.ts';
+import { nagResource } from './nag.ts';
+
+const entry = (path: string) => fileURLToPath(new URL(`../../lambdas/${path}`, import.meta.url));
+
+/** The SQS actions each Host function calls, and nothing else (SEC-02). */
+export const SQS_ACTIONS = {
+  /** Acquire and recover read queue URLs only; recovery without receipt handles writes DynamoDB. */
+  step: ['sqs:GetQueueUrl'],
+  /** register/finalize/deadLetter/produce: hide, delete, send (batch calls use these actions). */
+  batchHost: ['sqs:ChangeMessageVisibility', 'sqs:DeleteMessage', 'sqs:GetQueueUrl', 'sqs:SendMessage'],
+  /** Queue Resources: create (with tags), update, inspect, delete. */
+  executor: [
+    'sqs:CreateQueue',
+    'sqs:DeleteQueue',
+    'sqs:GetQueueAttributes',
+    'sqs:GetQueueUrl',
+    'sqs:SetQueueAttributes',
+    'sqs:TagQueue',
+  ],
+  /** Backlog and dead-letter depth per consumer. */
+  supervisor: ['sqs:GetQueueAttributes', 'sqs:GetQueueUrl'],
+  /** The HTTP producer extension (`/ext/queues/v1/…`). */
+  api: ['sqs:GetQueueUrl', 'sqs:SendMessage'],
+  /** Worker runtimes receive their own batches; everything else goes through the batch host. */
+  worker: ['sqs:ReceiveMessage'],
+} as const;
+
+export interface DeliveryPipelineProps {
+  readonly table: HostTable;
+  /** Prefix of every SQS queue name, ending with `-` (e.g. `takoform-host-`). */
+  readonly queueNamePrefix: string;
+  /** The public origin (every Host function composes the same Host). */
+  readonly publicOrigin: string;
+  /** Bound on one worker invocation; at most 14 minutes, so a batch fits in Lambda's 15. @default 14 min */
+  readonly workerTimeout?: Duration;
+  /** How long an idle lane long-polls before resting (0..20 s). @default 20 */
+  readonly idleWaitSeconds?: number;
+  /** @default RetentionDays.ONE_MONTH */
+  readonly logRetention?: RetentionDays;
+  /** For the log groups. @default RETAIN */
+  readonly removalPolicy?: RemovalPolicy;
+}
+
+/**
+ * Delivery on AWS: the dispatcher state machine (the exact `dispatcherDefinition` the local Host
+ * runs), its Host-step function, the batch-host function worker runtimes call, the Operation
+ * executor and the dispatcher supervisor with their one-minute schedules, and the IAM that ties
+ * them together. SQS permissions are scoped to `arn:…:sqs:<region>:<account>:<prefix>*`, DynamoDB
+ * to the Host table, and the state machine may invoke only the step function and functions named
+ * `<workerFunctionNamePrefix>*` (the names ModuleWorkerFunction gives its functions).
+ */
+export class DeliveryPipeline extends Construct {
+  readonly stepFunction: HostFunction;
+  readonly batchHostFunction: HostFunction;
+  readonly executorFunction: HostFunction;
+  readonly supervisorFunction: HostFunction;
+  readonly stateMachine: StateMachine;
+  readonly stateMachineLogs: LogGroup;
+  /** `arn:…:sqs:<region>:<account>:<prefix>*`. */
+  readonly queueArnPattern: string;
+  /** Worker functions must be named with this prefix for the dispatcher to invoke them. */
+  readonly workerFunctionNamePrefix: string;
+  readonly queueNamePrefix: string;
+  readonly idleWaitSeconds: number;
+
+  constructor(scope: Construct, id: string, props: DeliveryPipelineProps) {
+    super(scope, id);
+    const stack = Stack.of(this);
+    const retention = props.logRetention ?? RetentionDays.ONE_MONTH;
+    this.queueNamePrefix = props.queueNamePrefix;
+    this.idleWaitSeconds = props.idleWaitSeconds ?? 20;
+    this.workerFunctionNamePrefix = `${props.queueNamePrefix}wkr-`;
+    this.queueArnPattern = stack.formatArn({
+      service: 'sqs',
+      resource: `${props.queueNamePrefix}*`,
+      arnFormat: ArnFormat.NO_RESOURCE_NAME,
+    });
+    const workerTimeout = props.workerTimeout ?? Duration.minutes(14);
+
+    const common = {
+      logRetention: retention,
+      removalPolicy: props.removalPolicy,
+    };
+    const environment = {
+      [AWS_ENV.queuePrefix]: props.queueNamePrefix,
+      [AWS_ENV.publicOrigin]: props.publicOrigin,
+      [AWS_ENV.workerTimeoutSeconds]: String(workerTimeout.toSeconds()),
+      [AWS_ENV.idleWaitSeconds]: String(this.idleWaitSeconds),
+      [AWS_ENV.metricsNamespace]: METRICS_NAMESPACE,
+    };
+    const hostFunction = (
+      fid: string,
+      path: string,
+      description: string,
+      timeout: Duration,
+      memorySize = 512,
+    ) => {
+      const f = new HostFunction(this, fid, {
+        ...common,
+        entry: entry(path),
+        description,
+        timeout,
+        memorySize,
+        environment,
+      });
+      props.table.bind(f.fn);
+      return f;
+    };
+
+    this.stepFunction = hostFunction(
+      'StepFunction',
+      'delivery/dispatcher-step-handler.ts',
+      'Takoform dispatcher steps (AcquireSlot, RecoverBatch)',
+      Duration.seconds(60),
+    );
+    this.batchHostFunction = hostFunction(
+      'BatchHostFunction',
+      'delivery/batch-host-handler.ts',
+      'Takoform batch host (register, settle, finalize, deadLetter, produce)',
+      Duration.seconds(60),
+      1024,
+    );
+    this.executorFunction = hostFunction(
+      'ExecutorFunction',
+      'engine/executor-handler.ts',
+      'Takoform Operation executor',
+      Duration.minutes(5),
+    );
+    this.supervisorFunction = hostFunction(
+      'SupervisorFunction',
+      'delivery/supervisor-handler.ts',
+      'Takoform dispatcher supervisor',
+      Duration.minutes(2),
+    );
+
+    this.grantQueues(this.stepFunction.fn, SQS_ACTIONS.step);
+    this.grantQueues(this.batchHostFunction.fn, SQS_ACTIONS.batchHost);
+    this.grantQueues(this.executorFunction.fn, SQS_ACTIONS.executor);
+    this.grantQueues(this.supervisorFunction.fn, SQS_ACTIONS.supervisor);
+
+    // The dispatcher: the same ASL the local Host runs, with the step function's ARN filled in.
+    this.stateMachineLogs = new LogGroup(this, 'DispatcherLogs', {
+      retention,
+      removalPolicy: props.removalPolicy,
+    });
+    this.stateMachine = new StateMachine(this, 'Dispatcher', {
+      comment: 'Takoform QueueConsumer dispatcher',
+      definitionBody: DefinitionBody.fromString(
+        stack.toJsonString(dispatcherDefinition({ stepFunction: this.stepFunction.fn.functionArn })),
+      ),
+      stateMachineType: StateMachineType.STANDARD,
+      // Errors only and no execution data: slots (queue URLs, receipt-free ids) pass through
+      // every state, and ALL would log each transition of every batch.
+      logs: { destination: this.stateMachineLogs, level: LogLevel.ERROR, includeExecutionData: false },
+      tracingEnabled: true,
+    });
+    this.stateMachine.addToRolePolicy(
+      new iam.PolicyStatement({
+        sid: 'InvokeDispatcherSteps',
+        actions: ['lambda:InvokeFunction'],
+        resources: [this.stepFunction.fn.functionArn],
+      }),
+    );
+    this.stateMachine.addToRolePolicy(
+      new iam.PolicyStatement({
+        sid: 'InvokeWorkerFunctions',
+        actions: ['lambda:InvokeFunction'],
+        resources: [this.workerFunctionArnPattern()],
+      }),
+    );
+
+    // The supervisor starts executions and lists running ones; it reads SQS's metrics.
+    this.supervisorFunction.fn.addEnvironment(AWS_ENV.dispatcherArn, this.stateMachine.stateMachineArn);
+    this.supervisorFunction.role.addToPrincipalPolicy(
+      new iam.PolicyStatement({
+        sid: 'StartDispatchers',
+        actions: ['states:StartExecution', 'states:ListExecutions'],
+        resources: [this.stateMachine.stateMachineArn],
+      }),
+    );
+    const metricsRead = new iam.Policy(this, 'SupervisorMetricsRead', {
+      roles: [this.supervisorFunction.role],
+      statements: [new iam.PolicyStatement({ actions: ['cloudwatch:GetMetricData'], resources: ['*'] })],
+    });
+    Validations.of(metricsRead).acknowledge({
+      id: 'AwsSolutions-IAM5[Resource::*]',
+      reason: 'cloudwatch:GetMetricData does not support resource-level permissions; it only reads metrics.',
+    });
+
+    // The safety net: the executor and the supervisor run every minute.
+    for (const [rid, fn, description] of [
+      ['ExecutorSchedule', this.executorFunction.fn, 'Runs due Takoform Operations every minute'],
+      ['SupervisorSchedule', this.supervisorFunction.fn, 'Keeps Takoform dispatchers running every minute'],
+    ] as const) {
+      new Rule(this, rid, {
+        description,
+        schedule: Schedule.rate(Duration.minutes(1)),
+        targets: [new LambdaFunction(fn, { retryAttempts: 0 })],
+      });
+    }
+
+    this.acknowledgeFindings();
+  }
+
+  /** `arn:…:lambda:<region>:<account>:function:<workerFunctionNamePrefix>*`. */
+  workerFunctionArnPattern(): string {
+    return Stack.of(this).formatArn({
+      service: 'lambda',
+      resource: 'function',
+      resourceName: `${this.workerFunctionNamePrefix}*`,
+      arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+    });
+  }
+
+  /** Lets `fn` call `actions` on the Host's queues (by name prefix) and nothing else of SQS. */
+  grantQueues(fn: LambdaFn, actions: readonly string[]): void {
+    fn.addToRolePolicy(new iam.PolicyStatement({ actions: [...actions], resources: [this.queueArnPattern] }));
+    if (fn.role) {
+      Validations.of(fn.role).acknowledge({
+        id: `AwsSolutions-IAM5[Resource::${nagResource(this, this.queueArnPattern)}]`,
+        reason:
+          'Queues are created at run time, one per queue Resource, named <prefix><uid>: the prefix is the narrowest scope.',
+      });
+    }
+  }
+
+  /**
+   * The API function: triggers the executor after an acceptance (asynchronous invoke of the
+   * unqualified function only) and sends through the HTTP producer extension.
+   */
+  bindApi(api: HostFunction): void {
+    this.grantQueues(api.fn, SQS_ACTIONS.api);
+    api.fn.addEnvironment(AWS_ENV.executorFunction, this.executorFunction.fn.functionArn);
+    api.fn.addEnvironment(AWS_ENV.queuePrefix, this.queueNamePrefix);
+    api.fn.addEnvironment(AWS_ENV.idleWaitSeconds, String(this.idleWaitSeconds));
+    api.fn.addEnvironment(AWS_ENV.metricsNamespace, METRICS_NAMESPACE);
+    api.fn.addToRolePolicy(
+      new iam.PolicyStatement({
+        sid: 'TriggerExecutor',
+        actions: ['lambda:InvokeFunction'],
+        resources: [this.executorFunction.fn.functionArn],
+      }),
+    );
+  }
+
+  private acknowledgeFindings(): void {
+    const role = this.stateMachine.role;
+    const workerArn = `Resource::${nagResource(this, this.workerFunctionArnPattern())}`;
+    Validations.of(role).acknowledge(
+      {
+        id: `AwsSolutions-IAM5[${workerArn}]`,
+        reason:
+          'The dispatcher invokes the worker function named in each slot; ModuleWorkerFunction names every worker with this prefix.',
+      },
+      {
+        id: 'AwsSolutions-IAM5[Resource::*]',
+        reason:
+          'Step Functions log delivery (logs:*LogDelivery, DescribeLogGroups…) and X-Ray tracing actions do not support resource-level permissions.',
+      },
+    );
+    Validations.of(this.stateMachine).acknowledge({
+      id: 'AwsSolutions-SF1',
+      reason:
+        'Logs ERROR events without execution data: ALL would log every transition of every batch; history stays in Step Functions.',
+    });
+  }
+}

@@ -1,0 +1,265 @@
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { Duration, RemovalPolicy, Stack, Token, Validations } from 'aws-cdk-lib';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import type { CfnFunction, IFunction } from 'aws-cdk-lib/aws-lambda';
+import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
+import { AwsCustomResource, AwsCustomResourcePolicy, PhysicalResourceId } from 'aws-cdk-lib/custom-resources';
+import { Construct } from 'constructs';
+import {
+  registrationItem,
+  workerRegistrationKey,
+} from '../../lambdas/adapters/aws/dynamodb-worker-registry.ts';
+import { ID_PATTERN } from '../../lambdas/engine/ids.ts';
+import { AWS_ENV } from '../../lambdas/shared/aws-env.ts';
+import { SQS_ACTIONS } from './delivery-pipeline.ts';
+import { HostFunction } from './host-function.ts';
+import { nagResource } from './nag.ts';
+
+const WORKER_ENTRY = fileURLToPath(
+  new URL('../../lambdas/runtime/worker/module-worker-entry.ts', import.meta.url),
+);
+const HANDLER_NAMES = ['fetch', 'scheduled', 'queue'] as const;
+type HandlerName = (typeof HANDLER_NAMES)[number];
+/** Lambda's limit for all environment variables together is 4 KB; leave room for the others. */
+const MAX_CONFIG_BYTES = 3_000;
+
+/** What a worker needs of the Host it belongs to (TakoformHost.workerBinding provides it). */
+export interface WorkerHostBinding {
+  /** The Host table's ARN and name (registrations live there; the worker itself gets no access). */
+  readonly tableArn: string;
+  readonly tableName: string;
+  /** The one Host function a worker may invoke. */
+  readonly batchHostFunction: IFunction;
+  /** `arn:…:sqs:<region>:<account>:<prefix>*`, and the prefix itself. */
+  readonly queueArnPattern: string;
+  readonly queueNamePrefix: string;
+  /** Worker functions are named with this prefix; the dispatcher may invoke only those. */
+  readonly workerFunctionNamePrefix: string;
+  readonly idleWaitSeconds: number;
+  readonly logRetention?: RetentionDays;
+  readonly removalPolicy?: RemovalPolicy;
+}
+
+export interface ModuleWorkerFunctionProps {
+  readonly host: WorkerHostBinding;
+  /** Path of the worker module (`.mjs`, `.js` or `.ts`): its default export is a plain object. */
+  readonly entry: string;
+  /** The Space and name of the ModuleWorker Resource this code serves. */
+  readonly space: string;
+  readonly name: string;
+  /** JSON values given to handlers as `env.<name>`. @default {} */
+  readonly vars?: Record<string, unknown>;
+  /** Binding name → `{queue: '<queue Resource name in the same Space>'}`. @default {} */
+  readonly queueProducers?: Record<string, { queue: string }>;
+  /** Lambda timeout (at most 15 min); the handler is cut off a few seconds before. @default 5 min */
+  readonly timeout?: Duration;
+  /** @default 512 */
+  readonly memorySize?: number;
+  /**
+   * The module's declared handlers. By default they are read from the module at synth time, in a
+   * child Node.js process (the module's top-level code runs there). @default introspected
+   */
+  readonly handlers?: readonly HandlerName[];
+}
+
+/** Callable own data properties of the module's default export, read in a child process. */
+export function introspectHandlers(entry: string): HandlerName[] {
+  const script = `
+const m = await import(${JSON.stringify(pathToFileURL(entry).href)});
+const d = m.default;
+const plain = d !== null && typeof d === 'object' && !Array.isArray(d);
+const own = (n) => { const p = plain ? Object.getOwnPropertyDescriptor(d, n) : undefined; return p !== undefined && 'value' in p && typeof p.value === 'function'; };
+process.stdout.write(JSON.stringify(${JSON.stringify(HANDLER_NAMES)}.filter(own)));`;
+  const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
+    timeout: 20_000,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: path.dirname(entry),
+  });
+  return JSON.parse(out.toString('utf8')) as HandlerName[];
+}
+
+const shortHash = (text: string, n: number) => createHash('sha256').update(text).digest('hex').slice(0, n);
+
+/**
+ * One ModuleWorker's code on AWS: a Lambda function built from the worker module plus this
+ * project's runtime adapter (lambdas/runtime/worker), and its registration in the Host table.
+ *
+ * - Bundling: the fixed entry `module-worker-entry.ts` imports `takoform-worker-module`, which
+ *   esbuild's `alias` points at `entry`; no file is generated and nothing needs Docker.
+ * - IAM: `sqs:ReceiveMessage` on the Host's queue prefix (it receives its own batches),
+ *   `lambda:InvokeFunction` on the batch-host function only, its own log group; no DynamoDB.
+ * - Registration: a custom resource puts `WORKER#<space>#<name>` (function ARN, declared
+ *   handlers, vars, producer bindings, deployment uid = hash of the code asset and the
+ *   configuration) on create and update, and deletes it when the worker leaves the stack.
+ */
+export class ModuleWorkerFunction extends Construct {
+  readonly function: HostFunction;
+  readonly functionName: string;
+  readonly deploymentUid: string;
+  readonly handlers: readonly HandlerName[];
+  readonly registration: AwsCustomResource;
+
+  constructor(scope: Construct, id: string, props: ModuleWorkerFunctionProps) {
+    super(scope, id);
+    const errors = validate(props);
+    const taken = registeredNames.get(Stack.of(this)) ?? new Set<string>();
+    registeredNames.set(Stack.of(this), taken);
+    if (taken.has(`${props.space}/${props.name}`)) {
+      errors.push(`${props.space}/${props.name} already has a ModuleWorkerFunction in this stack`);
+    }
+    taken.add(`${props.space}/${props.name}`);
+    if (errors.length > 0) {
+      throw new Error(`ModuleWorkerFunction ${this.node.path}: ${errors.join('; ')}`);
+    }
+    const stack = Stack.of(this);
+    const entry = path.resolve(props.entry);
+    this.handlers = props.handlers ?? introspectHandlers(entry);
+    const config = { vars: props.vars ?? {}, queueProducers: props.queueProducers ?? {} };
+    const configJson = stack.toJsonString(config);
+    if (!Token.isUnresolved(configJson) && Buffer.byteLength(configJson) > MAX_CONFIG_BYTES) {
+      throw new Error(
+        `ModuleWorkerFunction ${this.node.path}: vars and queueProducers exceed ${MAX_CONFIG_BYTES} bytes of JSON`,
+      );
+    }
+    const host = props.host;
+    this.functionName = `${host.workerFunctionNamePrefix}${shortHash(`${props.space}/${props.name}`, 16)}`;
+
+    this.function = new HostFunction(this, 'Worker', {
+      entry: WORKER_ENTRY,
+      description: `Takoform ModuleWorker ${props.space}/${props.name}`,
+      functionName: this.functionName,
+      timeout: props.timeout ?? Duration.minutes(5),
+      memorySize: props.memorySize ?? 512,
+      logRetention: host.logRetention,
+      removalPolicy: host.removalPolicy,
+      esbuildArgs: { '--alias:takoform-worker-module': entry },
+      environment: {
+        [AWS_ENV.batchHostFunction]: host.batchHostFunction.functionArn,
+        [AWS_ENV.idleWaitSeconds]: String(host.idleWaitSeconds),
+        [AWS_ENV.workerConfig]: configJson,
+      },
+    });
+    const fn = this.function.fn;
+    fn.addToRolePolicy(
+      new iam.PolicyStatement({ actions: [...SQS_ACTIONS.worker], resources: [host.queueArnPattern] }),
+    );
+    fn.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['lambda:InvokeFunction'],
+        resources: [host.batchHostFunction.functionArn],
+      }),
+    );
+    Validations.of(this.function.role).acknowledge({
+      id: `AwsSolutions-IAM5[Resource::${nagResource(this, host.queueArnPattern)}]`,
+      reason:
+        'A worker receives batches from whichever queue its consumer names; queues exist only at run time, under the prefix.',
+    });
+
+    // The deployment uid changes exactly when the code asset or the configuration changes.
+    const code = (fn.node.defaultChild as CfnFunction).code as CfnFunction.CodeProperty;
+    const assetKey = JSON.stringify(stack.resolve(code.s3Key ?? ''));
+    this.deploymentUid = `mw-${shortHash(`${assetKey}\0${JSON.stringify(stack.resolve(config))}\0${this.handlers.join(',')}`, 24)}`;
+
+    const key = workerRegistrationKey(props.space, props.name);
+    const item = registrationItem({
+      space: props.space,
+      name: props.name,
+      functionArn: fn.functionArn,
+      handlers: this.handlers,
+      varsJson: stack.toJsonString(config.vars),
+      queueProducersJson: stack.toJsonString(config.queueProducers),
+      deploymentUid: this.deploymentUid,
+    });
+    const put = {
+      service: 'DynamoDB',
+      action: 'putItem',
+      parameters: { TableName: host.tableName, Item: item },
+      physicalResourceId: PhysicalResourceId.of(`WORKER#${props.space}#${props.name}`),
+    };
+    this.registration = new AwsCustomResource(this, 'Registration', {
+      resourceType: 'Custom::TakoformWorkerRegistration',
+      onCreate: put,
+      onUpdate: put,
+      onDelete: {
+        service: 'DynamoDB',
+        action: 'deleteItem',
+        parameters: {
+          TableName: host.tableName,
+          Key: { pk: { S: key.pk as string }, sk: { S: '_' } },
+        },
+      },
+      policy: AwsCustomResourcePolicy.fromStatements([
+        new iam.PolicyStatement({
+          actions: ['dynamodb:PutItem', 'dynamodb:DeleteItem'],
+          resources: [host.tableArn],
+        }),
+      ]),
+      installLatestAwsSdk: false,
+      logGroup: registrationLogs(stack, host),
+    });
+    this.registration.node.addDependency(fn);
+    acknowledgeRegistrationProvider(stack);
+  }
+}
+
+/** One log group for the stack's shared registration provider (AwsCustomResource's singleton). */
+function registrationLogs(stack: Stack, host: WorkerHostBinding): LogGroup {
+  const id = 'TakoformWorkerRegistrationLogs';
+  return (
+    (stack.node.tryFindChild(id) as LogGroup | undefined) ??
+    new LogGroup(stack, id, {
+      retention: host.logRetention ?? RetentionDays.ONE_MONTH,
+      removalPolicy: host.removalPolicy ?? RemovalPolicy.RETAIN,
+    })
+  );
+}
+
+/** The provider function AwsCustomResource shares across the stack; acknowledged once. */
+function acknowledgeRegistrationProvider(stack: Stack): void {
+  const provider = stack.node.tryFindChild(AWS_CUSTOM_RESOURCE_PROVIDER_ID);
+  const role = provider?.node.tryFindChild('ServiceRole');
+  if (!role || acknowledged.has(role)) return;
+  acknowledged.add(role);
+  Validations.of(role).acknowledge({
+    id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',
+    reason:
+      "AwsCustomResource's shared provider role comes with the AWS-managed basic execution policy (logs only); its DynamoDB rights are the registrations' own PutItem/DeleteItem on the Host table.",
+  });
+}
+
+/** The construct id AwsCustomResource gives its singleton provider function. */
+const AWS_CUSTOM_RESOURCE_PROVIDER_ID = 'AWS679f53fac002430cb0da5b7982bd2287';
+const acknowledged = new WeakSet<object>();
+/** (space/name) pairs per stack: two registrations of one worker would overwrite each other. */
+const registeredNames = new WeakMap<Stack, Set<string>>();
+
+function validate(props: ModuleWorkerFunctionProps): string[] {
+  const errors: string[] = [];
+  if (!ID_PATTERN.test(props.space)) errors.push(`space ${JSON.stringify(props.space)} is not an identifier`);
+  if (!ID_PATTERN.test(props.name)) errors.push(`name ${JSON.stringify(props.name)} is not an identifier`);
+  if (!existsSync(props.entry)) errors.push(`entry ${props.entry} does not exist`);
+  const timeout = props.timeout?.toSeconds();
+  if (timeout !== undefined && (timeout < 30 || timeout > 900)) errors.push('timeout must be 30 s..15 min');
+  const memory = props.memorySize;
+  if (memory !== undefined && (!Number.isInteger(memory) || memory < 128 || memory > 10_240)) {
+    errors.push('memorySize must be an integer in 128..10240');
+  }
+  const vars = Object.keys(props.vars ?? {});
+  for (const [binding, target] of Object.entries(props.queueProducers ?? {})) {
+    if (!/^[A-Za-z_$][A-Za-z0-9_$]{0,127}$/.test(binding))
+      errors.push(`queueProducers: ${JSON.stringify(binding)} is not a binding name`);
+    if (vars.includes(binding))
+      errors.push(`${JSON.stringify(binding)} is both a var and a producer binding`);
+    if (!target || typeof target.queue !== 'string' || !ID_PATTERN.test(target.queue)) {
+      errors.push(`queueProducers.${binding}.queue must name a queue Resource`);
+    }
+  }
+  for (const h of props.handlers ?? []) {
+    if (!HANDLER_NAMES.includes(h)) errors.push(`handlers: unknown handler ${JSON.stringify(h)}`);
+  }
+  return errors;
+}

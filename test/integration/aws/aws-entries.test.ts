@@ -1,0 +1,482 @@
+/**
+ * The AWS Lambda entries over the AWS composition, against the local stand-ins (or LocalStack):
+ * the batch host's refusals (SEC-02, SEC-03), the worker runtime adapter's time bound, the
+ * supervisor, the executor and its trigger, and the admin command.
+ */
+import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
+
+// Powertools logs of the entries stay quiet here; they are asserted on nowhere.
+vi.hoisted(() => {
+  process.env.POWERTOOLS_LOG_LEVEL = 'SILENT';
+});
+
+import { DynamoApiKeys } from '../../../lambdas/adapters/aws/dynamodb-api-keys.ts';
+import { createBatchHostHandler } from '../../../lambdas/delivery/batch-host-handler.ts';
+import type { BatchHostRequest, BatchHostResponse } from '../../../lambdas/delivery/batch-host-protocol.ts';
+import type { Received, Slot } from '../../../lambdas/delivery/delivery-service.ts';
+import { createDispatcherStepHandler } from '../../../lambdas/delivery/dispatcher-step-handler.ts';
+import { decodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
+import { executionName, superviseOnce } from '../../../lambdas/delivery/supervisor-handler.ts';
+import { hashApiKey } from '../../../lambdas/engine/auth.ts';
+import { runExecutor } from '../../../lambdas/engine/executor-handler.ts';
+import { createAwsHost } from '../../../lambdas/runtime/aws-host.ts';
+import { createQueueWorkerHandler } from '../../../lambdas/runtime/worker/lambda-adapter.ts';
+import { remoteBatchHost } from '../../../lambdas/runtime/worker/remote-batch-host.ts';
+import { main as admin } from '../../../scripts/admin.ts';
+import { type AwsTestHost, createAwsTestHost } from '../../support/aws-host-harness.ts';
+import { waitFor } from '../../support/delivery-harness.ts';
+
+const b64 = (s: string) => Buffer.from(s).toString('base64');
+
+describe('the AWS entries', () => {
+  let t: AwsTestHost;
+  beforeAll(async () => {
+    t = await createAwsTestHost();
+  });
+  afterAll(() => undefined);
+
+  /** Takes a slot and registers what the queue holds, as a worker runtime would. */
+  async function openBatch(consumerUid: string, queueUrl: string, on: AwsTestHost = t) {
+    const step = createDispatcherStepHandler(on.host);
+    const acquired = (await step({ action: 'acquire', consumerUid, generation: 1 })) as {
+      status: string;
+      slot: Slot;
+    };
+    expect(acquired.status).toBe('acquired');
+    const slot = acquired.slot;
+    const out = await waitFor('a message', async () => {
+      const r = await on.sqs.send(
+        new ReceiveMessageCommand({
+          QueueUrl: queueUrl,
+          MaxNumberOfMessages: 10,
+          WaitTimeSeconds: 1,
+          VisibilityTimeout: 60,
+        }),
+      );
+      return r.Messages?.length ? r.Messages : undefined;
+    });
+    const received: Received[] = out.map((m) => {
+      const { body: _body, ...envelope } = decodeEnvelope(m.Body)!;
+      return { receiptHandle: m.ReceiptHandle!, receivedAt: Date.now(), envelope };
+    });
+    const batchHost = createBatchHostHandler(on.host);
+    const reg = await batchHost({ action: 'register', slot, received });
+    expect(reg.ok).toBe(true);
+    const registration = (reg as { value: { credential: string; deliver: { received: number }[] } }).value;
+    return { slot, received, credential: registration.credential, batchHost };
+  }
+
+  it('SEC-02: the batch host refuses forged credentials, foreign consumers, unlisted bindings and other Spaces', async () => {
+    const a = await t.setupConsumer('sec-a', {
+      queueProducers: { OUT: { queue: 'sec-out' }, ELSEWHERE: { queue: 'only-other' } },
+    });
+    const b = await t.setupConsumer('sec-b');
+    await t.create('https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/', 'team', 'sec-out', {
+      messageRetentionSeconds: 3600,
+    });
+    await t.create('https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/', 'other', 'only-other', {
+      messageRetentionSeconds: 3600,
+    });
+    await t.settle();
+    await t.host.host.producer.sendBatch(a.queue, [{ body: 'one' }]);
+    const { slot, received, credential, batchHost } = await openBatch(a.consumerUid, a.queue.sqsUrl);
+    const forged = `${credential.slice(0, -2)}AA`;
+    const refused = (r: BatchHostResponse) => (r.ok ? 'ok' : r.error.name);
+
+    expect(
+      refused(
+        await batchHost({
+          action: 'settle',
+          batchId: slot.batchId,
+          credential: forged,
+          call: { kind: 'ack', index: 0 },
+        }),
+      ),
+    ).toBe('unknown_batch');
+    const item = {
+      id: received[0]!.envelope.id,
+      body: b64('one'),
+      receiptHandles: [received[0]!.receiptHandle],
+      hadRecord: false,
+    };
+    expect(
+      refused(
+        await batchHost({ action: 'deadLetter', slot, credential: forged, items: [item], ofBatch: false }),
+      ),
+    ).toBe('unknown_batch');
+    // The right credential on another consumer's or queue's behalf.
+    const foreign = { ...slot, consumerUid: b.consumerUid, queueUid: b.queue.queueUid };
+    expect(
+      refused(
+        await batchHost({ action: 'deadLetter', slot: foreign, credential, items: [item], ofBatch: false }),
+      ),
+    ).toBe('unknown_batch');
+    const produce = (over: Partial<Extract<BatchHostRequest, { action: 'produce' }>>) =>
+      batchHost({
+        action: 'produce',
+        batchId: slot.batchId,
+        credential,
+        binding: 'OUT',
+        messages: [{ body: b64('x') }],
+        ...over,
+      });
+    expect(refused(await produce({ credential: forged }))).toBe('backend_unavailable');
+    expect(refused(await produce({ binding: 'NOPE' }))).toBe('invalid_body');
+    expect(refused(await produce({ binding: 'ELSEWHERE' }))).toBe('backend_unavailable');
+    expect(refused(await produce({ messages: [{ body: b64('x'), delaySeconds: 43_201 }] }))).toBe(
+      'backend_unavailable',
+    );
+    const sent = await produce({});
+    expect(sent.ok).toBe(true);
+
+    // After finalisation the batch is closed: no settlement, no producer call.
+    const fin = await batchHost({
+      action: 'finalize',
+      slot,
+      credential,
+      outcome: 'returned',
+      receipts: [{ handles: [item.receiptHandles[0]!], receivedAt: Date.now() }],
+    });
+    expect(fin).toEqual({ ok: true, value: { deadLetter: [] } });
+    expect(refused(await produce({}))).toBe('backend_unavailable');
+    expect(
+      refused(
+        await batchHost({
+          action: 'settle',
+          batchId: slot.batchId,
+          credential,
+          call: { kind: 'ack', index: 0 },
+        }),
+      ),
+    ).toBe('unknown_batch');
+  });
+
+  it('SEC-03: malformed calls are refused with the caller’s error names, never a crash', async () => {
+    const batchHost = createBatchHostHandler(t.host);
+    const refused = async (e: unknown) => {
+      const r = await batchHost(e);
+      return r.ok ? 'ok' : r.error.name;
+    };
+    expect(await refused(null)).toBe('invalid_request');
+    expect(
+      await refused({ action: 'settle', batchId: 'b', credential: 'c', call: { kind: 'ack', index: -1 } }),
+    ).toBe('TypeError');
+    expect(
+      await refused({
+        action: 'settle',
+        batchId: 'b',
+        credential: 'c',
+        call: { kind: 'retry', index: 0, delaySeconds: 1.5 },
+      }),
+    ).toBe('TypeError');
+    expect(
+      await refused({
+        action: 'produce',
+        batchId: 'b',
+        credential: 'c',
+        binding: 'X',
+        messages: [{ body: '%%%' }],
+      }),
+    ).toBe('invalid_body');
+    expect(await refused({ action: 'register', slot: {}, received: [], extra: 1 })).toBe('invalid_request');
+    expect(await refused({ action: 'drop-table' })).toBe('invalid_request');
+  });
+
+  it('SEC-03: a producer batch over the 6 MB invocation payload is refused batch_too_large before any call', async () => {
+    const transport = vi.fn(async () => ({ ok: true, value: [] }) as BatchHostResponse);
+    const host = remoteBatchHost(transport);
+    const body = new Uint8Array(120_000);
+    const messages = Array.from({ length: 60 }, () => ({ body }));
+    await expect(host.produce('b', 'c', { binding: 'OUT', messages })).rejects.toMatchObject({
+      name: 'batch_too_large',
+    });
+    await expect(
+      host.produce('b', 'c', { binding: 'OUT', messages: [{ body: new Uint8Array(127_001) }] }),
+    ).rejects.toMatchObject({
+      name: 'message_too_large',
+    });
+    expect(transport).not.toHaveBeenCalled();
+  });
+
+  it('DL-05: a handler that outlives the Lambda time bound ends abandoned; its message is retried, never acknowledged', async () => {
+    const c = await t.setupConsumer('slow');
+    const [id] = await t.host.host.producer.sendBatch(c.queue, [{ body: 'slow' }]);
+    const step = createDispatcherStepHandler(t.host);
+    const acquired = (await step({ action: 'acquire', consumerUid: c.consumerUid, generation: 1 })) as {
+      slot: Slot;
+    };
+    const batchHost = createBatchHostHandler(t.host);
+    let started = 0;
+    const handler = createQueueWorkerHandler(
+      {
+        async queue() {
+          started++;
+          await new Promise(() => {}); // never settles
+        },
+      },
+      {},
+      {
+        sqs: t.sqs,
+        host: () => remoteBatchHost(async (req) => batchHost(JSON.parse(JSON.stringify(req)))),
+        idleWaitSeconds: 1,
+        marginMs: 1_000,
+      },
+    );
+    const began = Date.now();
+    const result = await handler(
+      { kind: 'takoform.queue-batch.v1', slot: acquired.slot },
+      { getRemainingTimeInMillis: () => 4_000 },
+    );
+    expect(Date.now() - began).toBeLessThan(4_000);
+    expect(result).toEqual({ idle: false, delivered: 1 });
+    expect(started).toBe(1);
+    const head = await t.host.deliveryStore.getHead(acquired.slot.batchId);
+    expect(head).toMatchObject({ closed: true, outcome: 'abandoned', applied: true });
+    const attempts = await t.host.deliveryStore.getAttempts(c.queue.queueUid, [id!]);
+    expect(attempts.get(id!)).toMatchObject({ attempts: 1 });
+    expect(attempts.get(id!)?.acked).toBeUndefined();
+  });
+
+  it('MW-02: a module without an own `queue` function ends its batch as thrown', async () => {
+    const c = await t.setupConsumer('noqueue');
+    await t.host.host.producer.sendBatch(c.queue, [{ body: 'x' }]);
+    const step = createDispatcherStepHandler(t.host);
+    const acquired = (await step({ action: 'acquire', consumerUid: c.consumerUid, generation: 1 })) as {
+      slot: Slot;
+    };
+    const batchHost = createBatchHostHandler(t.host);
+    const inherited = Object.create({ queue: async () => {} });
+    const handler = createQueueWorkerHandler(
+      inherited,
+      {},
+      {
+        sqs: t.sqs,
+        host: () => remoteBatchHost(async (req) => batchHost(JSON.parse(JSON.stringify(req)))),
+        idleWaitSeconds: 1,
+      },
+    );
+    await handler(
+      { kind: 'takoform.queue-batch.v1', slot: acquired.slot },
+      { getRemainingTimeInMillis: () => 30_000 },
+    );
+    expect(await t.host.deliveryStore.getHead(acquired.slot.batchId)).toMatchObject({ outcome: 'threw' });
+  });
+
+  it('supervisor: starts one named execution per consumer generation while messages wait; none when idle or running', async () => {
+    const own = await createAwsTestHost(); // its consumers only
+    const c = await own.setupConsumer('sup', { deadLetter: true });
+    const calls: { name: string; input: Record<string, unknown> }[] = [];
+    let running: string[] = [];
+    const sfn = {
+      send: vi.fn(async (command: { constructor: { name: string }; input: Record<string, unknown> }) => {
+        calls.push({ name: command.constructor.name, input: command.input });
+        if (command.constructor.name === 'ListExecutionsCommand')
+          return { executions: running.map((name) => ({ name })) };
+        if (
+          command.constructor.name === 'StartExecutionCommand' &&
+          calls.filter((x) => x.name === 'StartExecutionCommand').length > 1
+        ) {
+          throw Object.assign(new Error('exists'), { name: 'ExecutionAlreadyExists' });
+        }
+        return {};
+      }),
+    };
+    const cloudwatch = { send: vi.fn(async () => ({ MetricDataResults: [{ Id: 'oldest', Values: [42] }] })) };
+    const now = Date.now();
+    const deps = {
+      host: own.host,
+      stateMachineArn: 'arn:aws:states:us-east-1:000000000000:stateMachine:d',
+      sfn,
+      cloudwatch,
+      oldestAgeEveryMinutes: 1,
+      clock: () => now,
+    };
+
+    const idle = await superviseOnce(deps as never);
+    expect(idle.started).toBe(0);
+
+    await own.host.host.producer.sendBatch(
+      c.queue,
+      Array.from({ length: 15 }, (_, i) => ({ body: `m${i}` })),
+    );
+    const dlq = await own.host.host.queueDirectory.queue(c.dlqUid!);
+    await own.host.host.producer.sendBatch(dlq!, [{ body: 'dead' }]);
+    const first = await superviseOnce(deps as never);
+    expect(first.started).toBe(1);
+    expect(first.deadLetter).toBe(1);
+    expect(first.backlog).toBeGreaterThanOrEqual(15);
+    expect(first.oldestMessageAgeSeconds).toBe(42);
+    // Read by queue name prefix with a SEARCH expression, reduced to one value.
+    const query = (
+      cloudwatch.send.mock.calls[0] as unknown as [{ input: { MetricDataQueries: { Expression: string }[] } }]
+    )[0].input;
+    expect(query.MetricDataQueries.map((q) => q.Expression)).toEqual([
+      `SEARCH('{AWS/SQS,QueueName} MetricName="ApproximateAgeOfOldestMessage" QueueName:"${own.queueNamePrefix.replace(/-$/, '')}"', 'Maximum', 300)`,
+      'MAX(queues)',
+    ]);
+    const start = calls.find(
+      (x) => x.name === 'StartExecutionCommand' && x.input.name === executionName(c.consumerUid, 1, now),
+    );
+    expect(start).toBeDefined();
+    expect(JSON.parse(String(start?.input.input))).toEqual({
+      consumerUid: c.consumerUid,
+      generation: 1,
+      laneCount: 2,
+      lanes: [0, 1],
+    });
+
+    // Same minute again: Step Functions refuses the duplicate name; that is fine.
+    const again = await superviseOnce(deps as never);
+    expect(again.started).toBe(0);
+    // A running execution of this generation: nothing is started.
+    running = [executionName(c.consumerUid, 1, now - 120_000)];
+    const before = calls.filter((x) => x.name === 'StartExecutionCommand').length;
+    await superviseOnce(deps as never);
+    expect(calls.filter((x) => x.name === 'StartExecutionCommand').length).toBe(before);
+  });
+
+  it('executor: an acceptance triggers an asynchronous invoke; the run settles due Operations and counts reconciling ones', async () => {
+    const invokes: Record<string, unknown>[] = [];
+    const lambda = {
+      send: vi.fn(async (command: { input: Record<string, unknown> }) => {
+        invokes.push(command.input);
+        if (invokes.length === 1) throw new Error('throttled'); // best effort: the API still answers
+        return {};
+      }),
+    };
+    const base = t.host.config;
+    const host = await createAwsHost(
+      { ...base, executorFunction: 'arn:aws:lambda:us-east-1:000000000000:function:executor' },
+      { dynamodb: t.dynamodb, sqs: t.sqs, lambda },
+      { secrets: { cursorKey: Buffer.alloc(32, 1), credentialKey: Buffer.alloc(32, 2) } },
+    );
+    const { createApiHandler } = await import('../../../lambdas/http/api-gateway-handler.ts');
+    const api = createApiHandler(host);
+    const post = (name: string) =>
+      api({
+        httpMethod: 'POST',
+        path: '/apis/forms.takoform.com/v2/resources',
+        headers: {
+          authorization: `Bearer ${t.token}`,
+          'content-type': 'application/json',
+          'idempotency-key': `key-${name}-0123456789`,
+        },
+        multiValueHeaders: {},
+        multiValueQueryStringParameters: null,
+        body: JSON.stringify({
+          form: 'https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/',
+          space: 'team',
+          name,
+          spec: { messageRetentionSeconds: 3600 },
+        }),
+        isBase64Encoded: false,
+      } as never);
+    expect((await post('trig-1')).statusCode).toBe(202);
+    expect((await post('trig-2')).statusCode).toBe(202);
+    expect(invokes).toHaveLength(2);
+    for (const i of invokes) {
+      expect(i).toMatchObject({
+        FunctionName: 'arn:aws:lambda:us-east-1:000000000000:function:executor',
+        InvocationType: 'Event',
+      });
+      expect(JSON.parse(new TextDecoder().decode(i.Payload as Uint8Array))).toMatchObject({
+        operationId: expect.any(String),
+      });
+    }
+    const result = await runExecutor(host, () => 60_000, { lingerMs: 0, marginMs: 1_000 });
+    expect(result.steps).toBeGreaterThanOrEqual(2);
+    expect(result.stuckReconciling).toBe(0);
+    const list = await t.request('GET', '/resources', undefined);
+    expect(list.status).toBe(200);
+    const queues = (list.body.items as { name: string; phase: string }[]).filter((r) =>
+      r.name.startsWith('trig-'),
+    );
+    expect(queues.map((q) => q.phase)).toEqual(['idle', 'idle']);
+  });
+
+  it('OPS-04: the executor counts Operations in reconciling and those stuck there', async () => {
+    const own = await createAwsTestHost();
+    const c = await own.setupConsumer('stuck');
+    await own.host.host.producer.sendBatch(c.queue, [{ body: 'held' }]);
+    // A registered batch in flight: the consumer's delete cannot complete and stays reconciling (QC-08).
+    await openBatch(c.consumerUid, c.queue.sqsUrl, own);
+    const del = await own.request('DELETE', `/resources/${c.consumerUid}`, undefined, {
+      'idempotency-key': 'delete-stuck-0123456789',
+      'takoform-expected-generation': '1',
+    });
+    expect(del.status).toBe(202);
+    const fresh = await runExecutor(own.host, () => 60_000, { lingerMs: 0, marginMs: 1_000 });
+    expect(fresh.reconciling).toBe(1);
+    expect(fresh.stuckReconciling).toBe(0);
+    const later = await runExecutor(own.host, () => 60_000, {
+      lingerMs: 0,
+      marginMs: 1_000,
+      stuckAfterMs: 0,
+    });
+    expect(later).toMatchObject({ reconciling: 1, stuckReconciling: 1 });
+  });
+
+  it('SEC-01: `npm run admin -- keys create/revoke` stores only the hash and prints the token once', async () => {
+    const saved = { id: process.env.AWS_ACCESS_KEY_ID, secret: process.env.AWS_SECRET_ACCESS_KEY };
+    process.env.AWS_ACCESS_KEY_ID = 'local';
+    process.env.AWS_SECRET_ACCESS_KEY = 'local';
+    try {
+      const sink = () => {
+        let text = '';
+        return {
+          write: (s: string) => {
+            text += s;
+            return true;
+          },
+          get text() {
+            return text;
+          },
+        };
+      };
+      const out = sink();
+      const err = sink();
+      const common = ['--table', t.tableName, '--endpoint', inject('ddbEndpoint'), '--region', 'us-east-1'];
+      const code = await admin(
+        [
+          'keys',
+          'create',
+          '--principal',
+          'ops',
+          '--space',
+          'team=write',
+          '--space',
+          'shared=read',
+          ...common,
+        ],
+        out as never,
+        err as never,
+      );
+      expect(code).toBe(0);
+      const token = out.text.trim();
+      expect(token).toMatch(/^tfk_[A-Za-z0-9_-]{43}$/);
+      expect(err.text).not.toContain(token);
+      expect(err.text).toContain(hashApiKey(token));
+      const keys = new DynamoApiKeys(t.dynamodb, t.tableName);
+      const principal = await keys.authenticate(token);
+      expect(principal?.id).toBe('ops');
+      expect(Object.fromEntries(principal?.spaces ?? [])).toEqual({ team: 'write', shared: 'read' });
+      expect(
+        await admin(['keys', 'revoke', hashApiKey(token), ...common], sink() as never, sink() as never),
+      ).toBe(0);
+      expect(await keys.authenticate(token)).toBeUndefined();
+      expect(
+        await admin(
+          ['keys', 'create', '--principal', 'ops', '--space', 'team=admin', ...common],
+          sink() as never,
+          sink() as never,
+        ),
+      ).toBe(2);
+    } finally {
+      process.env.AWS_ACCESS_KEY_ID = saved.id;
+      process.env.AWS_SECRET_ACCESS_KEY = saved.secret;
+      if (saved.id === undefined) delete process.env.AWS_ACCESS_KEY_ID;
+      if (saved.secret === undefined) delete process.env.AWS_SECRET_ACCESS_KEY;
+    }
+  });
+});

@@ -1,0 +1,184 @@
+/**
+ * The dispatcher exactly as `cdk synth` renders it, executed by aws-local-stepfunctions with the
+ * real Lambda handlers behind its Task states: the dispatcher-step handler (AcquireSlot,
+ * RecoverBatch), the worker runtime adapter (InvokeWorker) and, behind the worker, the batch-host
+ * handler — all over the AWS composition against DynamoDB Local and the SQS stand-in.
+ */
+import { readFileSync } from 'node:fs';
+import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
+import { App } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import { StateMachine } from 'aws-local-stepfunctions';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+
+// Powertools logs of the entries stay quiet here; they are asserted on nowhere.
+vi.hoisted(() => {
+  process.env.POWERTOOLS_LOG_LEVEL = 'SILENT';
+});
+
+import { createBatchHostHandler } from '../../../lambdas/delivery/batch-host-handler.ts';
+import type { BatchHostRequest } from '../../../lambdas/delivery/batch-host-protocol.ts';
+import {
+  DISPATCHER_TASKS,
+  dispatcherDefinition,
+  dispatcherInput,
+} from '../../../lambdas/delivery/dispatcher-definition.ts';
+import { createDispatcherStepHandler } from '../../../lambdas/delivery/dispatcher-step-handler.ts';
+import { decodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
+import { createQueueWorkerHandler } from '../../../lambdas/runtime/worker/lambda-adapter.ts';
+import { remoteBatchHost } from '../../../lambdas/runtime/worker/remote-batch-host.ts';
+import { TakoformHostStack } from '../../../lib/host-stack.ts';
+import { type AwsTestHost, createAwsTestHost, resolveDefinition } from '../../support/aws-host-harness.ts';
+import { waitFor } from '../../support/delivery-harness.ts';
+import { FORMS } from '../../support/host-harness.ts';
+
+const CDK_CONTEXT = JSON.parse(readFileSync(new URL('../../../cdk.json', import.meta.url), 'utf8')).context;
+const arnOf = (logicalId: string) => `arn:aws:lambda:us-east-1:000000000000:function:${logicalId}`;
+
+/** The DefinitionString of the synthesized template, intrinsics resolved, and the step function's ARN. */
+function synthesizedDispatcher() {
+  const app = new App({ context: { ...CDK_CONTEXT, 'aws:cdk:bundling-stacks': [] } });
+  const stack = new TakoformHostStack(app, 'TakoformHost');
+  const template = Template.fromStack(stack);
+  const [machine] = Object.values(template.findResources('AWS::StepFunctions::StateMachine'));
+  const stepId = stack.getLogicalId(stack.host.delivery.stepFunction.fn.node.defaultChild as never);
+  return {
+    definition: resolveDefinition(machine?.Properties.DefinitionString, arnOf),
+    stepArn: arnOf(stepId),
+  };
+}
+
+const lambdaResult = (payload: unknown) => ({
+  Payload: JSON.parse(JSON.stringify(payload ?? null)),
+  StatusCode: 200,
+});
+
+describe('OPS-01: the synthesized dispatcher definition', () => {
+  let t: AwsTestHost;
+  beforeAll(async () => {
+    t = await createAwsTestHost();
+  });
+  afterAll(() => undefined);
+
+  it('OPS-01: equals dispatcherDefinition(...) with the step function ARN filled in', () => {
+    const { definition, stepArn } = synthesizedDispatcher();
+    expect(definition).toEqual(dispatcherDefinition({ stepFunction: stepArn }));
+  });
+
+  it('OPS-01 DL-05 AQ-04: delivers a message end to end through the synthesized ASL, the real handlers and a producer binding', async () => {
+    const { definition, stepArn } = synthesizedDispatcher();
+    const workerArn = 'arn:aws:lambda:us-east-1:000000000000:function:tq-wkr-echo';
+
+    // Queues, worker registration (as the custom resource writes it), worker Resource, consumer.
+    const inQ = await t.create(FORMS.queue, 'team', 'in-q', { messageRetentionSeconds: 3600 });
+    const outQ = await t.create(FORMS.queue, 'team', 'out-q', { messageRetentionSeconds: 3600 });
+    await t.registerWorker({
+      space: 'team',
+      name: 'echo',
+      functionArn: workerArn,
+      vars: { PREFIX: 'echo:' },
+      queueProducers: { OUT: { queue: 'out-q' } },
+    });
+    const worker = await t.create(FORMS.moduleWorker, 'team', 'echo', {});
+    await t.settle();
+    const consumer = await t.create(FORMS.consumer, 'team', 'echo-consumer', {
+      queue: { resourceUid: inQ.body.resourceUid },
+      worker: { resourceUid: worker.body.resourceUid },
+      maxBatchSize: 10,
+      maxBatchTimeoutSeconds: 0,
+      maxConcurrency: 1,
+      maxRetries: 2,
+      retryDelaySeconds: 0,
+    });
+    expect(consumer.status).toBe(202);
+    await t.settle();
+    const ready = await t.request('GET', `/resources/${worker.body.resourceUid}`);
+    expect(ready.body.observed).toMatchObject({ ready: true });
+
+    // A message through the HTTP producer extension.
+    const sent = await t.request('POST', `/ext/queues/v1/queues/${inQ.body.resourceUid}/messages`, {
+      messages: [{ body: Buffer.from('hello').toString('base64') }],
+    });
+    expect(sent.status).toBe(200);
+    const [messageId] = sent.body.messageIds as string[];
+
+    // The worker module: records what it saw and sends through its binding.
+    const seen: { id: string; attempts: number; text: string; envKeys: string[] }[] = [];
+    const workerModule = {
+      async queue(
+        batch: { messages: { id: string; attempts: number; body: Uint8Array }[] },
+        env: Record<string, unknown> & { PREFIX: string; OUT: { send(b: string): Promise<string> } },
+      ) {
+        for (const m of batch.messages) {
+          const text = new TextDecoder().decode(m.body);
+          seen.push({ id: m.id, attempts: m.attempts, text, envKeys: Object.keys(env).sort() });
+          await env.OUT.send(`${env.PREFIX}${text}`);
+        }
+      },
+    };
+    const batchHost = createBatchHostHandler(t.host);
+    const stepHandler = createDispatcherStepHandler(t.host);
+    const invoked: string[] = [];
+    const workerHandler = createQueueWorkerHandler(
+      workerModule,
+      { vars: { PREFIX: 'echo:' }, queueProducers: { OUT: { queue: 'out-q' } } },
+      {
+        sqs: t.sqs,
+        // Every call crosses a JSON boundary, as a Lambda invocation does.
+        host: () =>
+          remoteBatchHost(async (req: BatchHostRequest) => batchHost(JSON.parse(JSON.stringify(req)))),
+        idleWaitSeconds: 1,
+      },
+    );
+
+    const machine = new StateMachine(definition as never, { validationOptions: { checkArn: false } });
+    const stepCalls: string[] = [];
+    const execution = machine.run(dispatcherInput(consumer.body.resourceUid, 1, 1), {
+      overrides: {
+        taskResourceLocalHandlers: {
+          [DISPATCHER_TASKS.acquire]: async (input) => {
+            const { FunctionName, Payload } = input as { FunctionName: string; Payload: unknown };
+            stepCalls.push(FunctionName);
+            return lambdaResult(await stepHandler(Payload));
+          },
+          [DISPATCHER_TASKS.recover]: async (input) => {
+            const { FunctionName, Payload } = input as { FunctionName: string; Payload: unknown };
+            stepCalls.push(FunctionName);
+            return lambdaResult(await stepHandler(Payload));
+          },
+          [DISPATCHER_TASKS.invoke]: async (input) => {
+            const { FunctionName, Payload } = input as { FunctionName: string; Payload: unknown };
+            invoked.push(FunctionName);
+            return lambdaResult(await workerHandler(Payload, { getRemainingTimeInMillis: () => 60_000 }));
+          },
+        },
+        waitTimeOverrides: { WaitForSlot: 100 },
+      },
+    });
+    await execution.result;
+
+    expect(new Set(stepCalls)).toEqual(new Set([stepArn]));
+    expect(new Set(invoked)).toEqual(new Set([workerArn]));
+    expect(seen).toEqual([{ id: messageId, attempts: 1, text: 'hello', envKeys: ['OUT', 'PREFIX'] }]);
+
+    // Acknowledged: gone from the source queue. Produced: waiting in out-q.
+    const inTarget = await t.host.host.queueDirectory.queue(inQ.body.resourceUid);
+    const outTarget = await t.host.host.queueDirectory.queue(outQ.body.resourceUid);
+    const left = await t.sqs.send(
+      new ReceiveMessageCommand({ QueueUrl: inTarget!.sqsUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 0 }),
+    );
+    expect(left.Messages ?? []).toEqual([]);
+    const produced = await waitFor('the produced message', async () => {
+      const out = await t.sqs.send(
+        new ReceiveMessageCommand({
+          QueueUrl: outTarget!.sqsUrl,
+          MaxNumberOfMessages: 10,
+          WaitTimeSeconds: 1,
+        }),
+      );
+      return out.Messages?.length ? out.Messages : undefined;
+    });
+    expect(produced).toHaveLength(1);
+    expect(new TextDecoder().decode(decodeEnvelope(produced[0]?.Body)?.body)).toBe('echo:hello');
+  });
+});

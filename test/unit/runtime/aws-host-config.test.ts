@@ -1,0 +1,112 @@
+import { describe, expect, it } from 'vitest';
+import { PRODUCE_ERRORS, SETTLE_ERRORS, wireError } from '../../../lambdas/delivery/batch-host-protocol.ts';
+import { NamedError } from '../../../lambdas/delivery/limits.ts';
+import { executionName, laneCount } from '../../../lambdas/delivery/supervisor-handler.ts';
+import { readAwsHostConfig } from '../../../lambdas/runtime/aws-host.ts';
+import { declaredQueueHandler, workerConfigFromEnv } from '../../../lambdas/runtime/worker/lambda-adapter.ts';
+import { sqsSearchExpression } from '../../../lambdas/shared/aws-env.ts';
+
+describe('AWS Host configuration (read once, fail fast)', () => {
+  it('reads the environment with defaults', () => {
+    expect(
+      readAwsHostConfig({
+        TAKOFORM_TABLE: 'host-table',
+        TAKOFORM_QUEUE_PREFIX: 'takoform-host-',
+        TAKOFORM_PUBLIC_ORIGIN: 'https://api.example.com/',
+      }),
+    ).toEqual({
+      tableName: 'host-table',
+      queueNamePrefix: 'takoform-host-',
+      publicOrigin: 'https://api.example.com',
+      workerTimeoutSeconds: 840,
+      idleWaitSeconds: 20,
+    });
+  });
+
+  it('names every problem at once', () => {
+    let message = '';
+    try {
+      readAwsHostConfig({
+        TAKOFORM_QUEUE_PREFIX: 'Bad_Prefix',
+        TAKOFORM_PUBLIC_ORIGIN: 'https://api.example.com/prod',
+        TAKOFORM_WORKER_TIMEOUT_SECONDS: '901',
+        TAKOFORM_IDLE_WAIT_SECONDS: '-1',
+      });
+    } catch (err) {
+      message = (err as Error).message;
+    }
+    for (const name of [
+      'TAKOFORM_TABLE',
+      'TAKOFORM_QUEUE_PREFIX',
+      'TAKOFORM_PUBLIC_ORIGIN',
+      'TAKOFORM_WORKER_TIMEOUT_SECONDS',
+      'TAKOFORM_IDLE_WAIT_SECONDS',
+    ]) {
+      expect(message).toContain(name);
+    }
+  });
+
+  it('parses a worker configuration strictly', () => {
+    expect(workerConfigFromEnv({})).toEqual({});
+    expect(
+      workerConfigFromEnv({
+        TAKOFORM_WORKER_CONFIG: '{"vars":{"A":1},"queueProducers":{"OUT":{"queue":"q"}}}',
+      }),
+    ).toEqual({ vars: { A: 1 }, queueProducers: { OUT: { queue: 'q' } } });
+    expect(() => workerConfigFromEnv({ TAKOFORM_WORKER_CONFIG: '{"other":1}' })).toThrow();
+  });
+});
+
+describe('supervisor naming and lanes', () => {
+  it('names executions per consumer generation and minute', () => {
+    expect(executionName('rABC', 3, 120_000)).toBe('rABC-g3-t2');
+    expect(executionName('rABC', 3, 179_999)).toBe('rABC-g3-t2');
+  });
+
+  it('runs enough lanes for the backlog, within maxConcurrency and the Inline Map', () => {
+    expect(laneCount(1, 10, 5)).toBe(1);
+    expect(laneCount(25, 10, 5)).toBe(3);
+    expect(laneCount(1000, 10, 5)).toBe(5);
+    expect(laneCount(10_000, 1, 250)).toBe(40);
+  });
+
+  it('searches SQS metrics by the queue name prefix', () => {
+    expect(sqsSearchExpression('takoform-host-', 'ApproximateAgeOfOldestMessage', 'Maximum', 300)).toBe(
+      `SEARCH('{AWS/SQS,QueueName} MetricName="ApproximateAgeOfOldestMessage" QueueName:"takoform-host"', 'Maximum', 300)`,
+    );
+  });
+});
+
+describe('batch-host wire errors', () => {
+  it('pass listed names with fixed messages; anything else is backend_unavailable', () => {
+    expect(wireError(new NamedError('unknown_batch', 'secret detail'), SETTLE_ERRORS)).toEqual({
+      name: 'unknown_batch',
+      message: SETTLE_ERRORS.unknown_batch,
+    });
+    expect(wireError(new TypeError('x'), SETTLE_ERRORS).name).toBe('TypeError');
+    expect(wireError(new TypeError('x'), PRODUCE_ERRORS).name).toBe('backend_unavailable');
+    expect(wireError(new Error('ECONNRESET from 10.0.0.1'), PRODUCE_ERRORS)).toEqual({
+      name: 'backend_unavailable',
+      message: PRODUCE_ERRORS.backend_unavailable,
+    });
+  });
+});
+
+describe('MW-02: declared queue handler', () => {
+  it('is an own data property holding a function on a plain object', () => {
+    expect(declaredQueueHandler({ queue() {} })).toBeDefined();
+    expect(declaredQueueHandler(Object.assign(Object.create(null), { queue() {} }))).toBeDefined();
+    expect(declaredQueueHandler(Object.create({ queue() {} }))).toBeUndefined();
+    expect(
+      declaredQueueHandler({
+        get queue() {
+          return () => {};
+        },
+      }),
+    ).toBeUndefined();
+    expect(declaredQueueHandler({ queue: 1 })).toBeUndefined();
+    expect(declaredQueueHandler([])).toBeUndefined();
+    expect(declaredQueueHandler(new Proxy({ queue() {} }, {}))).toBeUndefined();
+    expect(declaredQueueHandler(undefined)).toBeUndefined();
+  });
+});
