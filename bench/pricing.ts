@@ -1,0 +1,110 @@
+/**
+ * The only estimated part of the bench: counted calls converted to USD with AWS's published
+ * us-east-1 on-demand prices (and Cloudflare's for comparison). Every price and where it was
+ * read is printed with the results.
+ */
+import { sumSdk, type Tally } from './support/meter.ts';
+
+export const PRICES = {
+  checked: '2026-11-29',
+  region: 'us-east-1 (N. Virginia), on demand, beyond free tiers',
+  sqsPerMillionRequests: 0.4,
+  dynamoWritePerMillionWru: 0.625,
+  dynamoReadPerMillionRru: 0.125,
+  sfnStandardPerMillionTransitions: 25,
+  lambdaPerMillionRequests: 0.2,
+  lambdaArm64PerGbSecond: 0.0000133334,
+  cloudwatchPerThousandMetricsRequested: 0.01,
+  cloudflareQueuesPerMillionMessages: 1.2,
+  /** Not a price: the memory of the Host's delivery functions (512 MB in lib/constructs/delivery-pipeline.ts and host-function.ts). */
+  lambdaMemoryGb: 0.5,
+} as const;
+
+export const PRICE_SOURCES: { item: string; price: string; source: string }[] = [
+  {
+    item: 'SQS standard requests',
+    price: '$0.40 per million requests (each 64 KB chunk of a payload is one request)',
+    source:
+      'https://aws.amazon.com/sqs/pricing/ as summarised for us-east-1 by https://cloudburn.io/blog/amazon-sqs-pricing (Mar 2026) and https://www.factualminds.com/blog/amazon-sqs-pricing-64kb-rule-fifo-vs-standard/',
+  },
+  {
+    item: 'DynamoDB on-demand',
+    price:
+      '$0.625 per million write request units, $0.125 per million read request units (after the 50 % cut of 1 Nov 2024); a strongly consistent read ≤4 KB = 1 RRU, a write ≤1 KB = 1 WRU, transactional ×2',
+    source:
+      'https://aws.amazon.com/dynamodb/pricing/on-demand/ (unit definitions); prices as listed for US East at https://airbyte.com/data-engineering-resources/dynamodb-pricing',
+  },
+  {
+    item: 'Step Functions Standard',
+    price: '$0.0250 per 1,000 state transitions in US East (N. Virginia), retries included',
+    source: 'https://aws.amazon.com/step-functions/pricing/',
+  },
+  {
+    item: 'Lambda (arm64)',
+    price: '$0.20 per million requests; $0.0000133334 per GB-second, billed per 1 ms',
+    source:
+      'https://aws.amazon.com/lambda/pricing/ as listed for US East at https://cloudchipr.com/blog/aws-lambda-pricing (first 7.5 billion GB-s per month)',
+  },
+  {
+    item: 'CloudWatch GetMetricData',
+    price: '$0.01 per 1,000 metrics requested',
+    source:
+      'https://aws.amazon.com/cloudwatch/pricing/ as applied at https://support.site24x7.com/portal/en/kb/articles/aws-cloudwatch-metrics-cost-calculation',
+  },
+  {
+    item: 'Cloudflare Queues',
+    price:
+      '$0.40 per million operations; 3 operations (write, read, delete) per message ≤64 KB = $1.20 per million messages',
+    source: 'https://developers.cloudflare.com/queues/pricing/',
+  },
+];
+
+export interface CostBreakdown {
+  sqs: number;
+  dynamoWrites: number;
+  dynamoReads: number;
+  stepFunctions: number;
+  lambdaRequests: number;
+  lambdaDuration: number;
+  cloudwatch: number;
+  total: number;
+}
+
+/** Lambda invocations and billed GB-seconds of a tally, for the given memory. */
+export function lambdaUsage(t: Tally, memoryGb = PRICES.lambdaMemoryGb) {
+  let invocations = 0;
+  let billedMs = 0;
+  for (const l of Object.values(t.lambda)) {
+    invocations += l.invocations;
+    billedMs += l.billedMs;
+  }
+  return { invocations, gbSeconds: (billedMs / 1000) * memoryGb };
+}
+
+export const transitionsOf = (t: Tally) => Object.values(t.transitions).reduce((a, n) => a + n, 0);
+
+/**
+ * USD of everything a tally counted in the contexts `keep` accepts. Writes refused by a condition
+ * are billed by AWS (1 WRU for a small item) but not reported by DynamoDB Local: they are added
+ * at 1 WRU each. CloudWatch metrics are the SDK calls counted under `CloudWatch:GetMetricData`
+ * times `metricsPerRequest`.
+ */
+export function usd(t: Tally, keep: (context: string) => boolean, metricsPerRequest = 1): CostBreakdown {
+  const s = sumSdk(t, keep);
+  const lambda = lambdaUsage(t);
+  const cwRequests = s.byOp['CloudWatch:GetMetricData']?.calls ?? 0;
+  const b = {
+    sqs: (s.sqsRequests * PRICES.sqsPerMillionRequests) / 1e6,
+    dynamoWrites: ((s.wru + s.refusedWrites) * PRICES.dynamoWritePerMillionWru) / 1e6,
+    dynamoReads: (s.rru * PRICES.dynamoReadPerMillionRru) / 1e6,
+    stepFunctions: (transitionsOf(t) * PRICES.sfnStandardPerMillionTransitions) / 1e6,
+    lambdaRequests: (lambda.invocations * PRICES.lambdaPerMillionRequests) / 1e6,
+    lambdaDuration: lambda.gbSeconds * PRICES.lambdaArm64PerGbSecond,
+    cloudwatch: (cwRequests * metricsPerRequest * PRICES.cloudwatchPerThousandMetricsRequested) / 1000,
+  };
+  return { ...b, total: Object.values(b).reduce((a, v) => a + v, 0) };
+}
+
+/** A breakdown scaled by `factor` (e.g. per message × 1e6). */
+export const scale = (b: CostBreakdown, factor: number): CostBreakdown =>
+  Object.fromEntries(Object.entries(b).map(([k, v]) => [k, v * factor])) as unknown as CostBreakdown;

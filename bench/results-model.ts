@@ -1,0 +1,55 @@
+/** The shape of `bench/results/<date>.json`: configuration, prices, raw samples, summary. */
+import type { LaneEndSample, SupervisorSample } from './scenarios/idle.ts';
+import type { ArrivalSample, ControlPlaneSample, SettleLatencySample } from './scenarios/latency.ts';
+import type { BaselineSample, Cell, HostDrainSample } from './scenarios/throughput.ts';
+import type { UtilisationSample } from './scenarios/utilisation.ts';
+
+export interface BenchConfig {
+  mode: 'full' | 'quick';
+  runs: number;
+  cells: Cell[];
+  drainTimeoutMs: number;
+  utilisation: { maxConcurrency: number; batchSize: number; messages: number };
+  settle: { ackMessages: number; ackAllBatches: number };
+  arrival: { maxBatchTimeoutSeconds: number; samples: number }[];
+  controlPlane: { creates: number; gets: number; bareWrites: number };
+  supervisor: { rounds: number };
+  laneEnd: { idleWaitSeconds: number };
+}
+
+export interface ThroughputPair {
+  run: number;
+  cell: Cell;
+  host: HostDrainSample;
+  baseline: BaselineSample;
+}
+
+export interface ScenarioError {
+  scenario: string;
+  run: number;
+  error: string;
+}
+
+export interface BenchSamples {
+  throughput: ThroughputPair[];
+  utilisation: UtilisationSample[];
+  settle: SettleLatencySample[];
+  arrival: ArrivalSample[];
+  controlPlane: ControlPlaneSample[];
+  supervisor: SupervisorSample[];
+  laneEnd: LaneEndSample[];
+  errors: ScenarioError[];
+}
+
+export interface BenchMeta {
+  date: string;
+  startedAt: string;
+  finishedAt: string;
+  wallSeconds: number;
+  node: string;
+  platform: string;
+  cpus: number;
+  cpuModel: string;
+  loadAverageAtStart: number[];
+  loadAverageAtEnd: number[];
+}

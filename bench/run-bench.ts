@@ -1,0 +1,291 @@
+/**
+ * `npm run bench [-- --quick]`: throughput, utilisation, latency and cost of message delivery on
+ * the local stand-ins, each beside a baseline measured in the same run. Writes
+ * bench/results/<date>.json (raw samples), <date>.md and latest.md (the table and its
+ * explanation) and <date>.png (the chart), and prints the table.
+ *
+ * --quick: one run per figure with small message counts (a smoke run of a minute or two); its
+ * files are <date>-quick.* and latest.md is left alone.
+ * --from <results.json>: re-renders the Markdown, chart and summary of an earlier run from its
+ * raw samples, without measuring anything.
+ */
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { renderChart } from './chart.ts';
+import { PRICE_SOURCES, PRICES } from './pricing.ts';
+import { markdown, resultsTable, summarise } from './report.ts';
+import type { BenchConfig, BenchMeta, BenchSamples } from './results-model.ts';
+import { laneEndRun, supervisorRun } from './scenarios/idle.ts';
+import { arrivalRun, controlPlaneRun, settleLatencyRun } from './scenarios/latency.ts';
+import { baselineDrain, hostDrain } from './scenarios/throughput.ts';
+import { utilisationRun } from './scenarios/utilisation.ts';
+import { closeShared, warmThreads, workerFile } from './support/bench-host.ts';
+import { installStepFunctionsHook } from './support/sfn-hook.ts';
+import { type StandIns, startStandIns } from './support/standins.ts';
+import {
+  ACK_ALL_WORKER,
+  ACK_WORKER,
+  ARRIVAL_WORKER,
+  NOOP_WORKER,
+  SLEEPING_WORKER,
+} from './support/workers.ts';
+
+const FULL: BenchConfig = {
+  mode: 'full',
+  runs: 3,
+  cells: [
+    { batchSize: 10, concurrency: 1, messages: 600 },
+    { batchSize: 10, concurrency: 10, messages: 1_500 },
+    { batchSize: 10, concurrency: 50, messages: 2_000 },
+    { batchSize: 100, concurrency: 1, messages: 2_000 },
+    { batchSize: 100, concurrency: 10, messages: 4_000 },
+    { batchSize: 100, concurrency: 50, messages: 7_500 },
+  ],
+  drainTimeoutMs: 120_000,
+  utilisation: { maxConcurrency: 10, batchSize: 10, messages: 1_500 },
+  settle: { ackMessages: 200, ackAllBatches: 100 },
+  arrival: [
+    { maxBatchTimeoutSeconds: 0, samples: 12 },
+    { maxBatchTimeoutSeconds: 1, samples: 10 },
+  ],
+  controlPlane: { creates: 30, gets: 200, bareWrites: 200 },
+  supervisor: { rounds: 20 },
+  laneEnd: { idleWaitSeconds: 20 },
+};
+
+const QUICK: BenchConfig = {
+  mode: 'quick',
+  runs: 1,
+  cells: [
+    { batchSize: 10, concurrency: 1, messages: 200 },
+    { batchSize: 10, concurrency: 10, messages: 600 },
+    { batchSize: 10, concurrency: 50, messages: 1_000 },
+    { batchSize: 100, concurrency: 1, messages: 1_000 },
+    { batchSize: 100, concurrency: 10, messages: 2_000 },
+    { batchSize: 100, concurrency: 50, messages: 5_000 },
+  ],
+  drainTimeoutMs: 60_000,
+  utilisation: { maxConcurrency: 10, batchSize: 10, messages: 600 },
+  settle: { ackMessages: 100, ackAllBatches: 40 },
+  arrival: [
+    { maxBatchTimeoutSeconds: 0, samples: 5 },
+    { maxBatchTimeoutSeconds: 1, samples: 4 },
+  ],
+  controlPlane: { creates: 10, gets: 50, bareWrites: 100 },
+  supervisor: { rounds: 10 },
+  laneEnd: { idleWaitSeconds: 2 },
+};
+
+const startedWall = performance.now();
+const log = (msg: string) =>
+  process.stderr.write(
+    `[bench ${((performance.now() - startedWall) / 1000).toFixed(1).padStart(6)} s] ${msg}\n`,
+  );
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    options: { quick: { type: 'boolean', default: false }, from: { type: 'string' } },
+  });
+  if (values.from) {
+    // Re-renders the report of an earlier run from its raw samples (no measurement).
+    const saved = JSON.parse(readFileSync(values.from, 'utf8')) as {
+      meta: BenchMeta;
+      config: BenchConfig;
+      samples: BenchSamples;
+    };
+    return writeResults(saved.meta, saved.config, saved.samples);
+  }
+  const config = values.quick ? QUICK : FULL;
+  const startedAt = new Date();
+  const loadAverageAtStart = os.loadavg();
+  const samples: BenchSamples = {
+    throughput: [],
+    utilisation: [],
+    settle: [],
+    arrival: [],
+    controlPlane: [],
+    supervisor: [],
+    laneEnd: [],
+    errors: [],
+  };
+
+  installStepFunctionsHook();
+  log(`${config.mode} run: starting DynamoDB Local and the SQS stand-in`);
+  let standIns: StandIns | undefined;
+  try {
+    standIns = await startStandIns();
+    const { endpoints } = standIns;
+    log(`stand-ins up (DynamoDB Local pid ${standIns.pids.dynamodb}, SQS pid ${standIns.pids.sqs})`);
+
+    /** Runs one scenario run; a failure is recorded and the bench goes on with the rest. */
+    const attempt = async <T>(
+      scenario: string,
+      run: number,
+      fn: () => Promise<T>,
+    ): Promise<T | undefined> => {
+      try {
+        return await fn();
+      } catch (err) {
+        const error = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+        samples.errors.push({ scenario, run, error });
+        log(`${scenario} run ${run} failed: ${error}`);
+        return undefined;
+      }
+    };
+
+    const maxConcurrency = Math.max(
+      ...config.cells.map((c) => c.concurrency),
+      config.utilisation.maxConcurrency,
+    );
+    await warmThreads(workerFile(NOOP_WORKER), maxConcurrency);
+    await warmThreads(workerFile(SLEEPING_WORKER), config.utilisation.maxConcurrency);
+    await warmThreads(workerFile(ACK_WORKER), 2);
+    await warmThreads(workerFile(ACK_ALL_WORKER), 2);
+    await warmThreads(workerFile(ARRIVAL_WORKER), 1);
+    log(`worker threads started; warm-up drain`);
+    await attempt('warm-up', 0, () =>
+      hostDrain(endpoints, { batchSize: 10, concurrency: 10, messages: 300 }, config.drainTimeoutMs),
+    );
+
+    // Throughput: Host and baseline back to back for each cell, cells rotated between runs.
+    for (let run = 1; run <= config.runs; run++) {
+      const order = config.cells.map((_, i) => config.cells[(i + run - 1) % config.cells.length]!);
+      for (const cell of order) {
+        const pair = await attempt(`throughput B${cell.batchSize} C${cell.concurrency}`, run, async () => {
+          const host = await hostDrain(endpoints, cell, config.drainTimeoutMs);
+          const baseline = await baselineDrain(endpoints, cell, config.drainTimeoutMs);
+          return { run, cell, host, baseline };
+        });
+        if (pair) {
+          samples.throughput.push(pair);
+          log(
+            `throughput run ${run} B${cell.batchSize} C${cell.concurrency}: Host ${pair.host.perSecond.toFixed(0)} msg/s, baseline ${pair.baseline.perSecond.toFixed(0)} msg/s`,
+          );
+        }
+      }
+    }
+
+    for (let run = 1; run <= config.runs; run++) {
+      const u = await attempt('utilisation', run, () =>
+        utilisationRun(endpoints, { ...config.utilisation, timeoutMs: config.drainTimeoutMs }),
+      );
+      if (u) {
+        samples.utilisation.push(u);
+        log(
+          `utilisation run ${run}: handlers ${u.handlerUtilisation.toFixed(2)}, slots ${u.slotUtilisation.toFixed(2)}`,
+        );
+      }
+    }
+
+    for (let run = 1; run <= config.runs; run++) {
+      const s = await attempt('settle latency', run, () =>
+        settleLatencyRun(endpoints, { ...config.settle, timeoutMs: config.drainTimeoutMs }),
+      );
+      if (s) {
+        samples.settle.push(s);
+        log(
+          `settle latency run ${run}: ${s.acknowledge.length} acknowledge, ${s.acknowledgeAll.length} acknowledgeAll`,
+        );
+      }
+    }
+
+    // Send-to-handler runs wait most of the time, so they run side by side (one Host each).
+    const arrivals = await Promise.all(
+      Array.from({ length: config.runs }, (_, i) => i + 1).flatMap((run) =>
+        config.arrival.map((a) =>
+          attempt(`send-to-handler t${a.maxBatchTimeoutSeconds}`, run, () =>
+            arrivalRun(endpoints, { ...a, timeoutMs: 30_000 }),
+          ),
+        ),
+      ),
+    );
+    for (const s of arrivals) if (s) samples.arrival.push(s);
+    log(`send-to-handler: ${samples.arrival.reduce((a, s) => a + s.sendToHandler.length, 0)} samples`);
+
+    for (let run = 1; run <= config.runs; run++) {
+      const s = await attempt('control plane', run, () =>
+        controlPlaneRun(endpoints, { ...config.controlPlane, timeoutMs: 30_000 }),
+      );
+      if (s) {
+        samples.controlPlane.push(s);
+        log(`control plane run ${run}: ${s.createToSucceeded.length} creates`);
+      }
+    }
+
+    // Idle: supervisor rounds, with the lane-end runs (mostly a long poll) alongside.
+    const laneEnds = Promise.all(
+      Array.from({ length: config.runs }, (_, i) =>
+        attempt('lane end', i + 1, () =>
+          laneEndRun(endpoints, {
+            ...config.laneEnd,
+            timeoutMs: (config.laneEnd.idleWaitSeconds + 30) * 1000,
+          }),
+        ),
+      ),
+    );
+    for (let run = 1; run <= config.runs; run++) {
+      const s = await attempt('supervisor', run, () => supervisorRun(endpoints, config.supervisor));
+      if (s) samples.supervisor.push(s);
+    }
+    for (const l of await laneEnds) if (l) samples.laneEnd.push(l);
+    log('idle scenarios done');
+  } finally {
+    await closeShared().catch(() => undefined);
+    await standIns?.stop();
+  }
+
+  const finishedAt = new Date();
+  const date = startedAt.toISOString().slice(0, 10);
+  const meta: BenchMeta = {
+    date,
+    startedAt: startedAt.toISOString(),
+    finishedAt: finishedAt.toISOString(),
+    wallSeconds: (performance.now() - startedWall) / 1000,
+    node: process.versions.node,
+    platform: `${os.type()} ${os.release()} ${os.arch()}`,
+    cpus: os.cpus().length,
+    cpuModel: os.cpus()[0]?.model.trim() ?? 'unknown CPU',
+    loadAverageAtStart,
+    loadAverageAtEnd: os.loadavg(),
+  };
+  return writeResults(meta, config, samples);
+}
+
+/** Summary, Markdown, chart and JSON of one run; prints the table. */
+function writeResults(meta: BenchMeta, config: BenchConfig, samples: BenchSamples): number {
+  const summary = summarise(config, samples);
+  const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'results');
+  mkdirSync(dir, { recursive: true });
+  const base = config.mode === 'quick' ? `${meta.date}-quick` : meta.date;
+  const chartFile = `${base}.png`;
+  writeFileSync(path.join(dir, chartFile), renderChart(summary, `Takoform queue Host benchmark - ${base}`));
+  const md = markdown(meta, config, summary, chartFile);
+  writeFileSync(path.join(dir, `${base}.md`), md);
+  if (config.mode === 'full') writeFileSync(path.join(dir, 'latest.md'), md);
+  writeFileSync(
+    path.join(dir, `${base}.json`),
+    `${JSON.stringify({ meta, config, prices: PRICES, priceSources: PRICE_SOURCES, summary, samples }, null, 1)}\n`,
+  );
+  process.stdout.write(`\n${resultsTable(summary, true)}\n\n`);
+  process.stdout.write(
+    `Wall time ${meta.wallSeconds.toFixed(0)} s. Results: bench/results/${base}.{json,md,png}${config.mode === 'full' ? ' and bench/results/latest.md' : ''}\n`,
+  );
+  if (samples.errors.length > 0) {
+    process.stdout.write(`${samples.errors.length} scenario run(s) failed; see "errors" in the JSON.\n`);
+    return 1;
+  }
+  return 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err) => {
+    process.stderr.write(
+      `bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
+    process.exit(1);
+  },
+);

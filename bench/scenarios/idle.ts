@@ -1,0 +1,122 @@
+/**
+ * What an idle consumer costs. On AWS nothing of a consumer runs while its queue is empty except
+ * the supervisor's round every minute (lambdas/delivery/supervisor-handler.ts): it lists active
+ * consumers, lists running executions, and per consumer recovers expired batches, reads the
+ * attachment and queue and asks SQS for the queue's depth; it starts an execution only when
+ * messages are visible. This scenario runs that very function (`superviseOnce`) against the
+ * stand-ins: its DynamoDB and SQS calls are real and counted by the SDK middleware; Step Functions
+ * and CloudWatch are not emulated, so their calls are counted by recording stubs. Each round is
+ * given the clock of the next minute, so work the supervisor does only every few minutes (the
+ * oldest-message-age query) is counted at its real rate.
+ *
+ * It also measures how a burst ends: a dispatcher lane on an empty queue takes a slot, long-polls
+ * once (idleWaitSeconds), registers nothing and ends. That happens once per lane per burst, not
+ * per minute.
+ */
+import { type SupervisorDeps, superviseOnce } from '../../lambdas/delivery/supervisor-handler.ts';
+import { createBenchHost } from '../support/bench-host.ts';
+import { attribute, currentContext, Meter, type Tally } from '../support/meter.ts';
+import type { Endpoints } from '../support/standins.ts';
+import { until } from '../support/stats.ts';
+import { NOOP_WORKER } from '../support/workers.ts';
+
+export interface SupervisorSample {
+  rounds: number;
+  /** All rounds with one idle consumer. */
+  oneConsumer: Tally;
+  /** All rounds with two idle consumers (the difference is what one more consumer adds). */
+  twoConsumers: Tally;
+  roundMs: number[];
+}
+
+/** A stand-in client that answers like an idle account and counts each call. */
+function recordingStub(meter: Meter, service: string, answer: (operation: string) => unknown) {
+  return {
+    send: async (command: object) => {
+      const operation = command.constructor.name.replace(/Command$/, '');
+      meter.sdkCall(service, operation, currentContext(), {}, undefined);
+      return answer(operation);
+    },
+  };
+}
+
+export async function supervisorRun(endpoints: Endpoints, o: { rounds: number }): Promise<SupervisorSample> {
+  const meter = new Meter();
+  const bench = await createBenchHost(endpoints, { meter });
+  try {
+    const settings = { maxBatchSize: 10, maxBatchTimeoutSeconds: 1, maxConcurrency: 10 };
+    let simulatedNow = Math.floor(Date.now() / 3_600_000) * 3_600_000;
+    await bench.setupConsumer('idle-a', NOOP_WORKER, settings);
+    const deps = {
+      host: {
+        host: bench.host,
+        clients: { dynamodb: bench.dynamodb, sqs: bench.sqs },
+        config: { queueNamePrefix: bench.queueNamePrefix },
+      },
+      stateMachineArn: 'arn:aws:states:us-east-1:000000000000:stateMachine:bench-dispatcher',
+      sfn: recordingStub(meter, 'StepFunctions', (op) => (op === 'ListExecutions' ? { executions: [] } : {})),
+      cloudwatch: recordingStub(meter, 'CloudWatch', () => ({
+        MetricDataResults: [{ Id: 'oldest', Values: [] }],
+      })),
+      // Round i runs "at" minute i, so work the supervisor does only every few minutes is
+      // counted at its real rate.
+      clock: () => simulatedNow,
+    } as unknown as SupervisorDeps;
+    const roundMs: number[] = [];
+    const rounds = async () => {
+      for (let i = 0; i < o.rounds; i++) {
+        simulatedNow += 60_000;
+        const t0 = performance.now();
+        const r = await attribute('supervisor', () => superviseOnce(deps));
+        const ms = performance.now() - t0;
+        meter.lambda('supervisor', ms);
+        roundMs.push(ms);
+        if (r.started > 0) throw new Error('the supervisor started an execution for an empty queue');
+      }
+    };
+    meter.reset();
+    await rounds();
+    const oneConsumer = meter.reset();
+    await bench.setupConsumer('idle-b', NOOP_WORKER, settings);
+    meter.reset();
+    await rounds();
+    const twoConsumers = meter.reset();
+    return { rounds: o.rounds, oneConsumer, twoConsumers, roundMs };
+  } finally {
+    await bench.close();
+  }
+}
+
+export interface LaneEndSample {
+  ok: boolean;
+  idleWaitSeconds: number;
+  seconds: number;
+  tally: Tally;
+}
+
+/** One dispatcher execution with one lane on an empty queue, from start to its end. */
+export async function laneEndRun(
+  endpoints: Endpoints,
+  o: { idleWaitSeconds: number; timeoutMs: number },
+): Promise<LaneEndSample> {
+  const meter = new Meter();
+  const bench = await createBenchHost(endpoints, { meter, idleWaitSeconds: o.idleWaitSeconds });
+  try {
+    await bench.setupConsumer('lane-end', NOOP_WORKER, {
+      maxBatchSize: 10,
+      maxBatchTimeoutSeconds: 1,
+      maxConcurrency: 1,
+    });
+    meter.reset();
+    const t0 = performance.now();
+    // No second execution while this one runs: the dispatcher checks for consumers once.
+    const dispatcher = bench.startDispatcher({ idleWaitSeconds: o.idleWaitSeconds, pollMs: 600_000 });
+    const ok = await until(() => (meter.snapshot().transitions.LaneDone ?? 0) >= 1, o.timeoutMs, 10);
+    const seconds = (performance.now() - t0) / 1000;
+    await dispatcher.stop(5_000);
+    const tally = meter.reset();
+    return { ok, idleWaitSeconds: o.idleWaitSeconds, seconds, tally };
+  } finally {
+    await bench.close();
+  }
+}

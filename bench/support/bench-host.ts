@@ -1,0 +1,376 @@
+/**
+ * An in-process Host for the bench, composed exactly as the local Host composes it
+ * (`composeHost` over DynamoDB Local and the SQS stand-in, the production dispatcher definition
+ * under aws-local-stepfunctions, worker modules in the worker-thread pool), with metered clients
+ * and a table of its own. Nothing in lambdas/ is changed: counting happens in SDK middleware,
+ * in a wrapper around the delivery service the dispatcher is handed, and in the Step Functions
+ * hook (sfn-hook.ts).
+ */
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { DeleteTableCommand } from '@aws-sdk/client-dynamodb';
+import { DeleteQueueCommand, ListQueuesCommand } from '@aws-sdk/client-sqs';
+import { dynamoDbClient, sqsClient } from '../../lambdas/adapters/aws/clients.ts';
+import { createHostTable } from '../../lambdas/adapters/aws/create-host-table.ts';
+import type { QueueInvoker } from '../../lambdas/delivery/batch-runner.ts';
+import type { DeliveryService } from '../../lambdas/delivery/delivery-service.ts';
+import type { QueueTarget } from '../../lambdas/delivery/ports.ts';
+import { hashApiKey, StaticKeyAuthenticator } from '../../lambdas/engine/auth.ts';
+import type { WorkerCode, WorkerRegistry } from '../../lambdas/forms/module-worker/worker-registry.ts';
+import { API_ROOT } from '../../lambdas/http/origin.ts';
+import { LocalDispatcher } from '../../lambdas/local/dispatcher/local-dispatcher.ts';
+import { ExecutorLoop } from '../../lambdas/local/executor-loop.ts';
+import { WorkerPool } from '../../lambdas/local/workers/worker-pool.ts';
+import { composeHost } from '../../lambdas/runtime/compose-host.ts';
+import { attribute, Meter } from './meter.ts';
+import { unwatchConsumer, watchConsumer } from './sfn-hook.ts';
+import type { Endpoints } from './standins.ts';
+
+export const FORMS = {
+  moduleWorker: 'https://edge.forms.takoform.com/forms/ModuleWorker/0.3.0/',
+  queue: 'https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/',
+  consumer: 'https://edge.forms.takoform.com/forms/QueueConsumer/0.3.0/',
+} as const;
+
+export const SPACE = 'bench';
+
+// --- worker code shared by every Host of this process ------------------------------------------
+
+let workDir: string | undefined;
+let pool: WorkerPool | undefined;
+
+/** A scratch folder for worker modules and their records; removed by `closeShared`. */
+export function benchDir(): string {
+  workDir ??= mkdtempSync(path.join(tmpdir(), 'takoform-bench-'));
+  return workDir;
+}
+
+/**
+ * One pool for the whole run, so that threads (one per running batch) are started once and
+ * reused across runs, as in a long-running Host. Sized for the largest maxConcurrency measured.
+ */
+export function sharedPool(): WorkerPool {
+  pool ??= new WorkerPool({ timeoutMs: 60_000, maxThreadsPerWorker: 64, output: () => {} });
+  return pool;
+}
+
+/** The module file of a worker source; the same source always gets the same file (and threads). */
+export function workerFile(source: string): string {
+  const file = path.join(
+    benchDir(),
+    `w-${createHash('sha256').update(source).digest('hex').slice(0, 16)}.mjs`,
+  );
+  writeFileSync(file, source);
+  return file;
+}
+
+export async function closeShared(): Promise<void> {
+  await pool?.close();
+  pool = undefined;
+  if (workDir) rmSync(workDir, { recursive: true, force: true });
+  workDir = undefined;
+}
+
+/** Starts `count` threads of `file` at once and leaves them idle in the pool. */
+export async function warmThreads(file: string, count: number): Promise<void> {
+  await Promise.all(
+    Array.from({ length: count }, (_, i) =>
+      sharedPool().invokeQueue({
+        file,
+        config: {},
+        delivery: { batchId: `warm-${i}`, credential: '', queue: 'warm', messages: [] },
+        settle: async () => undefined,
+        produce: async () => [],
+      }),
+    ),
+  );
+}
+
+class BenchWorkers implements WorkerRegistry {
+  readonly files = new Map<string, { file: string; vars: Record<string, unknown> }>();
+  async lookup(space: string, name: string): Promise<WorkerCode | undefined> {
+    return this.files.has(`${space}/${name}`)
+      ? { deploymentUid: `bench-${space}-${name}`, handlers: ['queue'] }
+      : undefined;
+  }
+}
+
+export interface ConsumerSettings {
+  maxBatchSize: number;
+  maxBatchTimeoutSeconds: number;
+  maxConcurrency: number;
+  maxRetries?: number;
+  retryDelaySeconds?: number;
+}
+
+export interface BenchHostOptions {
+  meter?: Meter;
+  /** How long a lane long-polls an empty queue before it rests (the Host's idleWaitSeconds). */
+  idleWaitSeconds?: number;
+  workerTimeoutMs?: number;
+  graceMs?: number;
+}
+
+/** Batch-host calls (one Lambda invocation each on AWS) the runner makes through the service. */
+const BATCH_HOST_METHODS = new Set(['register', 'settle', 'finalizeAsRunner', 'deadLetter']);
+
+export type BenchHost = Awaited<ReturnType<typeof createBenchHost>>;
+
+export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptions = {}) {
+  const meter = opts.meter ?? new Meter();
+  const dynamodb = meter.instrumentDynamoDb(dynamoDbClient(endpoints.dynamodb));
+  const sqs = meter.instrumentSqs(sqsClient(endpoints.sqs));
+  const tableName = `bench-${randomUUID()}`;
+  await attribute('setup', () => createHostTable(dynamodb, tableName));
+  const token = `bench-${randomBytes(24).toString('hex')}`;
+  const workers = new BenchWorkers();
+  const queueNamePrefix = `b${randomBytes(4).toString('hex')}-`;
+  let onAccepted: () => void = () => {};
+  const host = composeHost({
+    dynamodb,
+    tableName,
+    sqs,
+    queueNamePrefix,
+    workers,
+    authenticator: new StaticKeyAuthenticator([
+      { keyHash: hashApiKey(token), principal: 'bench', spaces: { [SPACE]: 'write' } },
+    ]),
+    cursorKey: randomBytes(32),
+    origin: () => 'https://bench.invalid',
+    onAccepted: () => onAccepted(),
+    delivery: {
+      workerTimeoutMs: opts.workerTimeoutMs ?? 30_000,
+      credentialKey: randomBytes(32),
+      workerFunction: async (space, name) => (workers.files.has(`${space}/${name}`) ? 'local' : undefined),
+      graceMs: opts.graceMs ?? 5_000,
+      idleWaitSeconds: opts.idleWaitSeconds ?? 1,
+    },
+  });
+
+  // The delivery service as the dispatcher sees it: each batch-host call is timed and counted as
+  // one Lambda invocation, and the SDK calls inside it are attributed to it.
+  const finalizedListeners = new Set<(delivered: number) => void>();
+  const service = new Proxy(host.delivery, {
+    get(target, prop) {
+      const value = Reflect.get(target, prop, target);
+      if (typeof value !== 'function') return value;
+      const fn = value as (...a: unknown[]) => Promise<unknown>;
+      if (typeof prop !== 'string' || !BATCH_HOST_METHODS.has(prop)) return fn.bind(target);
+      const role = `batch-host:${prop === 'finalizeAsRunner' ? 'finalize' : prop}`;
+      return async (...args: unknown[]) => {
+        const t0 = performance.now();
+        let out: unknown;
+        try {
+          out = await attribute(role, () => fn.apply(target, args));
+        } finally {
+          meter.lambda(role, performance.now() - t0);
+        }
+        if (prop === 'finalizeAsRunner') {
+          const receipts = args[3] as unknown[];
+          for (const l of finalizedListeners) l(receipts.length);
+        }
+        return out;
+      };
+    },
+  }) as DeliveryService;
+
+  const invokerFor = async (slot: { workerSpace: string; workerName: string }): Promise<QueueInvoker> => {
+    const entry = workers.files.get(`${slot.workerSpace}/${slot.workerName}`);
+    return {
+      invoke: async (delivery, settle) =>
+        entry
+          ? sharedPool().invokeQueue({
+              file: entry.file,
+              config: { vars: entry.vars },
+              delivery,
+              settle,
+              produce: async () => {
+                throw new Error('no producer bindings in the bench');
+              },
+            })
+          : 'abandoned',
+    };
+  };
+
+  const dispatchers: LocalDispatcher[] = [];
+  const consumers: string[] = [];
+  let loop: ExecutorLoop | undefined;
+
+  async function request(r: {
+    method?: string;
+    path: string;
+    body?: unknown;
+    headers?: Record<string, string>;
+  }) {
+    const headers: Record<string, string[]> = { authorization: [`Bearer ${token}`] };
+    let body: Uint8Array | undefined;
+    if (r.body !== undefined) {
+      body = new TextEncoder().encode(JSON.stringify(r.body));
+      headers['content-type'] = ['application/json'];
+    }
+    for (const [k, v] of Object.entries(r.headers ?? {})) headers[k.toLowerCase()] = [v];
+    const out = await attribute('control-plane', () =>
+      host.http({ method: r.method ?? 'GET', path: `${API_ROOT}${r.path}`, rawQuery: '', headers, body }),
+    );
+    return { status: out.status, body: out.body ? JSON.parse(out.body) : undefined };
+  }
+
+  const create = (body: { form: string; space: string; name: string; spec: unknown }) =>
+    request({
+      method: 'POST',
+      path: '/resources',
+      body,
+      headers: { 'idempotency-key': `k-${randomUUID()}` },
+    });
+
+  /** Runs the executor until nothing is due (bounded), as the test harness does. */
+  async function settle(rounds = 50): Promise<void> {
+    for (let i = 0; i < rounds; i++) {
+      if ((await attribute('control-plane', () => host.executor.runDue())) === 0) return;
+    }
+  }
+
+  async function createQueue(name: string): Promise<QueueTarget> {
+    const res = await create({
+      form: FORMS.queue,
+      space: SPACE,
+      name,
+      spec: { messageRetentionSeconds: 86_400 },
+    });
+    if (res.status !== 202) throw new Error(`queue create answered ${res.status}`);
+    await settle();
+    const target = await attribute('control-plane', () => host.queueDirectory.queue(res.body.resourceUid));
+    if (!target) throw new Error('the queue is not live');
+    return target;
+  }
+
+  /**
+   * Queue + worker + consumer, all settled; the dispatcher is not started. `vars` reach the
+   * worker as `env` (record paths, timings), so one source keeps one module file and its threads.
+   */
+  async function setupConsumer(
+    name: string,
+    workerSource: string,
+    s: ConsumerSettings,
+    vars: Record<string, unknown> = {},
+  ) {
+    const queue = await createQueue(`${name}-q`);
+    workers.files.set(`${SPACE}/${name}-w`, { file: workerFile(workerSource), vars });
+    const w = await create({ form: FORMS.moduleWorker, space: SPACE, name: `${name}-w`, spec: {} });
+    if (w.status !== 202) throw new Error(`worker create answered ${w.status}`);
+    await settle();
+    const c = await create({
+      form: FORMS.consumer,
+      space: SPACE,
+      name,
+      spec: {
+        queue: { resourceUid: queue.queueUid },
+        worker: { resourceUid: w.body.resourceUid },
+        maxBatchSize: s.maxBatchSize,
+        maxBatchTimeoutSeconds: s.maxBatchTimeoutSeconds,
+        maxConcurrency: s.maxConcurrency,
+        maxRetries: s.maxRetries ?? 3,
+        retryDelaySeconds: s.retryDelaySeconds ?? 0,
+      },
+    });
+    if (c.status !== 202) throw new Error(`consumer create answered ${c.status}: ${JSON.stringify(c.body)}`);
+    await settle();
+    const consumerUid = c.body.resourceUid as string;
+    watchConsumer(consumerUid, meter);
+    consumers.push(consumerUid);
+    return { queue, consumerUid };
+  }
+
+  /** Starts the production dispatcher definition for every active consumer of this Host. */
+  function startDispatcher(o: { idleWaitSeconds?: number; pollMs?: number } = {}): LocalDispatcher {
+    const attachments = Object.create(host.attachments) as typeof host.attachments;
+    // The dispatcher's own check for consumers to start is a local stand-in for the AWS
+    // supervisor: attributed separately so that it never counts as per-message cost.
+    attachments.listActive = () => attribute('local-dispatcher-check', () => host.attachments.listActive());
+    const dispatcher = new LocalDispatcher({
+      service,
+      attachments,
+      sqs,
+      idleWaitSeconds: o.idleWaitSeconds ?? opts.idleWaitSeconds ?? 1,
+      pollMs: o.pollMs ?? 200,
+      invokerFor,
+    });
+    dispatchers.push(dispatcher);
+    dispatcher.start();
+    return dispatcher;
+  }
+
+  /** The executor as `npm start` runs it: woken on acceptance, else every 250 ms. */
+  function startExecutorLoop(): void {
+    loop = new ExecutorLoop(host.executor);
+    onAccepted = () => loop?.poke();
+    attribute('control-plane', () => loop?.start());
+  }
+
+  /** Sends `count` messages in sendBatch calls of ≤100, `parallel` at a time (producer context). */
+  async function prefill(target: QueueTarget, count: number, bodyBytes = 64, parallel = 4): Promise<void> {
+    const body = new Uint8Array(bodyBytes).fill(97);
+    let left = count;
+    const one = async () => {
+      while (left > 0) {
+        const n = Math.min(100, left);
+        left -= n;
+        await attribute('producer', () =>
+          host.producer.sendBatch(
+            target,
+            Array.from({ length: n }, () => ({ body })),
+          ),
+        );
+      }
+    };
+    await Promise.all(Array.from({ length: parallel }, one));
+  }
+
+  async function close(): Promise<void> {
+    await Promise.all(dispatchers.splice(0).map((d) => d.stop(5_000)));
+    await loop?.stop();
+    for (const c of consumers.splice(0)) unwatchConsumer(c);
+    await attribute('teardown', async () => {
+      const listed = await sqs
+        .send(new ListQueuesCommand({ QueueNamePrefix: queueNamePrefix }))
+        .catch(() => ({ QueueUrls: [] as string[] }));
+      for (const url of listed.QueueUrls ?? [])
+        await sqs.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => undefined);
+      await dynamodb.send(new DeleteTableCommand({ TableName: tableName })).catch(() => undefined);
+    });
+    dynamodb.destroy();
+    sqs.destroy();
+  }
+
+  return {
+    host,
+    meter,
+    dynamodb,
+    sqs,
+    tableName,
+    queueNamePrefix,
+    service,
+    request,
+    create,
+    settle,
+    createQueue,
+    setupConsumer,
+    startDispatcher,
+    startExecutorLoop,
+    prefill,
+    onFinalized(listener: (delivered: number) => void): () => void {
+      finalizedListeners.add(listener);
+      return () => finalizedListeners.delete(listener);
+    },
+    close,
+  };
+}
+
+/** A file in the bench folder for a worker's own records (JSON lines). */
+export function recordFile(name: string): string {
+  const dir = path.join(benchDir(), 'records');
+  mkdirSync(dir, { recursive: true });
+  return path.join(dir, `${name}-${randomUUID()}.jsonl`);
+}

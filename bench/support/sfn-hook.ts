@@ -1,0 +1,98 @@
+/**
+ * Watches the dispatcher executions the local Host runs under aws-local-stepfunctions, without
+ * touching the Host's code: `StateMachine.prototype.run` is wrapped once in this process so that
+ *
+ * - every `StateEntered` (and `StateRetried`) event of a root execution counts one state
+ *   transition for the consumer named in the execution input (Step Functions Standard bills per
+ *   transition, retries included);
+ * - every Task handler (AcquireSlot, InvokeWorker, RecoverBatch: a Lambda invoke on AWS) counts one
+ *   Lambda invocation with its measured duration, and the SDK calls made inside it are attributed
+ *   to that Task.
+ *
+ * Map iterations are nested `run` calls that receive the same (already wrapped) overrides; their
+ * events reach the root execution's event log, so only root executions (input with `lanes`) are
+ * read, and handlers are wrapped once.
+ */
+import { StateMachine } from 'aws-local-stepfunctions';
+import { attribute, type Meter } from './meter.ts';
+
+const consumers = new Map<string, Meter>();
+const WRAPPED = Symbol('bench-wrapped');
+
+/** Counts the executions of this consumer into `meter`. */
+export function watchConsumer(consumerUid: string, meter: Meter): void {
+  consumers.set(consumerUid, meter);
+}
+
+export function unwatchConsumer(consumerUid: string): void {
+  consumers.delete(consumerUid);
+}
+
+/** Lambda function roles of the dispatcher's Task states. */
+const TASK_ROLES: Record<string, string> = {
+  AcquireSlot: 'step:AcquireSlot',
+  RecoverBatch: 'step:RecoverBatch',
+  InvokeWorker: 'worker:InvokeWorker',
+};
+
+type Handler = ((input: unknown) => unknown) & { [WRAPPED]?: true };
+type RunOptions = { overrides?: { taskResourceLocalHandlers?: Record<string, Handler> } } & Record<
+  string,
+  unknown
+>;
+
+let installed = false;
+
+export function installStepFunctionsHook(): void {
+  if (installed) return;
+  installed = true;
+  const proto = StateMachine.prototype as unknown as {
+    run(
+      input: unknown,
+      options?: RunOptions,
+    ): { eventLogs: AsyncGenerator<{ type: string; state?: { name: string } }> };
+  };
+  const original = proto.run;
+  proto.run = function run(this: unknown, input: unknown, options?: RunOptions) {
+    const consumerUid = (input as { consumerUid?: unknown } | null)?.consumerUid;
+    const meter = typeof consumerUid === 'string' ? consumers.get(consumerUid) : undefined;
+    let opts = options;
+    const handlers = options?.overrides?.taskResourceLocalHandlers;
+    if (meter && handlers && !Object.values(handlers).every((h) => h[WRAPPED])) {
+      const wrapped: Record<string, Handler> = {};
+      for (const [name, h] of Object.entries(handlers)) {
+        if (h[WRAPPED]) {
+          wrapped[name] = h;
+          continue;
+        }
+        const role = TASK_ROLES[name] ?? `task:${name}`;
+        const w: Handler = async (taskInput: unknown) => {
+          const t0 = performance.now();
+          try {
+            return await attribute(role, () => h(taskInput));
+          } finally {
+            meter.lambda(role, performance.now() - t0);
+          }
+        };
+        w[WRAPPED] = true;
+        wrapped[name] = w;
+      }
+      opts = { ...options, overrides: { ...options?.overrides, taskResourceLocalHandlers: wrapped } };
+    }
+    const execution = original.call(this, input, opts);
+    const isRoot = Array.isArray((input as { lanes?: unknown } | null)?.lanes);
+    if (meter && isRoot) {
+      meter.executionStarted();
+      void (async () => {
+        for await (const event of execution.eventLogs) {
+          if ((event.type === 'StateEntered' || event.type === 'StateRetried') && event.state) {
+            meter.transition(
+              event.type === 'StateRetried' ? `${event.state.name} (retry)` : event.state.name,
+            );
+          }
+        }
+      })().catch(() => undefined);
+    }
+    return execution;
+  };
+}
