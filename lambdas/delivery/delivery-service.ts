@@ -338,10 +338,7 @@ export class DeliveryService {
     const hash = hashCredential(credential);
     let result: Awaited<ReturnType<DeliveryStore['settle']>>;
     try {
-      const head = await this.o.store.getHead(batchId);
-      if (!head || head.credentialHash !== hash || head.closed)
-        throw new NamedError('unknown_batch', 'this batch is not open for settlement');
-      result = await this.o.store.settle(batchId, hash, call, head.size);
+      result = await this.o.store.settle(batchId, hash, call);
     } catch (err) {
       if (err instanceof NamedError) throw err;
       log.warn('settlement could not be recorded', { batchId, err });

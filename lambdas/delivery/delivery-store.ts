@@ -67,7 +67,7 @@ export interface DeliveryStore {
   getHead(batchId: string): Promise<BatchHead | undefined>;
   getManifest(batchId: string): Promise<ManifestEntry[] | undefined>;
   /** First settlement wins; refused once the batch is closed or for a wrong credential. */
-  settle(batchId: string, credentialHash: string, call: SettleCall, size: number): Promise<SettleResult>;
+  settle(batchId: string, credentialHash: string, call: SettleCall): Promise<SettleResult>;
   markDoubtful(batchId: string): Promise<void>;
   /** Closes the batch once; returns the head as closed (by this call or an earlier one). */
   closeBatch(batchId: string, outcome: string): Promise<BatchHead | undefined>;

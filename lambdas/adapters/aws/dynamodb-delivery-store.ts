@@ -233,16 +233,11 @@ export class DynamoDeliveryStore implements DeliveryStore {
     return out.Item ? JSON.parse(unmarshall(out.Item).entriesJson as string) : undefined;
   }
 
-  async settle(
-    batchId: string,
-    credentialHash: string,
-    call: SettleCall,
-    size: number,
-  ): Promise<SettleResult> {
+  async settle(batchId: string, credentialHash: string, call: SettleCall): Promise<SettleResult> {
     const perMessage = call.kind === 'ack' || call.kind === 'retry';
-    if (perMessage && !(Number.isInteger(call.index) && call.index >= 0 && call.index < size)) {
-      return 'unknown_batch';
-    }
+    if (perMessage && !(Number.isInteger(call.index) && call.index >= 0)) return 'unknown_batch';
+    // One conditional write, no read first: the condition checks the credential, that the batch
+    // is open, that the index is in it, and that nothing settled the message yet.
     const open = 'attribute_exists(#pk) AND credentialHash = :h AND closed = :false';
     try {
       await this.client.send(
@@ -251,15 +246,16 @@ export class DynamoDeliveryStore implements DeliveryStore {
           Key: marshall(deliveryKeys.head(batchId)),
           UpdateExpression: perMessage ? 'SET settled.#i = :code' : 'SET #all = :code',
           ConditionExpression: perMessage
-            ? `${open} AND attribute_not_exists(settled.#i) AND attribute_not_exists(#all)`
+            ? `${open} AND #size > :index AND attribute_not_exists(settled.#i) AND attribute_not_exists(#all)`
             : `${open} AND attribute_not_exists(#all)`,
           ExpressionAttributeNames: perMessage
-            ? { '#pk': PK, '#i': String(call.index), '#all': 'all' }
+            ? { '#pk': PK, '#i': String(call.index), '#all': 'all', '#size': 'size' }
             : { '#pk': PK, '#all': 'all' },
           ExpressionAttributeValues: marshall({
             ':h': credentialHash,
             ':false': false,
             ':code': codeOf(call),
+            ...(perMessage ? { ':index': call.index } : {}),
           }),
           ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
         }),
@@ -269,6 +265,7 @@ export class DynamoDeliveryStore implements DeliveryStore {
       if (!isConditionFailure(err)) throw err;
       const old = err.Item ? unmarshall(err.Item) : undefined;
       if (!old || old.credentialHash !== credentialHash || old.closed === true) return 'unknown_batch';
+      if (perMessage && !(call.index < old.size)) return 'unknown_batch';
       // Open and ours: a per-message call lost to an earlier settlement; a batch-level call
       // after another batch-level call has nothing left to settle.
       return perMessage ? 'already_settled' : 'ok';
