@@ -53,7 +53,12 @@ export function createBatchHostHandler(host: AwsHost) {
       return malformed(action);
     }
     const request = parsed.data;
-    const batchId = 'slot' in request ? request.slot.batchId : request.batchId;
+    const batchId =
+      'slot' in request
+        ? request.slot.batchId
+        : 'previous' in request
+          ? request.previous.batchId
+          : request.batchId;
     try {
       const value = await host.batchHost.handle(request);
       if (request.action === 'register') {

@@ -72,6 +72,7 @@ const receiptsSchema = z
   .max(MESSAGE_LIMITS.maxBatchMessages);
 
 export const batchHostRequestSchema = z.discriminatedUnion('action', [
+  z.strictObject({ action: z.literal('acquire'), previous: slotSchema, credential }),
   z.strictObject({
     action: z.literal('register'),
     slot: slotSchema,

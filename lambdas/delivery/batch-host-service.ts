@@ -41,6 +41,8 @@ export class BatchHostService {
 
   async handle(request: BatchHostRequest): Promise<unknown> {
     switch (request.action) {
+      case 'acquire':
+        return this.o.delivery.acquireNext(request.previous, request.credential);
       case 'register':
         return this.o.delivery.register(request.slot, request.received);
       case 'settle':

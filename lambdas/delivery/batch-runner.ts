@@ -1,11 +1,13 @@
 import { ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
-import type { DeadLetterItem, Received, Registration, Slot } from './delivery-service.ts';
+import type { AcquireResult, DeadLetterItem, Received, Registration, Slot } from './delivery-service.ts';
 import { decodeEnvelope, type Envelope } from './envelope.ts';
 import { MESSAGE_LIMITS } from './limits.ts';
 import type { BatchDelivery, InvocationOutcome, SettleCall } from './settlement-protocol.ts';
 
 /** The Host's delivery service as the runner reaches it: in-process locally, by Lambda invoke on AWS. */
 export interface BatchHostPort {
+  /** The lane's next slot, proven by the credential of the batch it just ran. */
+  acquire(previous: Slot, credential: string): Promise<AcquireResult>;
   register(slot: Slot, received: Received[]): Promise<Registration>;
   settle(batchId: string, credential: string, call: SettleCall): Promise<void>;
   finalize(
@@ -19,7 +21,12 @@ export interface BatchHostPort {
 
 /** Runs the worker's `queue` handler on one batch and reports how it ended. */
 export interface QueueInvoker {
-  invoke(delivery: BatchDelivery, settle: (call: SettleCall) => Promise<void>): Promise<InvocationOutcome>;
+  /** `slot` is the batch's slot: its handler must not run past `slot.deadline`. */
+  invoke(
+    delivery: BatchDelivery,
+    settle: (call: SettleCall) => Promise<void>,
+    slot: Slot,
+  ): Promise<InvocationOutcome>;
 }
 
 export interface RunnerDeps {
@@ -35,6 +42,8 @@ export interface RunResult {
   /** Nothing arrived while waiting: the lane may rest. */
   idle: boolean;
   delivered: number;
+  /** The batch credential (empty when nothing was registered); proves the lane to `acquire`. */
+  credential?: string;
 }
 
 /** Settlement rejections that prove the Host answered the call (nothing uncertain was written). */
@@ -110,6 +119,7 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
     held.map((h) => h.received),
   );
   if (held.length === 0) return { idle: true, delivered: 0 };
+  const { credential } = registration;
   if (registration.deadLetter.length > 0) {
     await deps.host.deadLetter(
       slot,
@@ -125,10 +135,9 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
       false,
     );
   }
-  if (registration.deliver.length === 0) return { idle: false, delivered: 0 };
+  if (registration.deliver.length === 0) return { idle: false, delivered: 0, credential };
 
   const batch = registration.deliver.map((d) => ({ ...(held[d.received] as Held), attempts: d.attempts }));
-  const { credential } = registration;
   const delivery: BatchDelivery = {
     batchId: slot.batchId,
     credential,
@@ -154,7 +163,7 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
   };
   let outcome: InvocationOutcome;
   try {
-    outcome = await deps.invoker.invoke(delivery, settle);
+    outcome = await deps.invoker.invoke(delivery, settle, slot);
   } catch {
     outcome = 'abandoned';
   }
@@ -181,5 +190,40 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
       true,
     );
   }
-  return { idle: false, delivered: batch.length };
+  return { idle: false, delivered: batch.length, credential };
+}
+
+export interface LaneLimits {
+  /** Batches one invocation may run before it returns to the state machine. */
+  maxBatches: number;
+  /** Stop taking new batches once this much time has passed (the caller's own time bound). */
+  budgetMs: number;
+}
+
+/**
+ * Runs batches one after another in one invocation: each takes its own slot (so the
+ * concurrency bound is unchanged), but the state machine pays its transitions once per
+ * invocation instead of once per batch. Returns when the queue is idle, the consumer stops,
+ * every slot is taken, or the limits are reached.
+ */
+export async function runLane(
+  first: Slot,
+  deps: RunnerDeps,
+  limits: LaneLimits,
+): Promise<RunResult & { batches: number }> {
+  const clock = deps.clock ?? Date.now;
+  const started = clock();
+  let slot = first;
+  let delivered = 0;
+  for (let batches = 1; ; batches++) {
+    const run = await runBatch(slot, deps);
+    delivered += run.delivered;
+    if (run.idle) return { idle: true, delivered, batches };
+    if (!run.credential || batches >= limits.maxBatches || clock() - started >= limits.budgetMs) {
+      return { idle: false, delivered, batches };
+    }
+    const next = await deps.host.acquire(slot, run.credential);
+    if (next.status !== 'acquired') return { idle: false, delivered, batches };
+    slot = next.slot;
+  }
 }

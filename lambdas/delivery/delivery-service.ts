@@ -203,6 +203,18 @@ export class DeliveryService {
     };
   }
 
+  /**
+   * A lane's next slot in the same invocation. The credential of the batch it just ran proves
+   * the caller is this consumer's runner (the batch head names the consumer).
+   */
+  async acquireNext(previous: Slot, credential: string): Promise<AcquireResult> {
+    const head = await this.o.store.getHead(previous.batchId);
+    if (!head || !this.ownsBatch(head, credential) || head.consumerUid !== previous.consumerUid) {
+      throw new NamedError('unknown_batch', 'not a batch of this runner');
+    }
+    return this.acquire(previous.consumerUid, previous.generation);
+  }
+
   /** Decides, for each received message, whether it is delivered now, later, or dead-lettered. */
   async register(claimed: Slot, received: Received[]): Promise<Registration> {
     // Only the slot's id is taken from the caller; everything else comes from the Host's own
@@ -229,6 +241,8 @@ export class DeliveryService {
     const now = this.now();
     const hide: { handle: string; seconds: number }[] = [];
     const remove: string[] = [];
+    /** Acknowledged messages seen again: their records go once their copies are deleted. */
+    const removeAcked: { id: string; handle: string }[] = [];
     if (a?.state !== 'active' || !queue || queue.queueUid !== claimed.queueUid) {
       // The stop boundary passed while this lane was receiving: nothing new starts.
       if (queue)
@@ -276,7 +290,7 @@ export class DeliveryService {
       const rec = records.get(e.id);
       if (rec?.acked) {
         remove.push(r.receiptHandle);
-        await this.o.store.clearAttempts(slot.queueUid, e.id);
+        removeAcked.push({ id: e.id, handle: r.receiptHandle });
         continue;
       }
       const notBefore = Math.max(e.notBefore ?? 0, rec?.notBefore ?? 0);
@@ -296,7 +310,11 @@ export class DeliveryService {
       manifest.push({ id: e.id, ts: e.ts, attempts, hadRecord: rec !== undefined });
     }
     await this.changeVisibility(slot.sqsUrl, hide);
-    await this.deleteMessages(slot.sqsUrl, remove);
+    const notRemoved = await this.deleteMessages(slot.sqsUrl, remove);
+    for (const d of removeAcked) {
+      // A copy that could not be deleted comes back: its record must still say it is done.
+      if (!notRemoved.has(d.handle)) await this.o.store.clearAttempts(slot.queueUid, d.id);
+    }
     if (manifest.length === 0) {
       // Nothing to deliver: the slot is freed now, or by the dead-letter moves the runner makes.
       if (deadLetter.length === 0) await this.o.store.releaseSlot(slot.consumerUid, slot.batchId);
@@ -498,12 +516,25 @@ export class DeliveryService {
       }
       crashPoint('delivery.after-dead-letter-send');
     }
-    if (queue)
-      await this.deleteMessages(
-        queue.sqsUrl,
-        items.flatMap((i) => i.receiptHandles),
-      );
-    for (const item of items) if (item.hadRecord) await this.o.store.clearAttempts(queueUid, item.id);
+    const failed = queue
+      ? await this.deleteMessages(
+          queue.sqsUrl,
+          items.flatMap((i) => i.receiptHandles),
+        )
+      : new Set<string>();
+    const expires =
+      Math.ceil(this.now() / 1000) +
+      (queue?.retentionSeconds ?? 1_209_600) +
+      MESSAGE_LIMITS.maxDelaySeconds +
+      86_400;
+    for (const item of items) {
+      if (item.receiptHandles.some((h) => failed.has(h))) {
+        // The original could not be removed and will come back: its fate is final (moved or
+        // dropped), so it is deleted on sight, never delivered again as a first attempt (DL-07).
+        // The count no longer matters for a record marked done.
+        await this.o.store.putAttempts(queueUid, { id: item.id, attempts: 0, acked: true }, expires);
+      } else if (item.hadRecord) await this.o.store.clearAttempts(queueUid, item.id);
+    }
     if (batch?.phase === 'finalize') {
       await this.o.store.markApplied(batch.batchId, []);
       await this.o.store.releaseSlot(consumerUid, batch.batchId);
@@ -542,6 +573,11 @@ export class DeliveryService {
       return;
     }
     await this.o.store.releaseSlot(consumerUid, batchId);
+  }
+
+  /** The running batches of a consumer and their deadlines (for operators and tests). */
+  slotsOf(consumerUid: string): Promise<Record<string, number>> {
+    return this.o.store.slots(consumerUid);
   }
 
   /** Batches that started and have not ended (QC-08): expired ones are recovered first. */

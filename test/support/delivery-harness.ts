@@ -135,7 +135,7 @@ export async function createDeliveryHost(
     };
     const current = pool;
     return {
-      invoke: async (delivery, settle) =>
+      invoke: async (delivery, settle, batchSlot) =>
         entry
           ? current.invokeQueue({
               file: entry.file,
@@ -143,7 +143,7 @@ export async function createDeliveryHost(
               delivery,
               settle,
               produce,
-              deadline: slot.deadline,
+              deadline: batchSlot.deadline,
             })
           : 'abandoned',
     };

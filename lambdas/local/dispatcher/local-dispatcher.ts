@@ -1,7 +1,7 @@
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { StateMachine } from 'aws-local-stepfunctions';
 import type { DynamoAttachments } from '../../adapters/aws/dynamodb-attachments.ts';
-import { type QueueInvoker, runBatch } from '../../delivery/batch-runner.ts';
+import { type QueueInvoker, runLane } from '../../delivery/batch-runner.ts';
 import type { DeliveryService, Slot } from '../../delivery/delivery-service.ts';
 import { directBatchHost } from '../../delivery/direct-batch-host.ts';
 import {
@@ -106,12 +106,18 @@ export class LocalDispatcher {
             ),
           [DISPATCHER_TASKS.invoke]: async (input) => {
             const slot = (input as unknown as { Payload: { slot: Slot } }).Payload.slot;
-            const result = await runBatch(slot, {
-              sqs: this.o.sqs,
-              host,
-              invoker: await this.o.invokerFor(slot),
-              idleWaitSeconds: this.o.idleWaitSeconds,
-            });
+            // Several batches per InvokeWorker, as on AWS: the state machine's transitions are
+            // paid per invocation, not per batch.
+            const result = await runLane(
+              slot,
+              {
+                sqs: this.o.sqs,
+                host,
+                invoker: await this.o.invokerFor(slot),
+                idleWaitSeconds: this.o.idleWaitSeconds,
+              },
+              { maxBatches: 100, budgetMs: 30_000 },
+            );
             return asLambdaResult(result);
           },
         },

@@ -27,7 +27,7 @@ export async function localInvoker(
   };
   return {
     // Missing code or configuration: the batch ends unsettled and is retried, never acknowledged.
-    invoke: async (delivery, settle) =>
+    invoke: async (delivery, settle, batchSlot) =>
       found && config
         ? deps.pool.invokeQueue({
             file: found.file,
@@ -35,7 +35,7 @@ export async function localInvoker(
             delivery,
             settle,
             produce,
-            deadline: slot.deadline,
+            deadline: batchSlot.deadline,
           })
         : 'abandoned',
   };

@@ -16,7 +16,7 @@ import { LambdaClient } from '@aws-sdk/client-lambda';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { z } from 'zod';
 import { slotSchema } from '../../delivery/batch-host-protocol.ts';
-import { type QueueInvoker, type RunResult, runBatch } from '../../delivery/batch-runner.ts';
+import { type QueueInvoker, type RunResult, runLane } from '../../delivery/batch-runner.ts';
 import type { Slot } from '../../delivery/delivery-service.ts';
 import { NamedError } from '../../delivery/limits.ts';
 import type { InvocationOutcome } from '../../delivery/settlement-protocol.ts';
@@ -111,12 +111,13 @@ function inProcessInvoker(
   moduleDefault: unknown,
   config: QueueWorkerConfig,
   host: RemoteBatchHost,
-  deadlineAt: () => number,
+  deadlineOf: (slot: Slot) => number,
   clock: () => number,
   log: NonNullable<QueueWorkerRuntime['log']>,
 ): QueueInvoker {
   return {
-    invoke: async (delivery, settle): Promise<InvocationOutcome> => {
+    invoke: async (delivery, settle, slot): Promise<InvocationOutcome> => {
+      const deadlineAt = () => deadlineOf(slot);
       const handler = declaredQueueHandler(moduleDefault);
       if (!handler) {
         log('the module does not declare a queue handler', { batchId: delivery.batchId });
@@ -206,19 +207,24 @@ export function createQueueWorkerHandler(
     const margin = rt.marginMs ?? 5_000;
     const host = rt.host();
     const log = rt.log ?? (() => {});
-    // The handler must end before the Lambda does and before the Host's slot deadline, after
-    // which recovery would finish the batch on its own.
-    const deadlineAt = () => Math.min(lambdaEnd, slot.deadline) - margin;
-    const result = await runBatch(slot, {
-      sqs: rt.sqs as SQSClient,
-      host,
-      invoker: inProcessInvoker(moduleDefault, config, host, deadlineAt, clock, log),
-      idleWaitSeconds: Math.max(
-        0,
-        Math.min(rt.idleWaitSeconds, Math.floor((deadlineAt() - clock()) / 1000) - 1),
-      ),
-      clock,
-    });
+    // A handler must end before the Lambda does and before its slot's deadline, after which
+    // recovery would finish the batch on its own.
+    const deadlineOf = (s: Slot) => Math.min(lambdaEnd, s.deadline) - margin;
+    const result = await runLane(
+      slot,
+      {
+        sqs: rt.sqs as SQSClient,
+        host,
+        invoker: inProcessInvoker(moduleDefault, config, host, deadlineOf, clock, log),
+        idleWaitSeconds: Math.max(
+          0,
+          Math.min(rt.idleWaitSeconds, Math.floor((deadlineOf(slot) - clock()) / 1000) - 1),
+        ),
+        clock,
+      },
+      // Batches start only in the first half of the Lambda's time, so each has time to finish.
+      { maxBatches: 100, budgetMs: Math.max(0, (lambdaEnd - startedAt) / 2) },
+    );
     log('batch done', { batchId: slot.batchId, consumerUid: slot.consumerUid, ...result });
     return result;
   };

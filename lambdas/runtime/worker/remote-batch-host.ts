@@ -13,7 +13,7 @@ import {
   toBase64,
 } from '../../delivery/batch-host-protocol.ts';
 import type { BatchHostPort } from '../../delivery/batch-runner.ts';
-import type { DeadLetterItem, Registration } from '../../delivery/delivery-service.ts';
+import type { AcquireResult, DeadLetterItem, Registration } from '../../delivery/delivery-service.ts';
 import { MESSAGE_LIMITS, NamedError } from '../../delivery/limits.ts';
 import type { ProduceCall } from '../../delivery/settlement-protocol.ts';
 
@@ -105,6 +105,8 @@ export function remoteBatchHost(transport: BatchHostTransport): RemoteBatchHost 
   };
 
   return {
+    acquire: (previous, credential) =>
+      call<AcquireResult>({ action: 'acquire', previous, credential }, 'runner'),
     register: async (slot, received) => {
       const registration = await call<Registration>({ action: 'register', slot, received }, 'runner');
       if (registration.credential) credentials.set(slot.batchId, registration.credential);

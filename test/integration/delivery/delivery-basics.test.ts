@@ -1,5 +1,7 @@
 import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runLane } from '../../../lambdas/delivery/batch-runner.ts';
+import { directBatchHost } from '../../../lambdas/delivery/direct-batch-host.ts';
 import { decodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
 import {
   createDeliveryHost,
@@ -74,5 +76,50 @@ describe('delivery through the production dispatcher definition', () => {
     const env = decodeEnvelope(moved[0]?.Body);
     expect(env?.id).not.toBe(id);
     expect(Buffer.from(env?.body ?? []).toString()).toBe('poison');
+  });
+});
+
+describe('lanes run several batches per invocation', () => {
+  it('DL-02 one runLane call drains a backlog in several batches, each in its own slot, never above maxConcurrency', async () => {
+    const d = await createDeliveryHost();
+    try {
+      const { queue, consumerUid } = await d.setup('lane', recordingWorker(d.logFile('lane')), {
+        maxBatchSize: 5,
+        maxConcurrency: 1,
+      });
+      await d.host.producer.sendBatch(
+        queue,
+        Array.from({ length: 20 }, (_, i) => ({ body: `l${i}` })),
+      );
+      const first = await d.host.delivery.acquire(consumerUid, 1);
+      if (first.status !== 'acquired') throw new Error('no slot');
+      const batchIds = new Set<string>();
+      const slotsSeen: number[] = [];
+      const result = await runLane(
+        first.slot,
+        {
+          sqs: d.host.sqs,
+          host: directBatchHost(d.host.delivery),
+          idleWaitSeconds: 1,
+          invoker: {
+            invoke: async (delivery, settle, slot) => {
+              batchIds.add(slot.batchId);
+              slotsSeen.push(Object.keys(await d.host.delivery.slotsOf(consumerUid)).length);
+              await settle({ kind: 'ackAll' });
+              return 'returned';
+            },
+          },
+        },
+        { maxBatches: 100, budgetMs: 30_000 },
+      );
+      expect(result.delivered).toBe(20);
+      expect(result.batches).toBeGreaterThanOrEqual(4);
+      expect(batchIds.size).toBe(4);
+      // With maxConcurrency 1 the lane holds exactly one slot while each batch runs.
+      expect(slotsSeen.every((n) => n === 1)).toBe(true);
+      expect(result).not.toHaveProperty('credential');
+    } finally {
+      await d.close();
+    }
   });
 });

@@ -248,7 +248,7 @@ describe('DL-06 a 43200 s retry delay, driven at the service level with an injec
     // visibility had run out before the Host's notBefore (the 12-hour SQS bound is shorter than
     // delay + processing): the Host must hide it again, not deliver it.
     await letSqsTimePass(first.handle);
-    expect(await runOnce()).toEqual({ idle: false, delivered: 0 });
+    expect(await runOnce()).toMatchObject({ idle: false, delivered: 0 });
     expect(seen).toHaveLength(1);
     expect(hides).toHaveLength(2);
     const again = hides[1] as { handle: string; seconds: number };
