@@ -1,0 +1,360 @@
+/**
+ * The checkers of a chaos run: pure functions from what was recorded (the workers' own logs,
+ * the ids the Host accepted, the Host's batch heads and manifests read from DynamoDB) to
+ * verdicts. See README §Reliability for what each one proves.
+ */
+import type { SettleKind, WorkerRecord } from './chaos-worker.ts';
+import type { BatchView, HeadItem, ManifestItem } from './host-state.ts';
+
+/** A message the Host accepted (a 200 answer with its id). */
+export interface Accepted {
+  id: string;
+  seq: number;
+  body: string;
+}
+
+export interface DeliveryEvidence {
+  maxRetries: number;
+  maxConcurrency: number;
+  deadLetter: boolean;
+  mainQueue: string;
+  mainConsumerUid: string;
+  deadLetterQueue?: string;
+  deadLetterConcurrency?: number;
+  accepted: Accepted[];
+  records: WorkerRecord[];
+  deadLetterRecords: WorkerRecord[];
+  view: BatchView;
+  /** Host pid → when it died (its handlers died with it). */
+  deaths: Map<number, number>;
+  workerTimeoutMs: number;
+}
+
+export interface DeliveryVerdict {
+  sent: number;
+  delivered: number;
+  deliveries: number;
+  duplicates: number;
+  acked: number;
+  deadLettered: number;
+  deadLetterCopies: number;
+  dropped: number;
+  /** Exhausted messages whose last counted delivery no handler saw (the Host died after registering it). */
+  exhaustedUnseen: number;
+  lost: string[];
+  /** Messages delivered whose send was not confirmed (a lost answer); not part of `sent`. */
+  unconfirmedDelivered: number;
+  flips: string[];
+  breaches: string[];
+  attemptAnomalies: string[];
+  unknownSettlementAcked: string[];
+  wrongOutcome: string[];
+  conflicts: string[];
+  unexplainedDeadLetters: string[];
+  /** Batches a handler received that the Host has no head of. */
+  orphanBatches: string[];
+}
+
+/** The decision the Host holds for one index of a closed batch; undefined while it is open. */
+export function decisionOf(head: HeadItem, index: number): string | undefined {
+  if (!head.closed) return undefined;
+  return (
+    head.settled[String(index)] ?? head.all ?? (head.outcome === 'returned' && !head.doubtful ? 'a' : 'r')
+  );
+}
+
+/** Changes between two reads of one batch head that must never happen (settlements are final). */
+export function compareHeads(before: HeadItem, after: HeadItem | undefined): string[] {
+  const id = before.batchId;
+  if (!after) return [`${id}: head disappeared`];
+  const out: string[] = [];
+  for (const [i, code] of Object.entries(before.settled)) {
+    if (after.settled[i] !== code) out.push(`${id}[${i}]: ${code} became ${after.settled[i] ?? 'unsettled'}`);
+  }
+  if (before.all !== undefined && after.all !== before.all)
+    out.push(`${id}: all ${before.all} became ${after.all ?? 'unset'}`);
+  if (before.closed && !after.closed) out.push(`${id}: reopened`);
+  if (before.outcome !== undefined && after.outcome !== before.outcome)
+    out.push(`${id}: outcome ${before.outcome} became ${after.outcome ?? 'unset'}`);
+  return out;
+}
+
+interface BatchLog {
+  batch: string;
+  queue: string;
+  pid: number;
+  start: number;
+  /** The time of its latest record (heartbeats of a hanging handler included). */
+  last: number;
+  end?: { t: number; how: 'returned' | 'threw' };
+  mode?: string;
+  msgs: { i: number; id: string; a: number; body: string; t: number }[];
+  results: { k: SettleKind; i?: number; r: string }[];
+}
+
+function batchLogs(records: WorkerRecord[]): Map<string, BatchLog> {
+  const out = new Map<string, BatchLog>();
+  for (const r of records) {
+    if (r.ev === 'start') {
+      out.set(r.b, { batch: r.b, queue: r.q, pid: r.p, start: r.t, last: r.t, msgs: [], results: [] });
+      continue;
+    }
+    const log = out.get(r.b);
+    if (!log) continue;
+    log.last = Math.max(log.last, r.t);
+    if (r.ev === 'msg') log.msgs.push({ i: r.i, id: r.id, a: r.a, body: r.body, t: r.t });
+    else if (r.ev === 'mode') log.mode = r.m;
+    else if (r.ev === 'res')
+      log.results.push(r.i === undefined ? { k: r.k, r: r.r } : { k: r.k, i: r.i, r: r.r });
+    else if (r.ev === 'end') log.end = { t: r.t, how: r.how };
+  }
+  return out;
+}
+
+/**
+ * At no moment more than `max` handlers of `queue` ran. Each interval is start → end as the
+ * handler recorded them. A handler with no end either hung — it beats every 20 ms until its
+ * thread is cut off, so it ended just after its last beat — or died with its Host (at the
+ * latest when the runner saw the Host exit).
+ */
+export function concurrencyBreaches(
+  logs: Iterable<BatchLog>,
+  queue: string,
+  max: number,
+  deaths: Map<number, number>,
+  timeoutMs: number,
+): string[] {
+  const edges: { t: number; d: 1 | -1; batch: string }[] = [];
+  for (const l of logs) {
+    if (l.queue !== queue) continue;
+    const death = deaths.get(l.pid) ?? Number.POSITIVE_INFINITY;
+    const end =
+      l.end?.t ?? (l.mode === 'hang' ? Math.min(l.last, death) : Math.min(l.start + timeoutMs, death));
+    // A handler that started and ended within one millisecond still ran: its end sorts after its start.
+    edges.push(
+      { t: l.start, d: 1, batch: l.batch },
+      { t: Math.max(end, l.start + 0.5), d: -1, batch: l.batch },
+    );
+  }
+  // At equal times an end counts before a start: the Host frees a slot only after the handler ended.
+  edges.sort((a, b) => a.t - b.t || a.d - b.d);
+  const out: string[] = [];
+  const running = new Set<string>();
+  for (const e of edges) {
+    if (e.d === -1) running.delete(e.batch);
+    else {
+      running.add(e.batch);
+      if (running.size > max)
+        out.push(
+          `${queue} at ${new Date(e.t).toISOString()}: ${running.size} > ${max} (${[...running].join(' ')})`,
+        );
+    }
+  }
+  return out;
+}
+
+const codeOfCall = (k: SettleKind, i: number | undefined): string =>
+  k === 'ack' || k === 'ackAll' ? 'a' : k === 'retry' ? (i !== undefined && i % 2 === 0 ? 'r0' : 'r') : 'r0';
+
+export function checkDelivery(e: DeliveryEvidence): DeliveryVerdict {
+  const logs = batchLogs(e.records);
+  const dlqLogs = batchLogs(e.deadLetterRecords);
+  const acceptedIds = new Set(e.accepted.map((a) => a.id));
+  const v: DeliveryVerdict = {
+    sent: e.accepted.length,
+    delivered: 0,
+    deliveries: 0,
+    duplicates: 0,
+    acked: 0,
+    deadLettered: 0,
+    deadLetterCopies: 0,
+    dropped: 0,
+    exhaustedUnseen: 0,
+    lost: [],
+    unconfirmedDelivered: 0,
+    flips: [],
+    breaches: [],
+    attemptAnomalies: [],
+    unknownSettlementAcked: [],
+    wrongOutcome: [],
+    conflicts: [],
+    unexplainedDeadLetters: [],
+    orphanBatches: [],
+  };
+
+  for (const l of dlqLogs.values()) if (!e.view.heads.has(l.batch)) v.orphanBatches.push(l.batch);
+  // --- Per batch: settlements the worker saw resolve must be what the head holds (durable, final).
+  for (const l of logs.values()) {
+    const head = e.view.heads.get(l.batch);
+    if (!head) {
+      v.orphanBatches.push(l.batch);
+      continue;
+    }
+    let firstAll: string | undefined;
+    for (const r of l.results) {
+      if (r.r === 'resolved') {
+        if (r.k === 'ack' || r.k === 'retry') {
+          const held = head.settled[String(r.i)];
+          if (held !== codeOfCall(r.k, r.i))
+            v.flips.push(`${l.batch}[${r.i}]: ${r.k} resolved but the head holds ${held ?? 'nothing'}`);
+        } else {
+          if (head.all === undefined)
+            v.flips.push(`${l.batch}: ${r.k} resolved but the head holds no batch settlement`);
+          else if (firstAll === undefined && head.all !== codeOfCall(r.k, undefined))
+            v.flips.push(`${l.batch}: ${r.k} resolved first but the head holds ${head.all}`);
+          firstAll ??= r.k;
+        }
+      } else if (r.r === 'backend_unavailable' && head.closed) {
+        // DL-08: an unknown settlement is never taken as an acknowledgement.
+        const idx = r.i === undefined ? [...Array(head.size).keys()] : [r.i];
+        for (const i of idx) {
+          const explicit = head.settled[String(i)] ?? head.all;
+          if (explicit === undefined && decisionOf(head, i) === 'a')
+            v.unknownSettlementAcked.push(`${l.batch}[${i}]: ${r.k} failed, then acknowledged by the return`);
+        }
+      }
+    }
+    // Only a handler that returned may have its unsettled rest acknowledged (outcome `returned`);
+    // a throw, a cut-off, a crash or a doubtful settlement retries it (`threw`, `abandoned`).
+    if (head.closed) {
+      if (head.outcome === 'returned' && l.end?.how !== 'returned')
+        v.wrongOutcome.push(
+          `${l.batch}: handler ${l.end?.how ?? 'never returned'}, Host outcome ${head.outcome}`,
+        );
+    }
+  }
+
+  // --- Per message: counted deliveries (manifests), what the handler saw, the Host's decisions.
+  const counted = new Map<string, { batch: string; index: number; attempts: number }[]>();
+  for (const [batch, entries] of e.view.manifests) {
+    const head = e.view.heads.get(batch);
+    if (head && head.consumerUid !== e.mainConsumerUid) continue;
+    entries.forEach((m: ManifestItem, index) => {
+      const list = counted.get(m.id) ?? [];
+      list.push({ batch, index, attempts: m.attempts });
+      counted.set(m.id, list);
+    });
+  }
+  const seenBy = new Map<string, { batch: string; i: number; t: number; believedAck: boolean }[]>();
+  for (const l of logs.values()) {
+    if (l.queue !== e.mainQueue) continue;
+    const resolved = l.results.filter((r) => r.r === 'resolved');
+    const allAck = resolved.find((r) => r.k === 'ackAll' || r.k === 'retryAll');
+    for (const m of l.msgs) {
+      const own = resolved.find((r) => r.i === m.i && (r.k === 'ack' || r.k === 'retry'));
+      const believedAck = own ? own.k === 'ack' : allAck ? allAck.k === 'ackAll' : l.end?.how === 'returned';
+      const list = seenBy.get(m.id) ?? [];
+      list.push({ batch: l.batch, i: m.i, t: m.t, believedAck });
+      seenBy.set(m.id, list);
+      v.deliveries++;
+    }
+  }
+  for (const id of seenBy.keys()) if (!acceptedIds.has(id)) v.unconfirmedDelivered++;
+
+  const bodyOfId = new Map<string, string>();
+  for (const a of e.accepted) bodyOfId.set(a.id, a.body);
+  for (const l of logs.values()) for (const m of l.msgs) if (!bodyOfId.has(m.id)) bodyOfId.set(m.id, m.body);
+
+  const max = 1 + e.maxRetries;
+  const ackedIds = new Set<string>();
+  const exhausted = new Set<string>();
+  for (const id of new Set([...acceptedIds, ...seenBy.keys()])) {
+    const deliveries = (counted.get(id) ?? []).sort((a, b) => a.attempts - b.attempts);
+    const saw = seenBy.get(id) ?? [];
+    const attempts = deliveries.map((d) => d.attempts);
+    if (attempts.some((a, n) => a !== n + 1))
+      v.attemptAnomalies.push(
+        `${id}: counted attempts ${attempts.join(',')} (expected 1..${attempts.length})`,
+      );
+    if (attempts.some((a) => a > max))
+      v.attemptAnomalies.push(`${id}: ${Math.max(...attempts)} > ${max} deliveries`);
+    for (const s of saw) {
+      if (!deliveries.some((d) => d.batch === s.batch))
+        v.attemptAnomalies.push(`${id}: delivered in ${s.batch}, which the Host did not count`);
+    }
+    let ackedAt: number | undefined;
+    for (const d of deliveries) {
+      const head = e.view.heads.get(d.batch);
+      const handled = saw.some((s) => s.batch === d.batch);
+      if (head && handled && decisionOf(head, d.index) === 'a') {
+        ackedAt ??= d.attempts;
+      }
+    }
+    if (ackedAt !== undefined) ackedIds.add(id);
+    const lastDelivery = deliveries[deliveries.length - 1];
+    const lastHead = lastDelivery ? e.view.heads.get(lastDelivery.batch) : undefined;
+    const lastDecision = lastHead && lastDelivery ? decisionOf(lastHead, lastDelivery.index) : undefined;
+    if (lastDelivery?.attempts === max && lastDecision !== undefined && lastDecision !== 'a') {
+      if (ackedAt !== undefined)
+        v.conflicts.push(`${id}: acknowledged at attempt ${ackedAt}, later delivered until exhausted`);
+      else {
+        exhausted.add(id);
+        if (!saw.some((x) => x.batch === lastDelivery.batch)) v.exhaustedUnseen++;
+      }
+    }
+    // Duplicates: deliveries after one the handler believed acknowledged (allowed, counted).
+    const sorted = [...saw].sort((a, b) => a.t - b.t);
+    const firstAck = sorted.findIndex((s) => s.believedAck);
+    if (firstAck >= 0) v.duplicates += sorted.length - firstAck - 1;
+  }
+
+  // --- Dead-lettered: matched by body against what the dead-letter queue's consumer received.
+  const receipts = new Map<string, Set<string>>();
+  for (const l of dlqLogs.values()) {
+    for (const m of l.msgs) {
+      const ids = receipts.get(m.body) ?? new Set<string>();
+      ids.add(m.id);
+      receipts.set(m.body, ids);
+    }
+  }
+  const candidates = new Map<string, string[]>();
+  for (const id of exhausted) {
+    const body = bodyOfId.get(id) ?? '';
+    candidates.set(body, [...(candidates.get(body) ?? []), id]);
+  }
+  const deadLettered = new Set<string>();
+  for (const [body, ids] of candidates) {
+    const got = receipts.get(body)?.size ?? 0;
+    if (e.deadLetter) {
+      // Accepted ids first, so an unconfirmed copy cannot hide a lost accepted message.
+      const ordered = [...ids.filter((i) => acceptedIds.has(i)), ...ids.filter((i) => !acceptedIds.has(i))];
+      for (const id of ordered.slice(0, got)) deadLettered.add(id);
+      if (got > ids.length) v.deadLetterCopies += got - ids.length;
+    }
+  }
+  for (const [body, ids] of receipts) {
+    if (!candidates.has(body))
+      v.unexplainedDeadLetters.push(
+        `${body}: ${ids.size} in the dead-letter queue, none exhausted its deliveries`,
+      );
+  }
+
+  for (const a of e.accepted) {
+    if (seenBy.has(a.id)) v.delivered++;
+    if (ackedIds.has(a.id)) v.acked++;
+    else if (deadLettered.has(a.id)) v.deadLettered++;
+    else if (!e.deadLetter && exhausted.has(a.id)) v.dropped++;
+    else v.lost.push(`${a.id} (seq ${a.seq})`);
+  }
+
+  v.breaches.push(
+    ...concurrencyBreaches(logs.values(), e.mainQueue, e.maxConcurrency, e.deaths, e.workerTimeoutMs),
+  );
+  if (e.deadLetterQueue && e.deadLetterConcurrency !== undefined) {
+    v.breaches.push(
+      ...concurrencyBreaches(
+        dlqLogs.values(),
+        e.deadLetterQueue,
+        e.deadLetterConcurrency,
+        e.deaths,
+        e.workerTimeoutMs,
+      ),
+    );
+  }
+  return v;
+}
+
+/** What still blocks a verdict: accepted messages with no final fate yet. */
+export function unsettledIds(e: DeliveryEvidence): string[] {
+  return checkDelivery(e).lost;
+}

@@ -1,0 +1,167 @@
+/**
+ * The Host's own state, read directly from its stand-ins (DynamoDB Local and the SQS server,
+ * found as the Host's descendants): batch heads and manifests, concurrency slots, SQS queues and
+ * their message counts. Nothing here goes through the Host's code.
+ */
+import { DynamoDBClient, ScanCommand, type ScanCommandOutput } from '@aws-sdk/client-dynamodb';
+import {
+  GetQueueAttributesCommand,
+  GetQueueUrlCommand,
+  ListQueuesCommand,
+  SQSClient,
+} from '@aws-sdk/client-sqs';
+import { unmarshall } from '@aws-sdk/util-dynamodb';
+import type { HostController } from './host-control.ts';
+
+export const LOCAL_TABLE = 'takoform-host';
+const CREDENTIALS = { accessKeyId: 'local', secretAccessKey: 'local' };
+
+/** A batch head as stored (`BATCH#<id>` / `head`). */
+export interface HeadItem {
+  batchId: string;
+  consumerUid: string;
+  queueUid: string;
+  size: number;
+  closed: boolean;
+  outcome?: string;
+  applied: boolean;
+  settled: Record<string, string>;
+  all?: string;
+  doubtful: boolean;
+}
+
+export interface ManifestItem {
+  id: string;
+  ts: number;
+  attempts: number;
+  hadRecord: boolean;
+}
+
+export interface BatchView {
+  heads: Map<string, HeadItem>;
+  manifests: Map<string, ManifestItem[]>;
+  /** consumerUid → batch ids holding a slot. */
+  slots: Map<string, string[]>;
+}
+
+export interface QueueCounts {
+  visible: number;
+  inFlight: number;
+  delayed: number;
+}
+
+export class HostState {
+  private readonly ctl: HostController;
+  private clients: { key: string; ddb: DynamoDBClient; sqs: SQSClient } | undefined;
+
+  constructor(ctl: HostController) {
+    this.ctl = ctl;
+  }
+
+  private async connect(): Promise<{ ddb: DynamoDBClient; sqs: SQSClient }> {
+    const ep = await this.ctl.endpoints();
+    const key = `${ep.dynamodb} ${ep.sqs}`;
+    if (this.clients?.key !== key) {
+      this.clients?.ddb.destroy();
+      this.clients?.sqs.destroy();
+      const common = { region: 'us-east-1', credentials: CREDENTIALS, maxAttempts: 2 };
+      this.clients = {
+        key,
+        ddb: new DynamoDBClient({ ...common, endpoint: ep.dynamodb }),
+        sqs: new SQSClient({ ...common, endpoint: ep.sqs, useQueueUrlAsEndpoint: false }),
+      };
+    }
+    return this.clients;
+  }
+
+  close(): void {
+    this.clients?.ddb.destroy();
+    this.clients?.sqs.destroy();
+    this.clients = undefined;
+  }
+
+  /** Every batch head, manifest and slot map in the table (consistent scan, paginated). */
+  async batches(): Promise<BatchView> {
+    const { ddb } = await this.connect();
+    const view: BatchView = { heads: new Map(), manifests: new Map(), slots: new Map() };
+    let start: ScanCommandOutput['LastEvaluatedKey'];
+    for (let page = 0; page < 1000; page++) {
+      const out = await ddb.send(
+        new ScanCommand({
+          TableName: LOCAL_TABLE,
+          ConsistentRead: true,
+          FilterExpression: 'begins_with(pk, :b) OR begins_with(pk, :d)',
+          ExpressionAttributeValues: { ':b': { S: 'BATCH#' }, ':d': { S: 'DISPATCH#' } },
+          ExclusiveStartKey: start,
+        }),
+      );
+      for (const raw of out.Items ?? []) {
+        const item = unmarshall(raw);
+        const pk = String(item.pk);
+        if (pk.startsWith('DISPATCH#')) {
+          view.slots.set(pk.slice('DISPATCH#'.length), Object.keys(item.slots ?? {}));
+        } else if (item.sk === 'head') {
+          view.heads.set(String(item.batchId), {
+            batchId: String(item.batchId),
+            consumerUid: String(item.consumerUid),
+            queueUid: String(item.queueUid),
+            size: Number(item.size),
+            closed: item.closed === true,
+            outcome: item.outcome as string | undefined,
+            applied: item.applied === true,
+            settled: (item.settled ?? {}) as Record<string, string>,
+            all: item.all as string | undefined,
+            doubtful: item.doubtful === true,
+          });
+        } else if (item.sk === 'manifest') {
+          view.manifests.set(String(item.batchId), JSON.parse(String(item.entriesJson)) as ManifestItem[]);
+        }
+      }
+      start = out.LastEvaluatedKey;
+      if (!start) break;
+    }
+    return view;
+  }
+
+  /** Names of the SQS queues the Host made (`takoform-…`). */
+  async sqsQueueNames(): Promise<string[]> {
+    const { sqs } = await this.connect();
+    const names: string[] = [];
+    let token: string | undefined;
+    for (let page = 0; page < 100; page++) {
+      const out = await sqs.send(new ListQueuesCommand({ QueueNamePrefix: 'takoform-', NextToken: token }));
+      for (const url of out.QueueUrls ?? []) names.push(url.slice(url.lastIndexOf('/') + 1));
+      token = out.NextToken;
+      if (!token) break;
+    }
+    return names;
+  }
+
+  /** SQS's counts of the queue of a queue Resource; undefined when the queue does not exist. */
+  async counts(queueUid: string): Promise<QueueCounts | undefined> {
+    const { sqs } = await this.connect();
+    let url: string | undefined;
+    try {
+      url = (await sqs.send(new GetQueueUrlCommand({ QueueName: `takoform-${queueUid}` }))).QueueUrl;
+    } catch {
+      return undefined;
+    }
+    if (!url) return undefined;
+    const out = await sqs.send(
+      new GetQueueAttributesCommand({
+        QueueUrl: url,
+        AttributeNames: [
+          'ApproximateNumberOfMessages',
+          'ApproximateNumberOfMessagesNotVisible',
+          'ApproximateNumberOfMessagesDelayed',
+        ],
+      }),
+    );
+    const a = out.Attributes ?? {};
+    return {
+      visible: Number(a.ApproximateNumberOfMessages ?? 0),
+      inFlight: Number(a.ApproximateNumberOfMessagesNotVisible ?? 0),
+      delayed: Number(a.ApproximateNumberOfMessagesDelayed ?? 0),
+    };
+  }
+}

@@ -1,0 +1,278 @@
+/**
+ * Chaos schedules: everything a run does is decided here, from the seed alone — consumer
+ * settings, how many messages and in which waves, what each handler does on each attempt, which
+ * faults happen in which order, which crash point is armed and at which occurrence (`point@N`).
+ * Running the same seed again replays the same schedule; only timing (which batch a wall-clock
+ * kill or an occurrence-counted crash point happens to hit) can differ.
+ */
+import { createRng, type Rng } from './prng.ts';
+
+/** What a handler does with a batch whose first message has this mode (see chaos-worker.ts). */
+export type Mode =
+  /** Return normally: every unsettled message is acknowledged. */
+  | 'ok'
+  /** Wait `slowMs`, then return. */
+  | 'slow'
+  /** `acknowledge(id)` each message, then return. */
+  | 'ackEach'
+  /** `acknowledgeAll()`, then return. */
+  | 'ackAll'
+  /** Each message by its own plan: acknowledge the good ones, retry the failing ones; return. */
+  | 'mixed'
+  /** Like `mixed` for the first half of the batch only, then throw: the rest is retried. */
+  | 'mixedThrow'
+  /** Like `mixed`, then wait `slowMs` × 3 before returning (settlements well before the end). */
+  | 'mixedSlow'
+  /** Return at once; acknowledge after returning (timers and `ctx.waitUntil`). */
+  | 'late'
+  /** Acknowledge each message twice and retry it once more: the later calls must reject. */
+  | 'double'
+  /** Throw: every unsettled message is retried. */
+  | 'throw'
+  /** `retryAll(0)`, then return. */
+  | 'retryAll'
+  /** Never return: cut off by the worker timeout, every unsettled message is retried. */
+  | 'hang';
+
+/** Modes after which a message is not acknowledged by its own plan. */
+export const FAILING_MODES: ReadonlySet<Mode> = new Set(['throw', 'retryAll', 'hang', 'mixedThrow']);
+
+export interface MessagePlan {
+  /** Mode per attempt (1-based: `modes[attempts - 1]`, the last one repeating). */
+  modes: Mode[];
+  slowMs: number;
+}
+
+export interface ConsumerShape {
+  maxBatchSize: number;
+  maxBatchTimeoutSeconds: number;
+  maxConcurrency: number;
+  maxRetries: number;
+  retryDelaySeconds: number;
+  /** With a dead-letter queue (and a recording consumer on it), else exhausted messages are dropped. */
+  deadLetter: boolean;
+}
+
+export type DeliveryCrashPoint =
+  | 'delivery.after-register'
+  | 'delivery.after-settle'
+  | 'delivery.mid-finalize'
+  | 'delivery.after-dead-letter-send';
+export type OperationCrashPoint =
+  | 'operation.after-accept'
+  | 'operation.after-dispatch-mark'
+  | 'operation.after-backend'
+  | 'operation.after-settle';
+
+export type Step =
+  /** Send these messages (by sequence number); `duplicates` are sent once more, as separate messages. */
+  | { kind: 'send'; seqs: number[]; multi: boolean; duplicates: number[] }
+  | { kind: 'pause'; ms: number }
+  /**
+   * SIGKILL one stand-in of the running Host after `afterMs`; the Host restarts it. With
+   * `again`, its successor is killed too, that long after it appeared (a longer outage).
+   */
+  | { kind: 'standin'; which: 'dynamodb' | 'sqs'; afterMs: number; again?: number }
+  /** Create an extra queue Resource (the request sent twice with one key) and maybe delete it. */
+  | { kind: 'ops'; name: string; remove: boolean }
+  /** Boundary: the running Host dies at its armed crash point (bounded wait), then restarts. */
+  | { kind: 'crash'; point: DeliveryCrashPoint | OperationCrashPoint; nth: number; boundMs: number }
+  /** Boundary: `kill -9` of the Host after `afterMs`, then a restart on the same data folder. */
+  | { kind: 'kill9'; afterMs: number }
+  /** Boundary: SIGTERM (graceful stop, exit 0 expected), then a restart. */
+  | { kind: 'term' };
+
+export type Profile = 'full' | 'short';
+
+export interface Schedule {
+  seed: number;
+  profile: Profile;
+  consumer: ConsumerShape;
+  /** Sequence numbers 0..messages-1 (the health probe's message is `messages`). */
+  messages: number;
+  plans: MessagePlan[];
+  /** Whether the setup's duplicate create requests run at the same time (else one after the other). */
+  parallelDuplicates: boolean;
+  steps: Step[];
+  /** TAKOFORM_CRASH_AT of each Host incarnation, in start order (undefined: none armed). */
+  arms: (string | undefined)[];
+}
+
+export const isBoundary = (s: Step): s is Extract<Step, { kind: 'crash' | 'kill9' | 'term' }> =>
+  s.kind === 'crash' || s.kind === 'kill9' || s.kind === 'term';
+
+const GOOD: readonly (readonly [Mode, number])[] = [
+  ['ok', 4],
+  ['slow', 2],
+  ['ackEach', 2],
+  ['ackAll', 2],
+  ['mixed', 3],
+  ['mixedSlow', 2],
+  ['late', 2],
+  ['double', 1],
+];
+const BAD: readonly (readonly [Mode, number])[] = [
+  ['throw', 4],
+  ['retryAll', 2],
+  ['mixedThrow', 3],
+  ['hang', 1],
+];
+
+function planFor(rng: Rng): MessagePlan {
+  const kind = rng.weighted([
+    ['good', 55],
+    ['flaky', 27],
+    ['poison', 18],
+  ] as const);
+  const modes: Mode[] = [];
+  if (kind === 'good') modes.push(rng.weighted(GOOD));
+  else if (kind === 'flaky') {
+    for (let i = rng.int(1, 2); i > 0; i--) modes.push(rng.weighted(BAD));
+    modes.push(rng.weighted(GOOD));
+  } else {
+    for (let i = rng.int(1, 3); i > 0; i--) modes.push(rng.weighted(BAD));
+  }
+  return { modes, slowMs: rng.int(50, 400) };
+}
+
+type Fault = 'crashDelivery' | 'crashOperation' | 'kill9' | 'standin' | 'term';
+
+/** The schedule of one seed (pure: no clock, no global state). */
+export function scheduleFor(seed: number, profile: Profile = 'full'): Schedule {
+  const rng = createRng(seed);
+  const short = profile === 'short';
+  const consumer: ConsumerShape = {
+    maxBatchSize: rng.int(1, 4),
+    maxBatchTimeoutSeconds: rng.chance(0.2) ? 1 : 0,
+    maxConcurrency: rng.int(1, 3),
+    maxRetries: rng.int(0, 2),
+    retryDelaySeconds: rng.chance(0.25) ? 1 : 0,
+    deadLetter: rng.chance(0.7),
+  };
+  const messages = short ? rng.int(6, 10) : rng.int(12, 26);
+  const plans = Array.from({ length: messages }, () => planFor(rng));
+  const parallelDuplicates = rng.chance(0.6);
+
+  const faultCount = short ? 1 : rng.int(1, 3);
+  const faults: Fault[] = [];
+  for (let i = 0; i < faultCount; i++) {
+    faults.push(
+      rng.weighted<Fault>([
+        ['crashDelivery', 34],
+        ['crashOperation', 14],
+        ['kill9', 26],
+        ['standin', 22],
+        ['term', short ? 0 : 4],
+      ]),
+    );
+  }
+  // Waves: one before each fault and one after the last.
+  const order = rng.shuffle(Array.from({ length: messages }, (_, i) => i));
+  const cuts = new Set<number>();
+  while (cuts.size < Math.min(faultCount, messages - 1)) cuts.add(rng.int(1, messages - 1));
+  const bounds = [0, ...[...cuts].sort((a, b) => a - b), messages];
+  const waves: number[][] = [];
+  for (let i = 0; i + 1 < bounds.length; i++) waves.push(order.slice(bounds[i], bounds[i + 1]));
+  while (waves.length < faultCount + 1) waves.push([]);
+
+  const sendStep = (seqs: number[]): Step => ({
+    kind: 'send',
+    seqs,
+    multi: seqs.length > 1 && rng.chance(0.4),
+    duplicates: seqs.filter(() => rng.chance(0.1)),
+  });
+  const steps: Step[] = [];
+  let opsCount = 0;
+  const opsStep = (remove: boolean): Step => ({ kind: 'ops', name: `extra-${opsCount++}`, remove });
+  for (const [i, fault] of faults.entries()) {
+    const wave = waves[i] ?? [];
+    if (wave.length > 0) steps.push(sendStep(wave));
+    switch (fault) {
+      case 'crashDelivery': {
+        const points: DeliveryCrashPoint[] = [
+          'delivery.after-register',
+          'delivery.after-settle',
+          'delivery.mid-finalize',
+        ];
+        if (consumer.deadLetter) points.push('delivery.after-dead-letter-send');
+        const point = rng.pick(points);
+        // Occurrences the wave before can plausibly reach: about one per two messages, at most 3.
+        const reach = Math.max(1, Math.min(3, Math.ceil(wave.length / 2)));
+        const nth = point === 'delivery.after-dead-letter-send' ? 1 : rng.int(1, reach);
+        if (rng.chance(0.3)) steps.push(opsStep(rng.chance(0.5)));
+        steps.push({ kind: 'crash', point, nth, boundMs: 8_000 });
+        break;
+      }
+      case 'crashOperation': {
+        const point = rng.pick<OperationCrashPoint>([
+          'operation.after-accept',
+          'operation.after-dispatch-mark',
+          'operation.after-backend',
+          'operation.after-settle',
+        ]);
+        const remove = rng.chance(0.6);
+        // An incarnation's count starts at 0: the first one also runs the setup's creates.
+        steps.push(opsStep(remove));
+        steps.push({ kind: 'crash', point, nth: remove ? rng.int(1, 2) : 1, boundMs: 8_000 });
+        break;
+      }
+      case 'kill9':
+        if (rng.chance(0.25)) steps.push(opsStep(rng.chance(0.5)));
+        steps.push({ kind: 'kill9', afterMs: rng.int(150, 2_500) });
+        break;
+      case 'standin':
+        steps.push({
+          kind: 'standin',
+          which: rng.chance(0.5) ? 'dynamodb' : 'sqs',
+          afterMs: rng.int(0, 1_500),
+          ...(rng.chance(0.35) ? { again: rng.int(200, 1_200) } : {}),
+        });
+        if (rng.chance(0.3)) steps.push(opsStep(true));
+        break;
+      case 'term':
+        steps.push({ kind: 'pause', ms: rng.int(100, 1_000) });
+        steps.push({ kind: 'term' });
+        break;
+    }
+  }
+  const last = waves[faultCount] ?? [];
+  if (last.length > 0) steps.push(sendStep(last));
+  if (!short && rng.chance(0.3)) steps.push(opsStep(rng.chance(0.5)));
+
+  const arms: (string | undefined)[] = steps
+    .filter(isBoundary)
+    .map((s) => (s.kind === 'crash' ? `${s.point}@${s.nth}` : undefined));
+  // The incarnation after the last boundary runs to the end with nothing armed.
+  arms.push(undefined);
+  return { seed, profile, consumer, messages, plans, parallelDuplicates, steps, arms };
+}
+
+/** One line per step, for logs and for replaying a seed by eye. */
+export function describeSchedule(s: Schedule): string {
+  const c = s.consumer;
+  const head =
+    `seed ${s.seed} (${s.profile}): ${s.messages} messages; consumer batch≤${c.maxBatchSize} ` +
+    `timeout ${c.maxBatchTimeoutSeconds}s concurrency≤${c.maxConcurrency} retries ${c.maxRetries} ` +
+    `delay ${c.retryDelaySeconds}s ${c.deadLetter ? 'with' : 'without'} DLQ`;
+  const steps = s.steps.map(stepLabel);
+  return `${head}\n  ${steps.join('\n  ')}`;
+}
+
+function stepLabel(st: Step): string {
+  switch (st.kind) {
+    case 'send':
+      return `send ${st.seqs.length}${st.multi ? ' (one request)' : ''}${st.duplicates.length ? ` +${st.duplicates.length} dup` : ''}`;
+    case 'pause':
+      return `pause ${st.ms}ms`;
+    case 'standin':
+      return `kill stand-in ${st.which} after ${st.afterMs}ms${st.again ? `, its successor ${st.again}ms later` : ''}`;
+    case 'ops':
+      return `ops ${st.name}${st.remove ? ' create+delete' : ' create'}`;
+    case 'crash':
+      return `crash at ${st.point}@${st.nth}`;
+    case 'kill9':
+      return `kill -9 after ${st.afterMs}ms`;
+    case 'term':
+      return 'SIGTERM + restart';
+  }
+}
