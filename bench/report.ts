@@ -597,9 +597,9 @@ function explanations(summary: Summary): string[] {
     });
     out.push(
       `**Cost: missed in ${missedCosts.length} of ${summary.costs.length} cells** (${missedCosts.map((c) => `$${fmt(c.perMillion.median, 2)}`).join(', ')} per million messages against ≤ $0.60 at batch 10 and ≤ $0.30 at batch 100; Cloudflare Queues: $1.20). ` +
-        'Step Functions Standard is the largest part in every cell: in a steady stream each batch is four state transitions (AcquireSlot, SlotTaken, InvokeWorker, Idle — exactly what the concurrency-1 cells count), $0.0001 per batch. ' +
+        'A worker invocation runs batches back to back while the backlog lasts, so the four state transitions of a lane round (AcquireSlot, SlotTaken, InvokeWorker, Idle) are shared by its batches; with more lanes each lane gets fewer batches and pays more rounds, which is why cost grows with concurrency. ' +
         `In numbers, ${lines.join('; ')}. ` +
-        'What would close it: take the per-batch loop out of the Standard workflow — let one InvokeWorker run several batches back to back while the backlog lasts (transitions per invocation, not per batch), or run the lane loop as an Express workflow (billed per request and duration, not per transition); then cut the per-batch DynamoDB writes (head and manifest are two items, the slot map is written three times per batch: acquire, registration, release) and the repeated reads listed under "Performance problems".',
+        'What would close it: cut the per-batch DynamoDB writes (head and manifest are two items, the slot map is written three times per batch: acquire, registration, release) and the repeated reads listed under "Performance problems"; start fewer lanes than maxConcurrency when the backlog is small; and where the worker timeout allows, run the lane loop as an Express workflow (billed per request and duration, not per transition).',
     );
   }
   const idleRow = get(rows, 'idle: a Host whose one consumer is idle');

@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, type StandIn, spawnStandIn, stopChild, waitUntil } from './child-process.ts';
@@ -45,10 +46,14 @@ export async function startDynamoDbLocal(opts: { dbPath?: string; port?: number 
   let lastError: unknown;
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = opts.port ?? (await freePort());
+    // DynamoDB Local unpacks its native SQLite library into java.io.tmpdir on every start: give
+    // each process a folder of its own and remove it when the process ends.
+    const scratch = mkdtempSync(path.join(tmpdir(), 'takoform-ddb-'));
     const { child, exited, stderrTail } = spawnStandIn(
       'java',
       [
         '-Dddb.host=127.0.0.1',
+        `-Djava.io.tmpdir=${scratch}`,
         '-Dddb.exitOnStdinEof=true',
         `-Djava.library.path=${path.join(jarDir, 'DynamoDBLocal_lib')}`,
         '-XX:TieredStopAtLevel=1',
@@ -66,6 +71,7 @@ export async function startDynamoDbLocal(opts: { dbPath?: string; port?: number 
       { ...process.env, DDB_LOCAL_TELEMETRY: '0' },
     );
     child.stdout?.resume();
+    void exited.then(() => rmSync(scratch, { recursive: true, force: true }));
     const endpoint = `http://127.0.0.1:${port}`;
     try {
       await waitUntil(
