@@ -7,6 +7,10 @@ import { fileURLToPath } from 'node:url';
 import { freePort, type StandIn, spawnStandIn, stopChild, waitUntil } from './child-process.ts';
 
 const require = createRequire(import.meta.url);
+/**
+ * LocalhostDynamoDB.class is committed beside its source, so a JRE without javac can run it.
+ * After editing the source: javac --release 17 -cp <DynamoDBLocal.jar> -d <this folder>/java <this folder>/java/LocalhostDynamoDB.java
+ */
 const launcherDir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'java');
 
 export class JavaMissingError extends Error {
