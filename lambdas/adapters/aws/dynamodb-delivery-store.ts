@@ -8,6 +8,7 @@ import {
   TransactionCanceledException,
   TransactWriteItemsCommand,
   UpdateItemCommand,
+  type UpdateItemCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import type {
@@ -64,6 +65,34 @@ export class DynamoDeliveryStore implements DeliveryStore {
     this.table = tableName;
   }
 
+  /** A consistent read of one item, unmarshalled. */
+  // biome-ignore lint/suspicious/noExplicitAny: items are schemaless; callers read named fields
+  private async getItem(key: Record<string, string>): Promise<Record<string, any> | undefined> {
+    const out = await this.client.send(
+      new GetItemCommand({ TableName: this.table, Key: marshall(key), ConsistentRead: true }),
+    );
+    return out.Item ? unmarshall(out.Item) : undefined;
+  }
+
+  /**
+   * One conditional UpdateItem on the Host table. A failed condition is an answer, not an error:
+   * it comes back with the item as it was (when asked for), so callers can tell why.
+   */
+  private async update(
+    key: Record<string, string>,
+    input: Omit<UpdateItemCommandInput, 'TableName' | 'Key'>,
+  ): Promise<{ ok: true; item?: Record<string, unknown> } | { ok: false; old?: Record<string, unknown> }> {
+    try {
+      const out = await this.client.send(
+        new UpdateItemCommand({ TableName: this.table, Key: marshall(key), ...input }),
+      );
+      return { ok: true, item: out.Attributes ? unmarshall(out.Attributes) : undefined };
+    } catch (err) {
+      if (!isConditionFailure(err)) throw err;
+      return { ok: false, old: err.Item ? unmarshall(err.Item) : undefined };
+    }
+  }
+
   async initSlots(consumerUid: string): Promise<void> {
     await this.client.send(
       new UpdateItemCommand({
@@ -77,73 +106,45 @@ export class DynamoDeliveryStore implements DeliveryStore {
   }
 
   async slots(consumerUid: string): Promise<Record<string, number>> {
-    const out = await this.client.send(
-      new GetItemCommand({
-        TableName: this.table,
-        Key: marshall(deliveryKeys.slots(consumerUid)),
-        ConsistentRead: true,
-      }),
-    );
-    return out.Item ? ((unmarshall(out.Item).slots ?? {}) as Record<string, number>) : {};
+    return ((await this.getItem(deliveryKeys.slots(consumerUid)))?.slots ?? {}) as Record<string, number>;
   }
 
   async acquireSlot(consumerUid: string, batchId: string, deadline: number, max: number): Promise<boolean> {
     for (let round = 0; round < 2; round++) {
-      try {
-        await this.client.send(
-          new UpdateItemCommand({
-            TableName: this.table,
-            Key: marshall(deliveryKeys.slots(consumerUid)),
-            UpdateExpression: 'SET slots.#b = :deadline',
-            // `<`, not `<>`: a lowered maxConcurrency must not let the count run past it.
-            ConditionExpression: 'size(slots) < :max AND attribute_not_exists(slots.#b)',
-            ExpressionAttributeNames: { '#b': batchId },
-            ExpressionAttributeValues: marshall({ ':deadline': deadline, ':max': max }),
-            ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-          }),
-        );
-        return true;
-      } catch (err) {
-        if (!isConditionFailure(err)) throw err;
-        if (err.Item && unmarshall(err.Item).slots !== undefined) return false; // all slots taken
-        await this.initSlots(consumerUid); // first use: the slot map does not exist yet
-      }
+      const out = await this.update(deliveryKeys.slots(consumerUid), {
+        UpdateExpression: 'SET slots.#b = :deadline',
+        // `<`, not `<>`: a lowered maxConcurrency must not let the count run past it.
+        ConditionExpression: 'size(slots) < :max AND attribute_not_exists(slots.#b)',
+        ExpressionAttributeNames: { '#b': batchId },
+        ExpressionAttributeValues: marshall({ ':deadline': deadline, ':max': max }),
+        ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+      });
+      if (out.ok) return true;
+      if (out.old?.slots !== undefined) return false; // all slots taken
+      await this.initSlots(consumerUid); // first use: the slot map does not exist yet
     }
     return false;
   }
 
   async releaseSlot(consumerUid: string, batchId: string): Promise<void> {
-    try {
-      await this.client.send(
-        new UpdateItemCommand({
-          TableName: this.table,
-          Key: marshall(deliveryKeys.slots(consumerUid)),
-          UpdateExpression: 'REMOVE slots.#b, registered.#b',
-          ConditionExpression: 'attribute_exists(slots)',
-          ExpressionAttributeNames: { '#b': batchId },
-        }),
-      );
-    } catch (err) {
-      if (!isConditionFailure(err)) throw err;
-    }
+    await this.update(deliveryKeys.slots(consumerUid), {
+      UpdateExpression: 'REMOVE slots.#b, registered.#b',
+      ConditionExpression: 'attribute_exists(slots)',
+      ExpressionAttributeNames: { '#b': batchId },
+    });
   }
 
   async markRegistered(consumerUid: string, batchId: string): Promise<boolean> {
     for (let round = 0; round < 2; round++) {
       try {
-        await this.client.send(
-          new UpdateItemCommand({
-            TableName: this.table,
-            Key: marshall(deliveryKeys.slots(consumerUid)),
-            UpdateExpression: 'SET registered.#b = :true',
-            ConditionExpression: 'attribute_exists(slots.#b)',
-            ExpressionAttributeNames: { '#b': batchId },
-            ExpressionAttributeValues: marshall({ ':true': true }),
-          }),
-        );
-        return true;
+        const out = await this.update(deliveryKeys.slots(consumerUid), {
+          UpdateExpression: 'SET registered.#b = :true',
+          ConditionExpression: 'attribute_exists(slots.#b)',
+          ExpressionAttributeNames: { '#b': batchId },
+          ExpressionAttributeValues: marshall({ ':true': true }),
+        });
+        return out.ok;
       } catch (err) {
-        if (isConditionFailure(err)) return false;
         if ((err as Error).name !== 'ValidationException') throw err;
         await this.initSlots(consumerUid); // an older slot map without the `registered` map
       }
@@ -152,31 +153,17 @@ export class DynamoDeliveryStore implements DeliveryStore {
   }
 
   async revokeUnregistered(consumerUid: string): Promise<number> {
-    const out = await this.client.send(
-      new GetItemCommand({
-        TableName: this.table,
-        Key: marshall(deliveryKeys.slots(consumerUid)),
-        ConsistentRead: true,
-      }),
-    );
-    const item = out.Item ? unmarshall(out.Item) : {};
+    const item = await this.getItem(deliveryKeys.slots(consumerUid));
     let revoked = 0;
-    for (const batchId of Object.keys(item.slots ?? {})) {
-      if (item.registered?.[batchId]) continue;
-      try {
-        await this.client.send(
-          new UpdateItemCommand({
-            TableName: this.table,
-            Key: marshall(deliveryKeys.slots(consumerUid)),
-            UpdateExpression: 'REMOVE slots.#b',
-            ConditionExpression: 'attribute_exists(slots.#b) AND attribute_not_exists(registered.#b)',
-            ExpressionAttributeNames: { '#b': batchId },
-          }),
-        );
-        revoked++;
-      } catch (err) {
-        if (!isConditionFailure(err)) throw err; // registered meanwhile: it is a batch now
-      }
+    for (const batchId of Object.keys(item?.slots ?? {})) {
+      if (item?.registered?.[batchId]) continue;
+      // Fails if the slot was registered meanwhile: it holds a batch now and stays.
+      const out = await this.update(deliveryKeys.slots(consumerUid), {
+        UpdateExpression: 'REMOVE slots.#b',
+        ConditionExpression: 'attribute_exists(slots.#b) AND attribute_not_exists(registered.#b)',
+        ExpressionAttributeNames: { '#b': batchId },
+      });
+      if (out.ok) revoked++;
     }
     return revoked;
   }
@@ -212,25 +199,13 @@ export class DynamoDeliveryStore implements DeliveryStore {
   }
 
   async getHead(batchId: string): Promise<BatchHead | undefined> {
-    const out = await this.client.send(
-      new GetItemCommand({
-        TableName: this.table,
-        Key: marshall(deliveryKeys.head(batchId)),
-        ConsistentRead: true,
-      }),
-    );
-    return out.Item ? toHead(unmarshall(out.Item)) : undefined;
+    const item = await this.getItem(deliveryKeys.head(batchId));
+    return item ? toHead(item) : undefined;
   }
 
   async getManifest(batchId: string): Promise<ManifestEntry[] | undefined> {
-    const out = await this.client.send(
-      new GetItemCommand({
-        TableName: this.table,
-        Key: marshall(deliveryKeys.manifest(batchId)),
-        ConsistentRead: true,
-      }),
-    );
-    return out.Item ? JSON.parse(unmarshall(out.Item).entriesJson as string) : undefined;
+    const item = await this.getItem(deliveryKeys.manifest(batchId));
+    return item ? JSON.parse(item.entriesJson as string) : undefined;
   }
 
   async settle(batchId: string, credentialHash: string, call: SettleCall): Promise<SettleResult> {
@@ -239,96 +214,62 @@ export class DynamoDeliveryStore implements DeliveryStore {
     // One conditional write, no read first: the condition checks the credential, that the batch
     // is open, that the index is in it, and that nothing settled the message yet.
     const open = 'attribute_exists(#pk) AND credentialHash = :h AND closed = :false';
-    try {
-      await this.client.send(
-        new UpdateItemCommand({
-          TableName: this.table,
-          Key: marshall(deliveryKeys.head(batchId)),
-          UpdateExpression: perMessage ? 'SET settled.#i = :code' : 'SET #all = :code',
-          ConditionExpression: perMessage
-            ? `${open} AND #size > :index AND attribute_not_exists(settled.#i) AND attribute_not_exists(#all)`
-            : `${open} AND attribute_not_exists(#all)`,
-          ExpressionAttributeNames: perMessage
-            ? { '#pk': PK, '#i': String(call.index), '#all': 'all', '#size': 'size' }
-            : { '#pk': PK, '#all': 'all' },
-          ExpressionAttributeValues: marshall({
-            ':h': credentialHash,
-            ':false': false,
-            ':code': codeOf(call),
-            ...(perMessage ? { ':index': call.index } : {}),
-          }),
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        }),
-      );
-      return 'ok';
-    } catch (err) {
-      if (!isConditionFailure(err)) throw err;
-      const old = err.Item ? unmarshall(err.Item) : undefined;
-      if (!old || old.credentialHash !== credentialHash || old.closed === true) return 'unknown_batch';
-      if (perMessage && !(call.index < old.size)) return 'unknown_batch';
-      // Open and ours: a per-message call lost to an earlier settlement; a batch-level call
-      // after another batch-level call has nothing left to settle.
-      return perMessage ? 'already_settled' : 'ok';
-    }
+    const out = await this.update(deliveryKeys.head(batchId), {
+      UpdateExpression: perMessage ? 'SET settled.#i = :code' : 'SET #all = :code',
+      ConditionExpression: perMessage
+        ? `${open} AND #size > :index AND attribute_not_exists(settled.#i) AND attribute_not_exists(#all)`
+        : `${open} AND attribute_not_exists(#all)`,
+      ExpressionAttributeNames: perMessage
+        ? { '#pk': PK, '#i': String(call.index), '#all': 'all', '#size': 'size' }
+        : { '#pk': PK, '#all': 'all' },
+      ExpressionAttributeValues: marshall({
+        ':h': credentialHash,
+        ':false': false,
+        ':code': codeOf(call),
+        ...(perMessage ? { ':index': call.index } : {}),
+      }),
+      ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+    });
+    if (out.ok) return 'ok';
+    const old = out.old;
+    if (!old || old.credentialHash !== credentialHash || old.closed === true) return 'unknown_batch';
+    if (perMessage && !(call.index < (old.size as number))) return 'unknown_batch';
+    // Open and ours: a per-message call lost to an earlier settlement; a batch-level call after
+    // another batch-level call has nothing left to settle.
+    return perMessage ? 'already_settled' : 'ok';
   }
 
   async markDoubtful(batchId: string): Promise<void> {
-    await this.client
-      .send(
-        new UpdateItemCommand({
-          TableName: this.table,
-          Key: marshall(deliveryKeys.head(batchId)),
-          UpdateExpression: 'SET doubtful = :true',
-          ConditionExpression: 'attribute_exists(#pk)',
-          ExpressionAttributeNames: { '#pk': PK },
-          ExpressionAttributeValues: marshall({ ':true': true }),
-        }),
-      )
-      .catch((err) => {
-        if (!isConditionFailure(err)) throw err;
-      });
+    await this.update(deliveryKeys.head(batchId), {
+      UpdateExpression: 'SET doubtful = :true',
+      ConditionExpression: 'attribute_exists(#pk)',
+      ExpressionAttributeNames: { '#pk': PK },
+      ExpressionAttributeValues: marshall({ ':true': true }),
+    });
   }
 
   async closeBatch(batchId: string, outcome: string): Promise<BatchHead | undefined> {
-    try {
-      const out = await this.client.send(
-        new UpdateItemCommand({
-          TableName: this.table,
-          Key: marshall(deliveryKeys.head(batchId)),
-          UpdateExpression: 'SET closed = :true, outcome = :o',
-          ConditionExpression: 'attribute_exists(#pk) AND closed = :false',
-          ExpressionAttributeNames: { '#pk': PK },
-          ExpressionAttributeValues: marshall({ ':true': true, ':false': false, ':o': outcome }),
-          ReturnValues: 'ALL_NEW',
-        }),
-      );
-      return out.Attributes ? toHead(unmarshall(out.Attributes)) : undefined;
-    } catch (err) {
-      if (!isConditionFailure(err)) throw err;
-      return this.getHead(batchId);
-    }
+    const out = await this.update(deliveryKeys.head(batchId), {
+      UpdateExpression: 'SET closed = :true, outcome = :o',
+      ConditionExpression: 'attribute_exists(#pk) AND closed = :false',
+      ExpressionAttributeNames: { '#pk': PK },
+      ExpressionAttributeValues: marshall({ ':true': true, ':false': false, ':o': outcome }),
+      ReturnValues: 'ALL_NEW',
+    });
+    // Closed already (by this step's earlier attempt, or by recovery): the head as it is.
+    if (!out.ok) return this.getHead(batchId);
+    return out.item ? toHead(out.item) : undefined;
   }
 
   async markApplied(batchId: string, pendingDeadLetter: number[]): Promise<void> {
-    await this.client.send(
-      new UpdateItemCommand({
-        TableName: this.table,
-        Key: marshall(deliveryKeys.head(batchId)),
-        UpdateExpression: 'SET applied = :true, pendingDeadLetter = :p',
-        ExpressionAttributeValues: marshall({ ':true': true, ':p': pendingDeadLetter }),
-      }),
-    );
+    await this.update(deliveryKeys.head(batchId), {
+      UpdateExpression: 'SET applied = :true, pendingDeadLetter = :p',
+      ExpressionAttributeValues: marshall({ ':true': true, ':p': pendingDeadLetter }),
+    });
   }
 
   async outstanding(queueUid: string): Promise<number> {
-    const out = await this.client.send(
-      new GetItemCommand({
-        TableName: this.table,
-        Key: marshall(deliveryKeys.queueState(queueUid)),
-        ConsistentRead: true,
-      }),
-    );
-    return out.Item ? Number(unmarshall(out.Item).outstanding ?? 0) : 0;
+    return Number((await this.getItem(deliveryKeys.queueState(queueUid)))?.outstanding ?? 0);
   }
 
   async getAttempts(queueUid: string, ids: readonly string[]): Promise<Map<string, AttemptsRecord>> {
