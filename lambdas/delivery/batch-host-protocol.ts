@@ -42,7 +42,6 @@ export const slotSchema = z.strictObject({
   workerSpace: z.string().min(1).max(128),
   workerName: z.string().min(1).max(128),
   workerFunction: z.string().min(1).max(2048),
-  invokeTimeoutSeconds: z.number().int().nonnegative().max(86_400),
 });
 
 const receivedSchema = z.strictObject({

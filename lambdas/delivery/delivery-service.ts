@@ -41,8 +41,6 @@ export interface Slot {
   workerName: string;
   /** Where the worker's code runs (a Lambda function ARN on AWS, `local` here). */
   workerFunction: string;
-  /** Bound for the InvokeWorker task. */
-  invokeTimeoutSeconds: number;
 }
 
 export type AcquireResult = { status: 'acquired'; slot: Slot } | { status: 'busy' } | { status: 'stop' };
@@ -198,7 +196,6 @@ export class DeliveryService {
         workerSpace: worker.space,
         workerName: worker.name,
         workerFunction,
-        invokeTimeoutSeconds: Math.ceil((deadline - now) / 1000),
       },
     };
   }
