@@ -8,7 +8,10 @@
  *
  * The handler is bounded by the Lambda's remaining time less a margin: when it runs out, the
  * invocation counts as `abandoned` (unsettled messages are retried, never acknowledged) and the
- * batch is finalised before Lambda itself would cut the function off.
+ * batch is finalised before Lambda itself would cut the function off. A handler cut off like that
+ * is still running (a JavaScript function cannot be stopped from outside), so after its batch is
+ * finalised the adapter ends the process: Lambda would otherwise reuse the sandbox and the stale
+ * handler would resume next to later batches, beyond the concurrency bound (DL-02).
  */
 
 import { types } from 'node:util';
@@ -16,8 +19,13 @@ import { LambdaClient } from '@aws-sdk/client-lambda';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { z } from 'zod';
 import { slotSchema } from '../../delivery/batch-host-protocol.ts';
-import { type QueueInvoker, type RunResult, runLane } from '../../delivery/batch-runner.ts';
-import type { Slot } from '../../delivery/delivery-service.ts';
+import {
+  type BatchHostPort,
+  type QueueInvoker,
+  type RunResult,
+  runLane,
+} from '../../delivery/batch-runner.ts';
+import type { AcquireResult, Slot } from '../../delivery/delivery-service.ts';
 import { NamedError } from '../../delivery/limits.ts';
 import type { InvocationOutcome } from '../../delivery/settlement-protocol.ts';
 import { AWS_ENV } from '../../shared/aws-env.ts';
@@ -44,6 +52,11 @@ export interface QueueWorkerRuntime {
   clock?: () => number;
   /** Diagnostics (never bodies, never credentials). */
   log?: (message: string, fields?: Record<string, unknown>) => void;
+  /**
+   * Ends the process after a handler was cut off (default `process.exit`). Tests pass a recorder;
+   * if it returns, the invocation fails with `Runtime.ExitError` as Lambda reports an exit.
+   */
+  exit?: (code: number) => void;
 }
 
 /** The part of the Lambda context the adapter uses. */
@@ -102,6 +115,12 @@ function errorName(err: unknown): string {
   return err instanceof Error ? err.name : typeof err;
 }
 
+/** What Lambda reports when the runtime process exits during an invocation. */
+export const RUNTIME_EXIT_ERROR = 'Runtime.ExitError';
+
+/** The exit code after a cut-off (any code, or none, fails the invocation the same way). */
+export const CUT_OFF_EXIT_CODE = 1;
+
 /**
  * Runs one delivery in this process: batch object, env and ctx exactly as the local runtime
  * builds them. Ends at `deadlineAt` at the latest, as `abandoned`; calls made after the end are
@@ -114,6 +133,7 @@ function inProcessInvoker(
   deadlineOf: (slot: Slot) => number,
   clock: () => number,
   log: NonNullable<QueueWorkerRuntime['log']>,
+  onCutOff: (batchId: string) => void,
 ): QueueInvoker {
   return {
     invoke: async (delivery, settle, slot): Promise<InvocationOutcome> => {
@@ -170,14 +190,15 @@ function inProcessInvoker(
         return outcome;
       })();
       let timer: NodeJS.Timeout | undefined;
-      const cutOff = new Promise<InvocationOutcome>((resolve) => {
-        timer = setTimeout(() => resolve('abandoned'), Math.max(0, deadlineAt() - clock()));
+      const cutOff = new Promise<'cut-off'>((resolve) => {
+        timer = setTimeout(() => resolve('cut-off'), Math.max(0, deadlineAt() - clock()));
       });
       try {
         const outcome = await Promise.race([run, cutOff]);
-        if (outcome === 'abandoned')
-          log('queue handler cut off at its time bound', { batchId: delivery.batchId });
-        return outcome;
+        if (outcome !== 'cut-off') return outcome;
+        log('queue handler cut off at its time bound', { batchId: delivery.batchId });
+        onCutOff(delivery.batchId);
+        return 'abandoned';
       } finally {
         clearTimeout(timer);
         ended = true;
@@ -207,25 +228,68 @@ export function createQueueWorkerHandler(
     const margin = rt.marginMs ?? 5_000;
     const host = rt.host();
     const log = rt.log ?? (() => {});
+    const exit = rt.exit ?? ((code: number) => process.exit(code));
     // A handler must end before the Lambda does and before its slot's deadline, after which
     // recovery would finish the batch on its own.
     const deadlineOf = (s: Slot) => Math.min(lambdaEnd, s.deadline) - margin;
-    const result = await runLane(
-      slot,
-      {
-        sqs: rt.sqs as SQSClient,
-        host,
-        invoker: inProcessInvoker(moduleDefault, config, host, deadlineOf, clock, log),
-        idleWaitSeconds: Math.max(
-          0,
-          Math.min(rt.idleWaitSeconds, Math.floor((deadlineOf(slot) - clock()) / 1000) - 1),
-        ),
-        clock,
-      },
-      // Batches start only in the first half of the Lambda's time, so each has time to finish.
-      { maxBatches: 100, budgetMs: Math.max(0, (lambdaEnd - startedAt) / 2) },
-    );
-    log('batch done', { batchId: slot.batchId, consumerUid: slot.consumerUid, ...result });
-    return result;
+    let cutOff: string | undefined;
+    // After a cut-off no further batch starts here: the lane ends once that batch is finalised.
+    // (Every other call goes to `host` unchanged.)
+    const laneHost: BatchHostPort = Object.assign(Object.create(host) as BatchHostPort, {
+      acquire: (previous: Slot, credential: string): Promise<AcquireResult> =>
+        cutOff !== undefined ? Promise.resolve({ status: 'stop' }) : host.acquire(previous, credential),
+    });
+    let result: Awaited<ReturnType<typeof runLane>> | undefined;
+    let failure: unknown;
+    try {
+      result = await runLane(
+        slot,
+        {
+          sqs: rt.sqs as SQSClient,
+          host: laneHost,
+          invoker: inProcessInvoker(moduleDefault, config, host, deadlineOf, clock, log, (batchId) => {
+            cutOff ??= batchId;
+          }),
+          idleWaitSeconds: Math.max(
+            0,
+            Math.min(rt.idleWaitSeconds, Math.floor((deadlineOf(slot) - clock()) / 1000) - 1),
+          ),
+          clock,
+        },
+        // Batches start only in the first half of the Lambda's time, so each has time to finish.
+        { maxBatches: 100, budgetMs: Math.max(0, (lambdaEnd - startedAt) / 2) },
+      );
+    } catch (err) {
+      if (cutOff === undefined) throw err;
+      failure = err;
+    }
+    if (cutOff !== undefined) {
+      // The cut-off handler is still running and Lambda would resume it in this sandbox next to
+      // later batches (DL-02). Its batch was finalised above (`finalize` returned: unsettled
+      // messages retried, never acknowledged; its slot released), and its Host calls are refused
+      // here from the cut-off on, so end the process now, before returning.
+      //
+      // The state machine sees the InvokeWorker task fail (Lambda reports Runtime.ExitError; it
+      // is in no Retry list, and a synchronous invoke is not retried by Lambda), so the lane
+      // goes to RecoverBatch for the slot of its AcquireSlot: the cut-off batch itself or an
+      // earlier batch of this lane. Either was finalised already — head applied, slot released —
+      // so recovery finds no slot and an applied head and only removes the absent slot: harmless.
+      // The lane then acquires again, and a new sandbox delivers the retry (attempt + 1). If
+      // finalize itself failed (`failure`), the cut-off batch keeps its slot until its deadline:
+      // RecoverBatch (when it is that batch) closes it as abandoned, and recovery after the
+      // deadline applies it — unsettled messages retried, never acknowledged.
+      log('ending the worker process after a cut-off', {
+        batchId: cutOff,
+        consumerUid: slot.consumerUid,
+        ...(failure !== undefined ? { error: errorName(failure) } : {}),
+      });
+      exit(CUT_OFF_EXIT_CODE);
+      throw Object.assign(new Error('the worker process ended after a handler was cut off'), {
+        name: RUNTIME_EXIT_ERROR,
+      });
+    }
+    const done = result as NonNullable<typeof result>;
+    log('batch done', { batchId: slot.batchId, consumerUid: slot.consumerUid, ...done });
+    return done;
   };
 }
