@@ -152,6 +152,8 @@ export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptio
   // The delivery service as the dispatcher sees it: each batch-host call is timed and counted as
   // one Lambda invocation, and the SDK calls inside it are attributed to it.
   const finalizedListeners = new Set<(delivered: number) => void>();
+  /** Messages each registered batch delivered, until it is finalised. */
+  const delivered = new Map<string, number>();
   const service = new Proxy(host.delivery, {
     get(target, prop) {
       const value = Reflect.get(target, prop, target);
@@ -167,9 +169,14 @@ export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptio
         } finally {
           meter.lambda(role, performance.now() - t0);
         }
+        if (prop === 'register') {
+          const slot = args[0] as { batchId: string };
+          delivered.set(slot.batchId, (out as { deliver: unknown[] }).deliver.length);
+        }
         if (prop === 'finalizeAsRunner') {
-          const receipts = args[3] as unknown[];
-          for (const l of finalizedListeners) l(receipts.length);
+          const batchId = args[0] as string;
+          for (const l of finalizedListeners) l(delivered.get(batchId) ?? 0);
+          delivered.delete(batchId);
         }
         return out;
       };

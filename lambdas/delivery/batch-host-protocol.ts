@@ -47,6 +47,7 @@ export const slotSchema = z.strictObject({
 const receivedSchema = z.strictObject({
   receiptHandle: handle,
   receivedAt: epochMs,
+  sentAt: epochMs.optional(),
   envelope: z.strictObject({
     id,
     ts: z.number().finite(),
@@ -66,10 +67,6 @@ const settleCallSchema = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('retryAll'), delaySeconds: delay.optional() }),
 ]);
 
-const receiptsSchema = z
-  .array(z.strictObject({ handles: z.array(handle).max(10), receivedAt: epochMs }))
-  .max(MESSAGE_LIMITS.maxBatchMessages);
-
 export const batchHostRequestSchema = z.discriminatedUnion('action', [
   z.strictObject({ action: z.literal('acquire'), previous: slotSchema, credential }),
   z.strictObject({
@@ -83,24 +80,15 @@ export const batchHostRequestSchema = z.discriminatedUnion('action', [
     slot: slotSchema,
     credential,
     outcome: z.enum(['returned', 'threw', 'abandoned']),
-    receipts: receiptsSchema,
   }),
   z.strictObject({
     action: z.literal('deadLetter'),
     slot: slotSchema,
     credential,
-    items: z
-      .array(
-        z.strictObject({
-          id,
-          body: base64Body,
-          receiptHandles: z.array(handle).min(1).max(10),
-          hadRecord: z.boolean(),
-        }),
-      )
-      .min(1)
-      .max(MESSAGE_LIMITS.maxBatchMessages),
-    ofBatch: z.boolean(),
+    // Bodies only: which messages are moved, and where their originals are, the Host knows.
+    items: z.array(z.strictObject({ id, body: base64Body })).max(MESSAGE_LIMITS.maxBatchMessages),
+    /** The last part of the batch's moves: the batch then ends and frees its slot. */
+    last: z.boolean(),
   }),
   z.strictObject({
     action: z.literal('produce'),

@@ -3,15 +3,15 @@ import type { ResourceRecord } from '../engine/model.ts';
 import type { AttachmentStore } from '../forms/queue-consumer/attachments.ts';
 import type { BatchHostRequest } from './batch-host-protocol.ts';
 import { fromBase64, PAYLOAD_LIMIT_BYTES } from './batch-host-protocol.ts';
-import type { DeliveryService, Slot } from './delivery-service.ts';
+import type { DeliveryService } from './delivery-service.ts';
 import type { DeliveryStore } from './delivery-store.ts';
 import { NamedError } from './limits.ts';
 import type { QueueDirectory, QueueTarget } from './ports.ts';
 
 export interface BatchHostServiceOptions {
   delivery: DeliveryService;
-  /** Read-only use: the slot map and batch heads, to tie a credential to its consumer and queue. */
-  store: Pick<DeliveryStore, 'slots' | 'getHead'>;
+  /** Read-only use: batch heads, to tie a producer call to its batch's consumer. */
+  store: Pick<DeliveryStore, 'getHead'>;
   attachments: Pick<AttachmentStore, 'get'>;
   getResource(uid: string): Promise<ResourceRecord | undefined>;
   uidByName(space: string, name: string): Promise<string | undefined>;
@@ -53,7 +53,6 @@ export class BatchHostService {
           request.slot.batchId,
           request.credential,
           request.outcome,
-          request.receipts,
         );
         this.o.onFinalized?.(request.outcome);
         return out;
@@ -73,35 +72,17 @@ export class BatchHostService {
     return expected.length === given.length && timingSafeEqual(expected, given);
   }
 
-  /** The batch's consumer and queue as the Host recorded them; `unknown_batch` otherwise. */
-  private async ownedSlot(slot: Slot, credential: string): Promise<void> {
-    const refuse = () => new NamedError('unknown_batch', 'not a batch of this runner');
-    if (!this.credentialMatches(slot.batchId, credential)) throw refuse();
-    const slots = await this.o.store.slots(slot.consumerUid);
-    if (slots[slot.batchId] === undefined) throw refuse();
-    const head = await this.o.store.getHead(slot.batchId);
-    if (head) {
-      if (head.consumerUid !== slot.consumerUid || head.queueUid !== slot.queueUid) throw refuse();
-      return;
-    }
-    // Dead letters found at registration, before any head exists: the consumer's own queue.
-    const a = await this.o.attachments.get(slot.consumerUid);
-    if (a?.spec.queue.resourceUid !== slot.queueUid) throw refuse();
-  }
-
   private async deadLetter(request: Extract<BatchHostRequest, { action: 'deadLetter' }>): Promise<void> {
-    const { slot } = request;
-    await this.ownedSlot(slot, request.credential);
-    await this.o.delivery.deadLetter(
-      slot.consumerUid,
-      slot.queueUid,
-      request.items.map((i) => ({
-        id: i.id,
-        body: fromBase64(i.body),
-        receiptHandles: i.receiptHandles,
-        hadRecord: i.hadRecord,
-      })),
-      { batchId: slot.batchId, phase: request.ofBatch ? 'finalize' : 'registration' },
+    // The credential, the batch's consumer and queue, and which messages are owed a move are the
+    // Host's own records (DeliveryService checks them); the call only brings the bodies.
+    if (!this.credentialMatches(request.slot.batchId, request.credential)) {
+      throw new NamedError('unknown_batch', 'not a batch of this runner');
+    }
+    await this.o.delivery.deadLetterAsRunner(
+      request.slot.batchId,
+      request.credential,
+      request.items.map((i) => ({ id: i.id, body: fromBase64(i.body) })),
+      request.last,
     );
     this.o.onDeadLettered?.(request.items.length);
   }

@@ -10,13 +10,10 @@ export interface BatchHostPort {
   acquire(previous: Slot, credential: string): Promise<AcquireResult>;
   register(slot: Slot, received: Received[]): Promise<Registration>;
   settle(batchId: string, credential: string, call: SettleCall): Promise<void>;
-  finalize(
-    slot: Slot,
-    credential: string,
-    outcome: InvocationOutcome,
-    receipts: { handles: string[]; receivedAt: number }[],
-  ): Promise<{ deadLetter: number[] }>;
-  deadLetter(slot: Slot, items: DeadLetterItem[], ofBatch: boolean): Promise<void>;
+  /** Closes and applies the batch; returns the ids of messages to move (bodies needed). */
+  finalize(slot: Slot, credential: string, outcome: InvocationOutcome): Promise<{ deadLetter: string[] }>;
+  /** Bodies for the moves `finalize` asked for; resolves once the batch is finished. */
+  deadLetter(slot: Slot, credential: string, items: DeadLetterItem[]): Promise<void>;
 }
 
 /** Runs the worker's `queue` handler on one batch and reports how it ended. */
@@ -36,6 +33,10 @@ export interface RunnerDeps {
   clock?: () => number;
   /** How long to wait for a first message before handing the slot back. */
   idleWaitSeconds: number;
+  /** Aborted when the Host stops: receiving ends, what was received is run, no new batch starts. */
+  signal?: AbortSignal;
+  /** Diagnostics (never bodies, never credentials). */
+  log?: (message: string, fields?: Record<string, unknown>) => void;
 }
 
 export interface RunResult {
@@ -47,6 +48,13 @@ export interface RunResult {
 }
 
 /** Settlement rejections that prove the Host answered the call (nothing uncertain was written). */
+/**
+ * Messages gathered for a batch stay invisible this long past the end of gathering, room enough
+ * to register. Registration then holds them until the slot's deadline; until it does, messages
+ * of a runner that dies come back by themselves within this bound.
+ */
+const REGISTER_ROOM_MS = 30_000;
+
 const DEFINITE_REFUSALS: ReadonlySet<string> = new Set([
   'unknown_batch',
   'unknown_message',
@@ -63,15 +71,22 @@ function readMessage(
   now: number,
 ): Held | undefined {
   if (!m.ReceiptHandle) return undefined;
+  const sent = Number(m.Attributes?.SentTimestamp);
+  const sentAt = Number.isFinite(sent) && sent > 0 ? sent : undefined;
   const decoded: Envelope = decodeEnvelope(m.Body) ?? {
     // Not written by this Host (e.g. sent straight to SQS): delivered as its UTF-8 bytes.
     id: `sqs-${m.MessageId}`,
-    ts: Number(m.Attributes?.SentTimestamp ?? now),
+    ts: sentAt ?? now,
     body: new TextEncoder().encode(m.Body ?? ''),
   };
   const { body, ...envelope } = decoded;
-  return { received: { receiptHandle: m.ReceiptHandle, receivedAt: now, envelope }, body };
+  return {
+    received: { receiptHandle: m.ReceiptHandle, receivedAt: now, ...(sentAt ? { sentAt } : {}), envelope },
+    body,
+  };
 }
+
+const isAbort = (err: unknown) => (err as Error)?.name === 'AbortError';
 
 /**
  * Forms one batch in the slot (up to maxBatchSize messages over several receives, waiting at
@@ -83,7 +98,7 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
   const clock = deps.clock ?? Date.now;
   const held: Held[] = [];
   let firstAt: number | undefined;
-  while (held.length < slot.maxBatchSize) {
+  while (held.length < slot.maxBatchSize && !deps.signal?.aborted) {
     const now = clock();
     let wait: number;
     if (firstAt === undefined) {
@@ -93,20 +108,35 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
       if (left <= 0 && slot.maxBatchTimeoutSeconds > 0) break;
       wait = slot.maxBatchTimeoutSeconds === 0 ? 0 : Math.min(20, Math.ceil(left / 1000));
     }
+    wait = Math.min(20, wait);
+    // Invisible until gathering ends plus room to register, not until the slot's deadline.
+    const gatherEnds =
+      firstAt === undefined
+        ? now + (wait + slot.maxBatchTimeoutSeconds) * 1000
+        : firstAt + slot.maxBatchTimeoutSeconds * 1000;
+    const visibleAgain = Math.min(slot.invisibleUntil, gatherEnds + REGISTER_ROOM_MS);
     const visibility = Math.max(
       1,
-      Math.min(MESSAGE_LIMITS.sqsMaxVisibilitySeconds, Math.ceil((slot.invisibleUntil - now) / 1000)),
+      Math.min(MESSAGE_LIMITS.sqsMaxVisibilitySeconds, Math.ceil((visibleAgain - now) / 1000)),
     );
-    const out = await deps.sqs.send(
-      new ReceiveMessageCommand({
-        QueueUrl: slot.sqsUrl,
-        MaxNumberOfMessages: Math.min(MESSAGE_LIMITS.sqsMaxReceive, slot.maxBatchSize - held.length),
-        WaitTimeSeconds: Math.min(20, wait),
-        VisibilityTimeout: visibility,
-        MessageSystemAttributeNames: ['SentTimestamp'],
-      }),
-    );
-    const got = (out.Messages ?? []).flatMap((m) => readMessage(m, clock()) ?? []);
+    let messages: Parameters<typeof readMessage>[0][];
+    try {
+      const out = await deps.sqs.send(
+        new ReceiveMessageCommand({
+          QueueUrl: slot.sqsUrl,
+          MaxNumberOfMessages: Math.min(MESSAGE_LIMITS.sqsMaxReceive, slot.maxBatchSize - held.length),
+          WaitTimeSeconds: wait,
+          VisibilityTimeout: visibility,
+          MessageSystemAttributeNames: ['SentTimestamp'],
+        }),
+        deps.signal ? { abortSignal: deps.signal } : {},
+      );
+      messages = out.Messages ?? [];
+    } catch (err) {
+      if (!isAbort(err)) throw err;
+      break; // the Host is stopping: what was received is registered (and run) now
+    }
+    const got = messages.flatMap((m) => readMessage(m, clock()) ?? []);
     if (got.length === 0) {
       if (firstAt === undefined || slot.maxBatchTimeoutSeconds === 0) break;
       continue;
@@ -120,75 +150,65 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
   );
   if (held.length === 0) return { idle: true, delivered: 0 };
   const { credential } = registration;
-  if (registration.deadLetter.length > 0) {
-    await deps.host.deadLetter(
-      slot,
-      registration.deadLetter.map((i) => {
-        const h = held[i] as Held;
-        return {
-          id: h.received.envelope.id,
-          body: h.body,
-          receiptHandles: [h.received.receiptHandle],
-          hadRecord: true,
-        };
-      }),
-      false,
-    );
-  }
-  if (registration.deliver.length === 0) return { idle: false, delivered: 0, credential };
+  if (!credential) return { idle: false, delivered: 0 };
+  const bodies = new Map<string, Uint8Array>();
+  for (const h of held) if (!bodies.has(h.received.envelope.id)) bodies.set(h.received.envelope.id, h.body);
 
   const batch = registration.deliver.map((d) => ({ ...(held[d.received] as Held), attempts: d.attempts }));
-  const delivery: BatchDelivery = {
-    batchId: slot.batchId,
-    credential,
-    queue: slot.queueName,
-    messages: batch.map((b) => ({
-      id: b.received.envelope.id,
-      timestampMillis: b.received.envelope.ts,
-      body: b.body,
-      attempts: b.attempts,
-    })),
-  };
-  // A settlement the Host refused (the call reached it and was answered) is definite. Any other
-  // failure — a lost request, a store that could not even mark the batch — leaves the outcome
-  // unknown, and nothing of this batch may then be acknowledged implicitly (DL-08).
-  let doubtful = false;
-  const settle = async (call: SettleCall): Promise<void> => {
+  let outcome: InvocationOutcome = 'returned';
+  if (batch.length > 0) {
+    const delivery: BatchDelivery = {
+      batchId: slot.batchId,
+      credential,
+      queue: slot.queueName,
+      messages: batch.map((b) => ({
+        id: b.received.envelope.id,
+        timestampMillis: b.received.envelope.ts,
+        body: b.body,
+        attempts: b.attempts,
+      })),
+    };
+    // A settlement the Host refused (the call reached it and was answered) is definite. Any other
+    // failure — a lost request, a store that could not even mark the batch — leaves the outcome
+    // unknown, and nothing of this batch may then be acknowledged implicitly (DL-08).
+    let doubtful = false;
+    const settle = async (call: SettleCall): Promise<void> => {
+      try {
+        await deps.host.settle(slot.batchId, credential, call);
+      } catch (err) {
+        if (!(err instanceof Error && DEFINITE_REFUSALS.has(err.name))) doubtful = true;
+        throw err;
+      }
+    };
     try {
-      await deps.host.settle(slot.batchId, credential, call);
-    } catch (err) {
-      if (!(err instanceof Error && DEFINITE_REFUSALS.has(err.name))) doubtful = true;
-      throw err;
+      outcome = await deps.invoker.invoke(delivery, settle, slot);
+    } catch {
+      outcome = 'abandoned';
     }
-  };
-  let outcome: InvocationOutcome;
-  try {
-    outcome = await deps.invoker.invoke(delivery, settle, slot);
-  } catch {
-    outcome = 'abandoned';
+    // The handler returned, but a settlement's outcome is unknown: finalise as after a throw, so
+    // the unsettled rest is retried rather than acknowledged.
+    if (outcome === 'returned' && doubtful) outcome = 'threw';
   }
-  // The handler returned, but a settlement's outcome is unknown: finalise as after a throw, so
-  // the unsettled rest is retried rather than acknowledged.
-  if (outcome === 'returned' && doubtful) outcome = 'threw';
-  const receipts = batch.map((b) => ({
-    handles: [b.received.receiptHandle],
-    receivedAt: b.received.receivedAt,
-  }));
-  const fin = await deps.host.finalize(slot, credential, outcome, receipts);
+  const fin = await deps.host.finalize(slot, credential, outcome);
   if (fin.deadLetter.length > 0) {
-    await deps.host.deadLetter(
-      slot,
-      fin.deadLetter.map((i) => {
-        const b = batch[i] as (typeof batch)[number];
-        return {
-          id: b.received.envelope.id,
-          body: b.body,
-          receiptHandles: [b.received.receiptHandle],
-          hadRecord: true,
-        };
-      }),
-      true,
-    );
+    try {
+      await deps.host.deadLetter(
+        slot,
+        credential,
+        fin.deadLetter.flatMap((id) => {
+          const body = bodies.get(id);
+          return body ? [{ id, body }] : [];
+        }),
+      );
+    } catch (err) {
+      // The batch is finalised; its moves stay owed and are made when the messages return
+      // (recovery at the slot's deadline puts them back). Nothing else of the batch is charged.
+      deps.log?.('dead-letter move failed; it is retried when the messages return', {
+        batchId: slot.batchId,
+        error: (err as Error)?.name,
+      });
+      return { idle: false, delivered: batch.length };
+    }
   }
   return { idle: false, delivered: batch.length, credential };
 }
@@ -219,7 +239,8 @@ export async function runLane(
     const run = await runBatch(slot, deps);
     delivered += run.delivered;
     if (run.idle) return { idle: true, delivered, batches };
-    if (!run.credential || batches >= limits.maxBatches || clock() - started >= limits.budgetMs) {
+    const over = batches >= limits.maxBatches || clock() - started >= limits.budgetMs;
+    if (!run.credential || over || deps.signal?.aborted) {
       return { idle: false, delivered, batches };
     }
     const next = await deps.host.acquire(slot, run.credential);

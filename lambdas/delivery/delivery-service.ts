@@ -14,13 +14,15 @@ import type {
   AttemptsRecord,
   BatchHead,
   DeliveryStore,
+  Manifest,
   ManifestEntry,
   SettlementCode,
 } from './delivery-store.ts';
 import { type Envelope, encodeEnvelope } from './envelope.ts';
-import { MESSAGE_LIMITS, NamedError } from './limits.ts';
+import { MESSAGE_LIMITS, NamedError, recordExpiry } from './limits.ts';
 import type { CommitStore, QueueDirectory, QueueTarget } from './ports.ts';
 import type { InvocationOutcome, SettleCall } from './settlement-protocol.ts';
+import { byCount, bySendLimits } from './sqs-batches.ts';
 
 /** A slot taken for one batch: everything the runner needs, nothing secret besides the credential. */
 export interface Slot {
@@ -49,6 +51,8 @@ export type AcquireResult = { status: 'acquired'; slot: Slot } | { status: 'busy
 export interface Received {
   receiptHandle: string;
   receivedAt: number;
+  /** SQS's SentTimestamp: when the queue accepted the message, by SQS's clock, not a producer's. */
+  sentAt?: number;
   envelope: Omit<Envelope, 'body'>;
 }
 
@@ -57,16 +61,17 @@ export interface Registration {
   credential: string;
   /** Indexes into the received list, in batch order, with their attempt numbers. */
   deliver: { received: number; attempts: number }[];
-  /** Received messages that already had their last delivery: move them (bodies needed). */
-  deadLetter: number[];
+  /**
+   * Received messages that already had their last delivery. They belong to the batch and are
+   * moved when it is finalised (the runner holds their bodies).
+   */
+  moves: number;
 }
 
-/** A message to move to the dead-letter queue: its body and where its original is. */
+/** A body the runner holds for a dead-letter move the Host asked for (by message id). */
 export interface DeadLetterItem {
   id: string;
   body: Uint8Array;
-  receiptHandles: string[];
-  hadRecord: boolean;
 }
 
 export interface DeliveryServiceOptions {
@@ -81,8 +86,14 @@ export interface DeliveryServiceOptions {
   /** Derives batch credentials (HMAC of the batch id), so none is stored or passed around. */
   credentialKey: Buffer;
   clock?: () => number;
-  /** The longest a worker invocation may run. */
+  /** The longest a worker invocation may run (the Host's bound). */
   workerTimeoutMs: number;
+  /**
+   * The worker's own invocation bound where it has one (a Lambda function's timeout, from its
+   * registration); a slot's deadline uses the smaller of the two, so a crashed worker's slot is
+   * held no longer than its invocation could have lasted.
+   */
+  workerTimeoutMsOf?(space: string, name: string): Promise<number | undefined>;
   /** How long a lane waits for a first message before giving its slot back. */
   idleWaitSeconds?: number;
   /** Time after a slot deadline within which recovery is guaranteed to have run. */
@@ -97,16 +108,28 @@ export interface DeliveryServiceOptions {
 }
 
 const hashCredential = (c: string) => createHash('sha256').update(c).digest('hex');
-const chunks = <T>(items: T[], size: number): T[][] => {
-  const out: T[][] = [];
-  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
-  return out;
-};
+
+/**
+ * Receipt handles are used only this long before the batch's messages may become visible again:
+ * after that a handle may be stale, and decisions are written as attempts records instead.
+ */
+const HANDLE_SAFETY_MS = 5_000;
+/** A dead-letter move SQS refused is tried again when the message returns, this much later. */
+const MOVE_RETRY_SECONDS = 30;
+
+interface Visibility {
+  handle: string;
+  seconds: number;
+}
 
 /**
  * The Host side of delivery: concurrency slots, batch registration with exact attempt counts,
  * first-wins settlement, finalisation and dead-lettering. The Step Functions tasks and the local
  * runner call these methods; the worker never touches the Host's tables.
+ *
+ * What a runner says is never taken on trust: registration takes only the slot id from it, and
+ * every later call needs the batch credential and acts only on what registration recorded (ids,
+ * attempts, receipt handles). Only message bodies come from the runner, which alone holds them.
  */
 export class DeliveryService {
   private readonly o: Required<DeliveryServiceOptions>;
@@ -118,6 +141,7 @@ export class DeliveryService {
       graceMs: 60_000,
       slotMarginMs: 30_000,
       commitTimeoutMs: 15 * 60_000,
+      workerTimeoutMsOf: async () => undefined,
       ...opts,
     };
   }
@@ -136,17 +160,25 @@ export class DeliveryService {
     return head.credentialHash === hashCredential(credential);
   }
 
-  /** Finalisation requested by a runner: only with the batch's credential. */
+  /** The head of a batch the caller proves to hold (its credential); `unknown_batch` otherwise. */
+  private async ownedHead(batchId: string, credential: string): Promise<BatchHead> {
+    const head = await this.o.store.getHead(batchId);
+    if (!head || !this.ownsBatch(head, credential))
+      throw new NamedError('unknown_batch', 'not a batch of this runner');
+    return head;
+  }
+
+  /**
+   * Finalisation requested by a runner: only with the batch's credential. Returns the ids of the
+   * messages to move to the dead-letter queue, whose bodies the runner then sends (`deadLetter`).
+   */
   async finalizeAsRunner(
     batchId: string,
     credential: string,
     outcome: InvocationOutcome,
-    receipts: { handles: string[]; receivedAt: number }[],
-  ): Promise<{ deadLetter: number[] }> {
-    const head = await this.o.store.getHead(batchId);
-    if (!head || !this.ownsBatch(head, credential))
-      throw new NamedError('unknown_batch', 'not a batch of this runner');
-    return this.finalize(batchId, outcome, receipts);
+  ): Promise<{ deadLetter: string[] }> {
+    await this.ownedHead(batchId, credential);
+    return this.finalize(batchId, outcome, 'live');
   }
 
   private async consumer(consumerUid: string) {
@@ -169,11 +201,14 @@ export class DeliveryService {
     if (!queue || !worker || worker.deleted) return { status: 'stop' };
     const workerFunction = await this.o.workerFunction(worker.space, worker.name);
     if (!workerFunction) return { status: 'stop' };
+    const own = await this.o.workerTimeoutMsOf(worker.space, worker.name);
+    const workerTimeoutMs =
+      own !== undefined ? Math.min(own, this.o.workerTimeoutMs) : this.o.workerTimeoutMs;
     const now = this.now();
     const deadline =
       now +
       (this.o.idleWaitSeconds + a.spec.maxBatchTimeoutSeconds) * 1000 +
-      this.o.workerTimeoutMs +
+      workerTimeoutMs +
       this.o.slotMarginMs;
     const batchId = `b${newToken(18)}`;
     if (!(await this.o.store.acquireSlot(consumerUid, batchId, deadline, a.spec.maxConcurrency))) {
@@ -205,8 +240,8 @@ export class DeliveryService {
    * the caller is this consumer's runner (the batch head names the consumer).
    */
   async acquireNext(previous: Slot, credential: string): Promise<AcquireResult> {
-    const head = await this.o.store.getHead(previous.batchId);
-    if (!head || !this.ownsBatch(head, credential) || head.consumerUid !== previous.consumerUid) {
+    const head = await this.ownedHead(previous.batchId, credential);
+    if (head.consumerUid !== previous.consumerUid) {
       throw new NamedError('unknown_batch', 'not a batch of this runner');
     }
     return this.acquire(previous.consumerUid, previous.generation);
@@ -214,43 +249,44 @@ export class DeliveryService {
 
   /** Decides, for each received message, whether it is delivered now, later, or dead-lettered. */
   async register(claimed: Slot, received: Received[]): Promise<Registration> {
+    const nothing: Registration = { credential: '', deliver: [], moves: 0 };
     // Only the slot's id is taken from the caller; everything else comes from the Host's own
     // records, so a forged or altered slot cannot register anything (DL-09).
-    const deadline = (await this.o.store.slots(claimed.consumerUid))[claimed.batchId];
+    const slots = await this.o.store.slots(claimed.consumerUid);
+    const deadline = slots[claimed.batchId];
     const a = await this.consumer(claimed.consumerUid);
     const queue = a ? await this.queueTarget(a.spec.queue.resourceUid) : undefined;
+    const giveBack = () =>
+      queue && queue.queueUid === claimed.queueUid
+        ? this.changeVisibility(
+            queue.sqsUrl,
+            received.map((r) => ({ handle: r.receiptHandle, seconds: 0 })),
+          )
+        : Promise.resolve();
     if (deadline === undefined || (await this.o.store.getHead(claimed.batchId))) {
       // A revoked slot (its consumer is stopping): give the messages back at once, deliver nothing.
-      if (queue && queue.queueUid === claimed.queueUid) {
-        await this.changeVisibility(
-          queue.sqsUrl,
-          received.map((r) => ({ handle: r.receiptHandle, seconds: 0 })),
-        );
-      }
+      await giveBack();
       throw new NamedError('unknown_batch', 'no such slot is open');
+    }
+    if (a?.state !== 'active' || !queue || queue.queueUid !== claimed.queueUid) {
+      // The stop boundary passed while this lane was receiving: nothing new starts.
+      await giveBack();
+      await this.o.store.releaseSlot(claimed.consumerUid, claimed.batchId);
+      return nothing;
+    }
+    const now = this.now();
+    // Late recovery: a batch abandoned by a lost runner has its messages back in the queue from
+    // its deadline + grace on. Recovering every expired slot before reading attempts records
+    // means such a message is never counted from records its recovery has not written yet.
+    for (const [batchId, d] of Object.entries(slots)) {
+      if (batchId !== claimed.batchId && d <= now) await this.recoverBatch(claimed.consumerUid, batchId);
     }
     const slot: Slot = {
       ...claimed,
       deadline,
-      queueUid: queue?.queueUid ?? claimed.queueUid,
-      sqsUrl: queue?.sqsUrl ?? '',
+      invisibleUntil: deadline + this.o.graceMs,
+      sqsUrl: queue.sqsUrl,
     };
-    const now = this.now();
-    const hide: { handle: string; seconds: number }[] = [];
-    const remove: string[] = [];
-    /** Acknowledged messages seen again: their records go once their copies are deleted. */
-    const removeAcked: { id: string; handle: string }[] = [];
-    if (a?.state !== 'active' || !queue || queue.queueUid !== claimed.queueUid) {
-      // The stop boundary passed while this lane was receiving: nothing new starts.
-      if (queue)
-        await this.changeVisibility(
-          queue.sqsUrl,
-          received.map((r) => ({ handle: r.receiptHandle, seconds: 0 })),
-        );
-      await this.o.store.releaseSlot(slot.consumerUid, slot.batchId);
-      return { credential: '', deliver: [], deadLetter: [] };
-    }
-    const credential = this.credentialOf(slot.batchId);
     const spec = a.spec;
     const commitIds = [...new Set(received.flatMap((r) => (r.envelope.commit ? [r.envelope.commit] : [])))];
     const committed = commitIds.length ? await this.o.commits.committed(commitIds) : new Set<string>();
@@ -268,84 +304,117 @@ export class DeliveryService {
           )
         : new Map<string, AttemptsRecord>();
 
-    const deliver: Registration['deliver'] = [];
-    const deadLetter: number[] = [];
-    const manifest: ManifestEntry[] = [];
-    const seen = new Set<string>();
+    // An SQS duplicate of a message in this batch rides with its first copy: one decision, and
+    // every copy is deleted, hidden or returned with it.
+    const copies = new Map<string, { first: number; handles: string[] }>();
     for (const [i, r] of received.entries()) {
+      const c = copies.get(r.envelope.id);
+      if (c) c.handles.push(r.receiptHandle);
+      else copies.set(r.envelope.id, { first: i, handles: [r.receiptHandle] });
+    }
+    const hide: Visibility[] = [];
+    const remove: string[] = [];
+    /** Acknowledged messages seen again: their records go once their copies are deleted. */
+    const removeAcked: { id: string; handles: string[] }[] = [];
+    const deliver: Registration['deliver'] = [];
+    const entries: ManifestEntry[] = [];
+    const moves: ManifestEntry[] = [];
+    for (const { first, handles } of copies.values()) {
+      const r = received[first] as Received;
       const e = r.envelope;
-      if (seen.has(e.id)) {
-        hide.push({ handle: r.receiptHandle, seconds: 30 }); // an SQS duplicate of a message in this batch
-        continue;
-      }
-      seen.add(e.id);
       if (e.commit && !committed.has(e.commit)) {
-        if (now - e.ts > this.o.commitTimeoutMs) remove.push(r.receiptHandle);
-        else hide.push({ handle: r.receiptHandle, seconds: 2 });
+        // Timed by SQS's clock: a producer's clock (the customer's machine) may be off.
+        if (now - (r.sentAt ?? e.ts) > this.o.commitTimeoutMs) remove.push(...handles);
+        else for (const handle of handles) hide.push({ handle, seconds: 2 });
         continue;
       }
       const rec = records.get(e.id);
       if (rec?.acked) {
-        remove.push(r.receiptHandle);
-        removeAcked.push({ id: e.id, handle: r.receiptHandle });
+        remove.push(...handles);
+        removeAcked.push({ id: e.id, handles });
         continue;
       }
       const notBefore = Math.max(e.notBefore ?? 0, rec?.notBefore ?? 0);
       if (notBefore > now) {
-        hide.push({
-          handle: r.receiptHandle,
-          seconds: Math.min(MESSAGE_LIMITS.sqsMaxVisibilitySeconds, Math.ceil((notBefore - now) / 1000)),
-        });
+        const seconds = Math.min(MESSAGE_LIMITS.sqsMaxVisibilitySeconds, Math.ceil((notBefore - now) / 1000));
+        for (const handle of handles) hide.push({ handle, seconds });
         continue;
       }
       const attempts = (rec?.attempts ?? 0) + 1;
+      const entry = { id: e.id, ts: e.ts, hadRecord: rec !== undefined, handles, receivedAt: r.receivedAt };
       if (attempts > 1 + spec.maxRetries) {
-        deadLetter.push(i);
+        moves.push({ ...entry, attempts: rec?.attempts ?? 0 });
         continue;
       }
-      deliver.push({ received: i, attempts });
-      manifest.push({ id: e.id, ts: e.ts, attempts, hadRecord: rec !== undefined });
+      deliver.push({ received: first, attempts });
+      entries.push({ ...entry, attempts });
     }
     await this.changeVisibility(slot.sqsUrl, hide);
     const notRemoved = await this.deleteMessages(slot.sqsUrl, remove);
     for (const d of removeAcked) {
       // A copy that could not be deleted comes back: its record must still say it is done.
-      if (!notRemoved.has(d.handle)) await this.o.store.clearAttempts(slot.queueUid, d.id);
+      if (!d.handles.some((h) => notRemoved.has(h))) await this.o.store.clearAttempts(slot.queueUid, d.id);
     }
-    if (manifest.length === 0) {
-      // Nothing to deliver: the slot is freed now, or by the dead-letter moves the runner makes.
-      if (deadLetter.length === 0) await this.o.store.releaseSlot(slot.consumerUid, slot.batchId);
-      return { credential, deliver, deadLetter };
+    // The runner received with a short visibility, so the messages of a runner that dies before
+    // this point return by themselves; what the batch owns is now held past its deadline.
+    const lost = await this.holdUntil(slot, [...entries, ...moves], now);
+    const kept = (m: ManifestEntry) => (m.handles?.length ?? 0) > 0 && !lost.has(m.id);
+    const delivered = entries.filter(kept);
+    const moved = moves.filter(kept);
+    if (delivered.length === 0 && moved.length === 0) {
+      await this.o.store.releaseSlot(slot.consumerUid, slot.batchId);
+      return nothing;
     }
+    const credential = this.credentialOf(slot.batchId);
     const head: BatchHead = {
       batchId: slot.batchId,
       consumerUid: slot.consumerUid,
       queueUid: slot.queueUid,
       generation: slot.generation,
       credentialHash: hashCredential(credential),
-      size: manifest.length,
+      size: delivered.length,
       closed: false,
       outcome: undefined,
       applied: false,
       settled: {},
       all: undefined,
       deadline: slot.deadline,
+      invisibleUntil: slot.invisibleUntil,
       doubtful: false,
       pendingDeadLetter: [],
     };
-    // The stop boundary (QC-08): a slot still unregistered when its consumer stops is revoked,
-    // and then this batch never starts.
-    if (!(await this.o.store.markRegistered(slot.consumerUid, slot.batchId))) {
-      const back = deliver.flatMap((d) => {
-        const r = received[d.received];
-        return r ? [{ handle: r.receiptHandle, seconds: 0 }] : [];
-      });
-      await this.changeVisibility(queue.sqsUrl, back);
-      return { credential, deliver: [], deadLetter };
+    // Head, manifest and the slot's `registered` mark in one transaction. A slot revoked at the
+    // stop boundary (QC-08) makes it fail, and then this batch never starts.
+    if (!(await this.o.store.createBatch(head, { entries: delivered, moves: moved }))) {
+      await this.changeVisibility(slot.sqsUrl, returnAll([...delivered, ...moved]));
+      return nothing;
     }
-    await this.o.store.createBatch(head, manifest);
     crashPoint('delivery.after-register');
-    return { credential, deliver, deadLetter };
+    const deliveredIds = new Set(delivered.map((m) => m.id));
+    return {
+      credential,
+      deliver: deliver.filter((d) => deliveredIds.has((received[d.received] as Received).envelope.id)),
+      moves: moved.length,
+    };
+  }
+
+  /**
+   * Extends the visibility of a batch's messages to the slot's `invisibleUntil`. Returns the ids
+   * whose copies could not all be extended: they may return early, so they are not delivered.
+   */
+  private async holdUntil(slot: Slot, owned: ManifestEntry[], now: number): Promise<Set<string>> {
+    const lost = new Set<string>();
+    const items = owned.flatMap((m) => {
+      const elapsed = Math.floor((now - (m.receivedAt ?? now)) / 1000);
+      const seconds = Math.min(
+        MESSAGE_LIMITS.sqsMaxVisibilitySeconds - elapsed - 1,
+        Math.ceil((slot.invisibleUntil - now) / 1000),
+      );
+      return (m.handles ?? []).map((handle) => ({ handle, seconds: Math.max(1, seconds), id: m.id }));
+    });
+    const failed = await this.changeVisibility(slot.sqsUrl, items);
+    for (const i of items) if (failed.has(i.handle)) lost.add(i.id);
+    return lost;
   }
 
   /** One settlement call from a worker (DL-03, DL-04, DL-08, DL-09). */
@@ -371,43 +440,48 @@ export class DeliveryService {
   }
 
   /**
-   * Closes the batch and applies every decision. With receipt handles it deletes, re-hides or
-   * returns messages at once; without (recovery after a crash) it writes attempts records that
-   * take effect when the messages become visible again. Returns the indexes that must be moved
-   * to the dead-letter queue with their bodies (only when handles are given).
+   * Closes the batch and applies every decision with the receipt handles registration recorded.
+   * `live`: the runner still holds the bodies, so messages out of retries (and the batch's moves)
+   * are returned as ids to move. `recovery` (the runner is gone): they are returned to the queue
+   * instead, their attempts recorded, so registration moves them when they come back. Once the
+   * messages may be visible again, handles may be stale: decisions are then written as attempts
+   * records only, which take effect when the messages are received again.
    */
   async finalize(
     batchId: string,
     outcome: InvocationOutcome,
-    receipts?: { handles: string[]; receivedAt: number }[],
-  ): Promise<{ deadLetter: number[] }> {
+    mode: 'live' | 'recovery',
+  ): Promise<{ deadLetter: string[] }> {
     const head = await this.o.store.closeBatch(batchId, outcome);
     if (!head) return { deadLetter: [] };
+    const manifest: Manifest = (await this.o.store.getManifest(batchId)) ?? { entries: [], moves: [] };
     if (head.applied) {
-      if (!receipts && head.pendingDeadLetter.length) await this.recordPendingDeadLetters(head);
-      return { deadLetter: receipts ? head.pendingDeadLetter : [] };
+      if (mode === 'live') return { deadLetter: pendingIds(head, manifest) };
+      await this.returnPending(head, manifest);
+      return { deadLetter: [] };
     }
-    const manifest = (await this.o.store.getManifest(batchId)) ?? [];
     const a = await this.consumer(head.consumerUid);
     const spec = a?.spec;
     const queue = await this.queueTarget(head.queueUid);
     const now = this.now();
+    const usable = queue !== undefined && now < head.invisibleUntil - HANDLE_SAFETY_MS;
+    const handlesOf = (m: ManifestEntry) => (usable ? (m.handles ?? []) : []);
+    const expires = recordExpiry(now);
     const effective = head.outcome === 'returned' && !head.doubtful ? 'returned' : 'retry-rest';
-    const expires =
-      Math.ceil(now / 1000) +
-      (queue?.retentionSeconds ?? 1_209_600) +
-      MESSAGE_LIMITS.maxDelaySeconds +
-      86_400;
-    const toDelete: { index: number; handle: string }[] = [];
-    const toHide: { handle: string; seconds: number }[] = [];
-    const deadLetter: number[] = [];
+    const toDelete: { entry: ManifestEntry; handle: string }[] = [];
+    const toHide: Visibility[] = [];
+    const deadLetter: string[] = [];
+    const owesMove = (m: ManifestEntry, handles: string[]) => {
+      if (mode === 'live' && handles.length > 0) deadLetter.push(m.id);
+      else toHide.push(...returnAll([{ ...m, handles }]));
+    };
 
-    for (const [i, m] of manifest.entries()) {
+    for (const [i, m] of manifest.entries.entries()) {
       const code: SettlementCode =
         head.settled[String(i)] ?? head.all ?? (effective === 'returned' ? 'a' : 'r');
-      const r = receipts?.[i];
+      const handles = handlesOf(m);
       if (code === 'a') {
-        if (r && queue) for (const h of r.handles) toDelete.push({ index: i, handle: h });
+        if (handles.length > 0) for (const handle of handles) toDelete.push({ entry: m, handle });
         else
           await this.o.store.putAttempts(
             head.queueUid,
@@ -416,34 +490,31 @@ export class DeliveryService {
           );
         continue;
       }
-      const maxRetries = spec?.maxRetries ?? 0;
-      if (m.attempts >= 1 + maxRetries) {
+      // The attempts record is durable before the message can be seen again (exact attempts).
+      if (m.attempts >= 1 + (spec?.maxRetries ?? 0)) {
         // Out of retries: the next step is the dead-letter move, which needs the body.
-        if (r && queue) deadLetter.push(i);
-        else await this.o.store.putAttempts(head.queueUid, { id: m.id, attempts: m.attempts }, expires);
+        await this.o.store.putAttempts(head.queueUid, { id: m.id, attempts: m.attempts }, expires);
+        owesMove(m, handles);
         continue;
       }
       const delay = code.length > 1 ? Number(code.slice(1)) : (spec?.retryDelaySeconds ?? 0);
-      // The attempts record is durable before the message can be seen again (exact attempts).
       await this.o.store.putAttempts(
         head.queueUid,
         { id: m.id, attempts: m.attempts, notBefore: delay > 0 ? now + delay * 1000 : undefined },
         expires,
       );
-      if (r && queue) {
-        const elapsed = Math.floor((now - r.receivedAt) / 1000);
-        const seconds = Math.max(0, Math.min(delay, MESSAGE_LIMITS.sqsMaxVisibilitySeconds - elapsed - 1));
-        for (const h of r.handles) toHide.push({ handle: h, seconds });
-      }
+      const elapsed = Math.floor((now - (m.receivedAt ?? now)) / 1000);
+      const seconds = Math.max(0, Math.min(delay, MESSAGE_LIMITS.sqsMaxVisibilitySeconds - elapsed - 1));
+      for (const handle of handles) toHide.push({ handle, seconds });
     }
+    for (const m of manifest.moves) owesMove(m, handlesOf(m));
     if (queue) {
       const failed = await this.deleteMessages(
         queue.sqsUrl,
         toDelete.map((d) => d.handle),
       );
-      for (const d of toDelete) {
-        const m = manifest[d.index] as ManifestEntry;
-        if (failed.has(d.handle)) {
+      for (const m of new Set(toDelete.map((d) => d.entry))) {
+        if ((m.handles ?? []).some((h) => failed.has(h))) {
           await this.o.store.putAttempts(
             head.queueUid,
             { id: m.id, attempts: m.attempts, acked: true },
@@ -461,83 +532,149 @@ export class DeliveryService {
     return { deadLetter };
   }
 
-  /** The runner died before moving these: record them so the move happens when they return. */
-  private async recordPendingDeadLetters(head: BatchHead): Promise<void> {
-    const manifest = (await this.o.store.getManifest(head.batchId)) ?? [];
+  /** The runner left before moving these: back to the queue (attempts recorded), moved on return. */
+  private async returnPending(head: BatchHead, manifest: Manifest): Promise<void> {
+    const pending = new Set(pendingIds(head, manifest));
     const queue = await this.queueTarget(head.queueUid);
-    const expires =
-      Math.ceil(this.now() / 1000) +
-      (queue?.retentionSeconds ?? 1_209_600) +
-      MESSAGE_LIMITS.maxDelaySeconds +
-      86_400;
-    for (const i of head.pendingDeadLetter) {
-      const m = manifest[i];
-      if (m) await this.o.store.putAttempts(head.queueUid, { id: m.id, attempts: m.attempts }, expires);
+    if (queue && pending.size > 0 && this.now() < head.invisibleUntil - HANDLE_SAFETY_MS) {
+      const owed = [...manifest.entries, ...manifest.moves].filter((m) => pending.has(m.id));
+      await this.changeVisibility(queue.sqsUrl, returnAll(owed));
     }
     await this.o.store.markApplied(head.batchId, []);
     await this.o.store.releaseSlot(head.consumerUid, head.batchId);
   }
 
   /**
+   * The runner's half of a dead-letter move: bodies for messages the Host itself asked to move
+   * (by id, from `finalize`); ids, attempts and receipt handles come from the Host's records,
+   * never from the caller. `last` ends the batch and frees its slot.
+   */
+  async deadLetterAsRunner(
+    batchId: string,
+    credential: string,
+    items: DeadLetterItem[],
+    last: boolean,
+  ): Promise<void> {
+    const head = await this.ownedHead(batchId, credential);
+    const manifest: Manifest = (await this.o.store.getManifest(batchId)) ?? { entries: [], moves: [] };
+    const pending = new Set(pendingIds(head, manifest));
+    if (!head.applied || items.some((i) => !pending.has(i.id))) {
+      throw new NamedError('unknown_batch', 'these messages are not owed a move by this batch');
+    }
+    const byId = new Map([...manifest.entries, ...manifest.moves].map((m) => [m.id, m]));
+    const bodies = new Map(items.map((i) => [i.id, i.body]));
+    await this.moveToDeadLetter(
+      head,
+      [...bodies].map(([id, body]) => ({ entry: byId.get(id) as ManifestEntry, body })),
+    );
+    if (last) {
+      // Owed moves the runner did not send go back to the queue and are moved on their return.
+      const left = [...pending].filter((id) => !bodies.has(id)).map((id) => byId.get(id) as ManifestEntry);
+      const queue = await this.queueTarget(head.queueUid);
+      if (queue && left.length > 0) await this.changeVisibility(queue.sqsUrl, returnAll(left));
+      await this.o.store.markApplied(batchId, []);
+      await this.o.store.releaseSlot(head.consumerUid, batchId);
+    }
+  }
+
+  /**
    * Moves messages to the consumer's dead-letter queue as new messages (new id, new timestamp,
    * attempts 1), durably there before the originals are removed; drops them without one (DL-07).
+   * A message whose move fails stays in its queue with its record and is moved when it returns;
+   * the rest of the batch is not affected. Without an attachment nothing is moved or dropped.
    */
-  async deadLetter(
-    consumerUid: string,
-    queueUid: string,
-    items: DeadLetterItem[],
-    batch?: { batchId: string; phase: 'registration' | 'finalize' },
+  private async moveToDeadLetter(
+    head: BatchHead,
+    items: { entry: ManifestEntry; body: Uint8Array }[],
   ): Promise<void> {
-    const a = await this.consumer(consumerUid);
-    const queue = await this.queueTarget(queueUid);
-    const dlqUid = a?.spec.deadLetterQueue?.resourceUid;
+    if (items.length === 0) return;
+    const a = await this.consumer(head.consumerUid);
+    const queue = await this.queueTarget(head.queueUid);
+    if (!queue) return; // the queue is gone, and its messages with it
+    const keep = (kept: ManifestEntry[], why: string) => {
+      if (kept.length === 0) return Promise.resolve(new Set<string>());
+      log.warn(`dead-letter move postponed: ${why}`, {
+        consumerUid: head.consumerUid,
+        messages: kept.length,
+        retryInSeconds: MOVE_RETRY_SECONDS,
+      });
+      return this.changeVisibility(
+        queue.sqsUrl,
+        kept.flatMap((m) => (m.handles ?? []).map((handle) => ({ handle, seconds: MOVE_RETRY_SECONDS }))),
+      );
+    };
+    if (!a) {
+      // The consumer was deleted meanwhile: its messages stay where they are (QC-08).
+      await keep(
+        items.map((i) => i.entry),
+        'the consumer is gone',
+      );
+      return;
+    }
+    const dlqUid = a.spec.deadLetterQueue?.resourceUid;
     const dlq = dlqUid ? await this.queueTarget(dlqUid) : undefined;
-    if (dlqUid && !dlq) throw new Error('the dead-letter queue is not available; the messages stay');
+    if (dlqUid && !dlq) {
+      await keep(
+        items.map((i) => i.entry),
+        'the dead-letter queue is not available',
+      );
+      return;
+    }
+    let done: ManifestEntry[] = items.map((i) => i.entry);
     if (dlq) {
+      done = [];
       const now = this.now();
-      for (const part of chunks(items, 10)) {
-        const entries = part.map((item, n) => {
-          const delay = dlq.defaultDelaySeconds;
-          const env: Envelope = { id: `m${newToken(16)}`, ts: now, body: item.body };
-          if (delay > MESSAGE_LIMITS.sqsMaxDelaySeconds) env.notBefore = now + delay * 1000;
-          return {
-            Id: String(n),
-            MessageBody: encodeEnvelope(env),
-            DelaySeconds: Math.min(delay, MESSAGE_LIMITS.sqsMaxDelaySeconds),
-          };
-        });
-        const out = await this.o.sqs.send(
-          new SendMessageBatchCommand({ QueueUrl: dlq.sqsUrl, Entries: entries }),
-        );
-        if (out.Failed?.length) throw new Error('the dead-letter queue refused messages; the originals stay');
+      const outgoing = items.map((item) => {
+        const delay = dlq.defaultDelaySeconds;
+        const env: Envelope = { id: `m${newToken(16)}`, ts: now, body: item.body };
+        if (delay > MESSAGE_LIMITS.sqsMaxDelaySeconds) env.notBefore = now + delay * 1000;
+        return {
+          entry: item.entry,
+          body: encodeEnvelope(env),
+          delay: Math.min(delay, MESSAGE_LIMITS.sqsMaxDelaySeconds),
+        };
+      });
+      const refused: ManifestEntry[] = [];
+      // Split by bytes as well as by count: ten large bodies exceed one request's payload limit.
+      for (const part of bySendLimits(outgoing, (o) => o.body)) {
+        try {
+          const out = await this.o.sqs.send(
+            new SendMessageBatchCommand({
+              QueueUrl: dlq.sqsUrl,
+              Entries: part.map((o, n) => ({ Id: String(n), MessageBody: o.body, DelaySeconds: o.delay })),
+            }),
+          );
+          const failed = new Set((out.Failed ?? []).map((f) => Number(f.Id)));
+          for (const [n, o] of part.entries()) (failed.has(n) ? refused : done).push(o.entry);
+        } catch (err) {
+          log.warn('the dead-letter queue refused a request', { consumerUid: head.consumerUid, err });
+          refused.push(...part.map((o) => o.entry));
+        }
       }
       crashPoint('delivery.after-dead-letter-send');
+      await keep(refused, 'the dead-letter queue refused messages');
+    } else {
+      log.info('messages dropped after their last delivery (the consumer has no dead-letter queue)', {
+        consumerUid: head.consumerUid,
+        queueUid: head.queueUid,
+        messages: done.length,
+      });
     }
-    const failed = queue
-      ? await this.deleteMessages(
-          queue.sqsUrl,
-          items.flatMap((i) => i.receiptHandles),
-        )
-      : new Set<string>();
-    const expires =
-      Math.ceil(this.now() / 1000) +
-      (queue?.retentionSeconds ?? 1_209_600) +
-      MESSAGE_LIMITS.maxDelaySeconds +
-      86_400;
-    for (const item of items) {
-      if (item.receiptHandles.some((h) => failed.has(h))) {
+    const failed = await this.deleteMessages(
+      queue.sqsUrl,
+      done.flatMap((m) => m.handles ?? []),
+    );
+    const expires = recordExpiry(this.now());
+    for (const m of done) {
+      if ((m.handles ?? []).some((h) => failed.has(h))) {
         // The original could not be removed and will come back: its fate is final (moved or
         // dropped), so it is deleted on sight, never delivered again as a first attempt (DL-07).
-        // The count no longer matters for a record marked done.
-        await this.o.store.putAttempts(queueUid, { id: item.id, attempts: 0, acked: true }, expires);
-      } else if (item.hadRecord) await this.o.store.clearAttempts(queueUid, item.id);
-    }
-    if (batch?.phase === 'finalize') {
-      await this.o.store.markApplied(batch.batchId, []);
-      await this.o.store.releaseSlot(consumerUid, batch.batchId);
-    } else if (batch && !(await this.o.store.getHead(batch.batchId))) {
-      // Moves found at registration, with nothing delivered: the slot holds no batch.
-      await this.o.store.releaseSlot(consumerUid, batch.batchId);
+        await this.o.store.putAttempts(
+          head.queueUid,
+          { id: m.id, attempts: m.attempts, acked: true },
+          expires,
+        );
+      } else await this.o.store.clearAttempts(head.queueUid, m.id);
     }
   }
 
@@ -553,20 +690,48 @@ export class DeliveryService {
     return recovered;
   }
 
-  /** Ends one batch whose invocation was lost: closes it as abandoned and records what is owed. */
-  async recoverBatch(consumerUid: string, batchId: string): Promise<void> {
+  /**
+   * The local Host at start-up: every slot in the table was taken by an earlier run of this
+   * Host, whose worker threads died with it (the data folder's lock proves no other run is
+   * alive), so each of its batches is recovered now instead of at its deadline. Settled messages
+   * keep their settlement; unsettled ones return at once with their attempt counted.
+   */
+  async recoverAfterRestart(): Promise<number> {
+    let recovered = 0;
+    for (const consumerUid of await this.o.store.consumersWithSlots()) {
+      for (const batchId of Object.keys(await this.o.store.slots(consumerUid))) {
+        await this.recoverBatch(consumerUid, batchId, { ended: true });
+        recovered++;
+      }
+    }
+    if (recovered > 0)
+      log.info('recovered the batches a previous run left in flight', { batches: recovered });
+    return recovered;
+  }
+
+  /**
+   * Ends one batch whose invocation was lost: closes it as abandoned and records what is owed.
+   * Before the slot's deadline the batch's handler may still run (a lost Lambda response), so
+   * the slot is kept until then — unless the caller knows the invocation has `ended`.
+   */
+  async recoverBatch(consumerUid: string, batchId: string, opts: { ended?: boolean } = {}): Promise<void> {
     const deadline = (await this.o.store.slots(consumerUid))[batchId];
-    if (deadline !== undefined && deadline > this.now()) {
-      // The invocation failed, but its handler may not have stopped (a lost Lambda response):
-      // end settlement now, and keep the slot — and so the concurrency bound — until the
+    if (deadline === undefined) return; // finished meanwhile
+    if (deadline > this.now() && !opts.ended) {
+      // End settlement now, and keep the slot — and so the concurrency bound — until the
       // deadline, when recoverExpired applies what is owed.
       await this.o.store.closeBatch(batchId, 'abandoned');
+      log.info('a batch’s invocation failed; its consumer waits for the batch’s deadline', {
+        consumerUid,
+        batchId,
+        until: new Date(deadline).toISOString(),
+      });
       return;
     }
     const head = await this.o.store.getHead(batchId);
     if (head && (!head.applied || head.pendingDeadLetter.length > 0)) {
-      // Unsettled messages are retried, never acknowledged; pending dead-letter moves are recorded.
-      await this.finalize(batchId, 'abandoned');
+      // Unsettled messages are retried, never acknowledged; pending dead-letter moves return.
+      await this.finalize(batchId, 'abandoned', 'recovery');
       return;
     }
     await this.o.store.releaseSlot(consumerUid, batchId);
@@ -584,10 +749,12 @@ export class DeliveryService {
     return Object.keys(await this.o.store.slots(consumerUid)).length;
   }
 
-  private async changeVisibility(url: string, items: { handle: string; seconds: number }[]): Promise<void> {
-    for (const part of chunks(items, 10)) {
-      await this.o.sqs
-        .send(
+  /** Best effort; returns the handles whose change SQS did not confirm. */
+  private async changeVisibility(url: string, items: Visibility[]): Promise<Set<string>> {
+    const failed = new Set<string>();
+    for (const part of byCount(items)) {
+      try {
+        const out = await this.o.sqs.send(
           new ChangeMessageVisibilityBatchCommand({
             QueueUrl: url,
             Entries: part.map((p, n) => ({
@@ -596,15 +763,20 @@ export class DeliveryService {
               VisibilityTimeout: p.seconds,
             })),
           }),
-        )
-        .catch((err) => log.warn('could not change message visibility; it returns on its own', { err }));
+        );
+        for (const f of out.Failed ?? []) failed.add((part[Number(f.Id)] as Visibility).handle);
+      } catch (err) {
+        log.warn('could not change message visibility; it returns on its own', { err });
+        for (const p of part) failed.add(p.handle);
+      }
     }
+    return failed;
   }
 
   /** Deletes by receipt handle; returns the handles that could not be deleted. */
   private async deleteMessages(url: string, handles: string[]): Promise<Set<string>> {
     const failed = new Set<string>();
-    for (const part of chunks(handles, 10)) {
+    for (const part of byCount(handles)) {
       try {
         const out = await this.o.sqs.send(
           new DeleteMessageBatchCommand({
@@ -620,6 +792,18 @@ export class DeliveryService {
     }
     return failed;
   }
+}
+
+/** Every copy of these messages visible again now. */
+function returnAll(messages: ManifestEntry[]): Visibility[] {
+  return messages.flatMap((m) => (m.handles ?? []).map((handle) => ({ handle, seconds: 0 })));
+}
+
+/** The ids still owed a dead-letter move (heads of older Host versions kept manifest indexes). */
+function pendingIds(head: BatchHead, manifest: Manifest): string[] {
+  return head.pendingDeadLetter.flatMap((p: string | number) =>
+    typeof p === 'number' ? (manifest.entries[p]?.id ?? []) : p,
+  );
 }
 
 export type { ConsumerSpec };

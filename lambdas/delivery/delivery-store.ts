@@ -8,13 +8,29 @@ export function codeOf(call: SettleCall): SettlementCode {
   return call.delaySeconds === undefined ? 'r' : `r${call.delaySeconds}`;
 }
 
-/** One delivered message as the manifest keeps it (no body, no receipt handle). */
+/**
+ * One received message as the manifest keeps it: no body, but the receipt handles of every copy
+ * SQS handed to this batch (a duplicate receive rides with its first copy), so the Host itself —
+ * not the runner — can delete, re-hide or return it, also when the runner is gone.
+ */
 export interface ManifestEntry {
   id: string;
   ts: number;
   attempts: number;
   /** Whether an attempts record existed at delivery (it must be cleared when the message ends). */
   hadRecord: boolean;
+  /** Receipt handles of this batch's copies. Absent only in manifests of older Host versions. */
+  handles?: string[];
+  /** When the runner received the first copy (SQS's 12-hour visibility bound counts from it). */
+  receivedAt?: number;
+}
+
+/** What registration recorded for a batch: the delivered messages and the dead-letter moves. */
+export interface Manifest {
+  /** Delivered, in batch order (settlement indexes). */
+  entries: ManifestEntry[];
+  /** Received with their last delivery already made: moved with the bodies the runner holds. */
+  moves: ManifestEntry[];
 }
 
 export interface BatchHead {
@@ -23,6 +39,7 @@ export interface BatchHead {
   queueUid: string;
   generation: number;
   credentialHash: string;
+  /** Delivered messages (settlement indexes are 0..size-1). */
   size: number;
   closed: boolean;
   outcome: string | undefined;
@@ -32,10 +49,12 @@ export interface BatchHead {
   /** A batch-level settlement covering every index not in `settled`. */
   all: SettlementCode | undefined;
   deadline: number;
+  /** Until then the batch's messages stay invisible (receipt handles stay valid). */
+  invisibleUntil: number;
   /** Set when a settlement write may have failed: the remainder is then never implicitly acked (DL-08). */
   doubtful: boolean;
-  /** Decisions applied except these dead-letter moves (indexes), which still need the bodies. */
-  pendingDeadLetter: number[];
+  /** Decisions applied except these dead-letter moves (message ids), which still need the bodies. */
+  pendingDeadLetter: string[];
 }
 
 /** Per-message delivery state kept only while needed (after a retry or an unclean end). */
@@ -59,20 +78,26 @@ export interface DeliveryStore {
   releaseSlot(consumerUid: string, batchId: string): Promise<void>;
   /** Marks a slot as holding a batch (its messages are about to be delivered); false if revoked. */
   markRegistered(consumerUid: string, batchId: string): Promise<boolean>;
+  /** Every consumer that has a slot map (for recovery when the local Host starts). */
+  consumersWithSlots(): Promise<string[]>;
   /** Removes slots that hold no batch yet (idle lanes), so a stop boundary need not wait for them. */
   revokeUnregistered(consumerUid: string): Promise<number>;
 
   // Batches.
-  createBatch(head: BatchHead, manifest: ManifestEntry[]): Promise<void>;
+  /**
+   * Writes head and manifest and marks the slot registered, all or nothing, before any handler
+   * runs. False (and nothing written) when the slot was revoked meanwhile.
+   */
+  createBatch(head: BatchHead, manifest: Manifest): Promise<boolean>;
   getHead(batchId: string): Promise<BatchHead | undefined>;
-  getManifest(batchId: string): Promise<ManifestEntry[] | undefined>;
+  getManifest(batchId: string): Promise<Manifest | undefined>;
   /** First settlement wins; refused once the batch is closed or for a wrong credential. */
   settle(batchId: string, credentialHash: string, call: SettleCall): Promise<SettleResult>;
   markDoubtful(batchId: string): Promise<void>;
   /** Closes the batch once; returns the head as closed (by this call or an earlier one). */
   closeBatch(batchId: string, outcome: string): Promise<BatchHead | undefined>;
   /** Records that decisions are applied, but for the dead-letter moves still pending. */
-  markApplied(batchId: string, pendingDeadLetter: number[]): Promise<void>;
+  markApplied(batchId: string, pendingDeadLetter: string[]): Promise<void>;
 
   // Attempts records and the per-queue count of them.
   outstanding(queueUid: string): Promise<number>;

@@ -1,18 +1,18 @@
 import type { BatchHostPort } from './batch-runner.ts';
 import type { DeliveryService } from './delivery-service.ts';
 
-/** The runner's view of the Host when both run in one process (the local Host). */
+/**
+ * The runner's view of the Host when both run in one process (the local Host). It makes the same
+ * calls, with the same checks, as the batch-host function on AWS: every call after registration
+ * needs the batch credential, and moves act only on what registration recorded.
+ */
 export function directBatchHost(service: DeliveryService): BatchHostPort {
   return {
     acquire: (previous, credential) => service.acquireNext(previous, credential),
     register: (slot, received) => service.register(slot, received),
     settle: (batchId, credential, call) => service.settle(batchId, credential, call),
-    finalize: (slot, credential, outcome, receipts) =>
-      service.finalizeAsRunner(slot.batchId, credential, outcome, receipts),
-    deadLetter: (slot, items, ofBatch) =>
-      service.deadLetter(slot.consumerUid, slot.queueUid, items, {
-        batchId: slot.batchId,
-        phase: ofBatch ? 'finalize' : 'registration',
-      }),
+    finalize: (slot, credential, outcome) => service.finalizeAsRunner(slot.batchId, credential, outcome),
+    deadLetter: (slot, credential, items) =>
+      service.deadLetterAsRunner(slot.batchId, credential, items, true),
   };
 }

@@ -9,6 +9,19 @@ export const MESSAGE_LIMITS = {
   sqsMaxReceive: 10,
 } as const;
 
+/** SQS's longest message retention (14 days): what any queue of this Host can be set to. */
+export const MAX_RETENTION_SECONDS = 1_209_600;
+
+/**
+ * When a record about a message (an attempts record, a commit) may expire: after the longest
+ * retention any queue may have, the longest delay, and a day. Not the queue's retention at write
+ * time: an update can raise the retention of messages already queued, and a record that expires
+ * before its message would make a committed send look uncommitted or reset an attempts count.
+ */
+export function recordExpiry(nowMs: number): number {
+  return Math.ceil(nowMs / 1000) + MAX_RETENTION_SECONDS + MESSAGE_LIMITS.maxDelaySeconds + 86_400;
+}
+
 /** Error names of producer calls (AtLeastOnceQueue 0.2.0). */
 export type ProducerErrorName =
   | 'invalid_body'

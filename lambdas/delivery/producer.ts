@@ -7,8 +7,9 @@ import {
 import { newResourceUid, newToken } from '../engine/ids.ts';
 import { log } from '../shared/log.ts';
 import { encodeEnvelope } from './envelope.ts';
-import { MESSAGE_LIMITS, NamedError } from './limits.ts';
+import { MESSAGE_LIMITS, NamedError, recordExpiry } from './limits.ts';
 import type { CommitStore, QueueTarget } from './ports.ts';
+import { bySendLimits } from './sqs-batches.ts';
 
 /**
  * The producer rules of AtLeastOnceQueue 0.2.0 (AQ-04), shared by every path that sends:
@@ -40,20 +41,12 @@ export interface PreparedMessage {
   delaySeconds: number | undefined;
 }
 
-/** SendMessageBatch takes at most 10 entries per request. */
-const SQS_BATCH_ENTRIES = 10;
-/**
- * Total body bytes per SendMessageBatch request. SQS allows more on queues configured for it;
- * 256 KiB is the bound every SQS queue accepts, so a batch never fails for its total size.
- */
-const SQS_BATCH_BYTES = 262_144;
 /** Chunks of one sendBatch in flight at once. */
 const PARALLEL_CHUNKS = 8;
 /** Tries per chunk for entries SQS reports as failed, and for the commit write. */
 const MAX_TRIES = 4;
 const RETRY_BASE_MS = 25;
-/** A commit outlives every message that carries it: retention + the longest delay + 1 day. */
-const COMMIT_GRACE_SECONDS = MESSAGE_LIMITS.maxDelaySeconds + 86_400;
+
 /**
  * No commit is written later than this after acceptance: the dispatcher discards uncommitted
  * messages some time after their `timestampMillis` (15 min), and a commit that came after some
@@ -217,7 +210,8 @@ export class QueueProducer {
       throw unavailable(target, outgoing.length, err);
     }
     if (commitId !== undefined) {
-      const expiresAt = Math.ceil(this.clock() / 1000) + target.retentionSeconds + COMMIT_GRACE_SECONDS;
+      // Past the longest retention, not the queue's current one: an update may raise it later.
+      const expiresAt = recordExpiry(this.clock());
       try {
         await retrying(async () => {
           if (this.clock() - acceptedAt > COMMIT_DEADLINE_MS) throw new Error('commit deadline passed');
@@ -305,23 +299,8 @@ export class QueueProducer {
   }
 }
 
-/** Splits into SendMessageBatch requests: at most 10 entries and 256 KiB of bodies each. */
 function chunk(outgoing: Outgoing[]): Outgoing[][] {
-  const chunks: Outgoing[][] = [];
-  let current: Outgoing[] = [];
-  let bytes = 0;
-  for (const o of outgoing) {
-    const size = Buffer.byteLength(o.body);
-    if (current.length > 0 && (current.length === SQS_BATCH_ENTRIES || bytes + size > SQS_BATCH_BYTES)) {
-      chunks.push(current);
-      current = [];
-      bytes = 0;
-    }
-    current.push(o);
-    bytes += size;
-  }
-  if (current.length > 0) chunks.push(current);
-  return chunks;
+  return bySendLimits(outgoing, (o) => o.body);
 }
 
 async function retrying(fn: () => Promise<void>): Promise<void> {

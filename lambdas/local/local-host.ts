@@ -99,8 +99,9 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
   const stop = async () => {
     await server?.close();
     await loop?.stop();
-    // In-flight batches get a bound to finish; what is cut off is retried, never acknowledged.
-    await dispatcher?.stop(5_000);
+    // In-flight batches get a bound to finish; what is cut off is retried, never acknowledged,
+    // and what is still unfinished then is recovered by the next start.
+    await dispatcher?.stop(5_000, async () => pool?.close());
     await pool?.close();
     await Promise.all(standIns.map((s) => s.stop()));
     dir.release();
@@ -162,6 +163,9 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
       idleWaitSeconds: delivery.idleWaitSeconds,
       invokerFor: async (slot) => localInvoker(slot, { workers, pool: workerPool, host }),
     });
+    // Batches an earlier run left in flight (a stop that ran out of time, `kill -9`) end now:
+    // their handlers died with that process, so nothing needs to wait for their deadlines.
+    await host.delivery.recoverAfterRestart();
     server = await startNodeServer(host.http, config.port);
     origin ||= `http://127.0.0.1:${server.port}`;
     loop.start();

@@ -247,6 +247,14 @@ export async function createDeliveryHost(
       await old.close();
       await Promise.all(stopped.map((d) => d.dispatcher.stop(0)));
     },
+    /**
+     * What the local Host does when it starts after a crash: recovers every batch the dead run
+     * left in flight (its handlers died with it), then delivers again.
+     */
+    async restart(): Promise<void> {
+      await host.delivery.recoverAfterRestart();
+      startDispatcher();
+    },
     async close(): Promise<void> {
       await Promise.all(dispatchers.splice(0).map((d) => d.dispatcher.stop(2_000)));
       await pool.close();

@@ -1,10 +1,11 @@
 import {
+  type AttributeValue,
   BatchGetItemCommand,
-  BatchWriteItemCommand,
   ConditionalCheckFailedException,
   type DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
+  ScanCommand,
   TransactionCanceledException,
   TransactWriteItemsCommand,
   UpdateItemCommand,
@@ -15,7 +16,7 @@ import type {
   AttemptsRecord,
   BatchHead,
   DeliveryStore,
-  ManifestEntry,
+  Manifest,
   SettleResult,
 } from '../../delivery/delivery-store.ts';
 import { codeOf } from '../../delivery/delivery-store.ts';
@@ -36,6 +37,16 @@ export const deliveryKeys = {
 const BATCH_RETENTION_SECONDS = 7 * 86_400;
 
 const isConditionFailure = (err: unknown) => err instanceof ConditionalCheckFailedException;
+/** A write that raced a transaction on the same item (the slot map is shared by every lane). */
+const isTransactionConflict = (err: unknown) => (err as Error)?.name === 'TransactionConflictException';
+const cancellationCodes = (err: unknown) =>
+  err instanceof TransactionCanceledException
+    ? (err.CancellationReasons ?? []).map((r) => r.Code ?? 'None')
+    : undefined;
+/** Tries for a write that keeps meeting transactions on its item; the SDK does not retry these. */
+const CONFLICT_TRIES = 6;
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+const backoff = (round: number) => sleep(5 * 2 ** round + Math.random() * 10);
 
 function toHead(item: Record<string, unknown>): BatchHead {
   return {
@@ -51,8 +62,10 @@ function toHead(item: Record<string, unknown>): BatchHead {
     settled: (item.settled ?? {}) as BatchHead['settled'],
     all: item.all as BatchHead['all'],
     deadline: item.deadline as number,
+    // Heads of older Host versions have none: their handles were never recorded either.
+    invisibleUntil: (item.invisibleUntil ?? item.deadline) as number,
     doubtful: item.doubtful === true,
-    pendingDeadLetter: (item.pendingDeadLetter ?? []) as number[],
+    pendingDeadLetter: (item.pendingDeadLetter ?? []) as string[],
   };
 }
 
@@ -82,14 +95,20 @@ export class DynamoDeliveryStore implements DeliveryStore {
     key: Record<string, string>,
     input: Omit<UpdateItemCommandInput, 'TableName' | 'Key'>,
   ): Promise<{ ok: true; item?: Record<string, unknown> } | { ok: false; old?: Record<string, unknown> }> {
-    try {
-      const out = await this.client.send(
-        new UpdateItemCommand({ TableName: this.table, Key: marshall(key), ...input }),
-      );
-      return { ok: true, item: out.Attributes ? unmarshall(out.Attributes) : undefined };
-    } catch (err) {
-      if (!isConditionFailure(err)) throw err;
-      return { ok: false, old: err.Item ? unmarshall(err.Item) : undefined };
+    for (let round = 1; ; round++) {
+      try {
+        const out = await this.client.send(
+          new UpdateItemCommand({ TableName: this.table, Key: marshall(key), ...input }),
+        );
+        return { ok: true, item: out.Attributes ? unmarshall(out.Attributes) : undefined };
+      } catch (err) {
+        if (isTransactionConflict(err) && round < CONFLICT_TRIES) {
+          await backoff(round);
+          continue;
+        }
+        if (!isConditionFailure(err)) throw err;
+        return { ok: false, old: err.Item ? unmarshall(err.Item) : undefined };
+      }
     }
   }
 
@@ -152,6 +171,27 @@ export class DynamoDeliveryStore implements DeliveryStore {
     return false;
   }
 
+  async consumersWithSlots(): Promise<string[]> {
+    const out: string[] = [];
+    let start: Record<string, AttributeValue> | undefined;
+    do {
+      const page = await this.client.send(
+        new ScanCommand({
+          TableName: this.table,
+          FilterExpression: 'begins_with(#pk, :p)',
+          ProjectionExpression: '#pk',
+          ExpressionAttributeNames: { '#pk': PK },
+          ExpressionAttributeValues: marshall({ ':p': 'DISPATCH#' }),
+          ConsistentRead: true,
+          ExclusiveStartKey: start,
+        }),
+      );
+      for (const item of page.Items ?? []) out.push(String(unmarshall(item)[PK]).slice('DISPATCH#'.length));
+      start = page.LastEvaluatedKey;
+    } while (start);
+    return out;
+  }
+
   async revokeUnregistered(consumerUid: string): Promise<number> {
     const item = await this.getItem(deliveryKeys.slots(consumerUid));
     let revoked = 0;
@@ -168,34 +208,57 @@ export class DynamoDeliveryStore implements DeliveryStore {
     return revoked;
   }
 
-  async createBatch(head: BatchHead, manifest: ManifestEntry[]): Promise<void> {
-    const expires = Math.ceil(head.deadline / 1000) + BATCH_RETENTION_SECONDS;
-    await this.client.send(
-      new BatchWriteItemCommand({
-        RequestItems: {
-          [this.table]: [
-            {
-              PutRequest: {
-                Item: marshall(
-                  { ...deliveryKeys.head(head.batchId), ...head, [TTL]: expires },
-                  { removeUndefinedValues: true },
-                ),
-              },
-            },
-            {
-              PutRequest: {
-                Item: marshall({
-                  ...deliveryKeys.manifest(head.batchId),
-                  batchId: head.batchId,
-                  entriesJson: JSON.stringify(manifest),
-                  [TTL]: expires,
-                }),
-              },
-            },
-          ],
+  async createBatch(head: BatchHead, manifest: Manifest): Promise<boolean> {
+    const expires = Math.ceil(head.invisibleUntil / 1000) + BATCH_RETENTION_SECONDS;
+    const items = [
+      {
+        Put: {
+          TableName: this.table,
+          Item: marshall(
+            { ...deliveryKeys.head(head.batchId), ...head, [TTL]: expires },
+            { removeUndefinedValues: true },
+          ),
+          ConditionExpression: 'attribute_not_exists(#pk)',
+          ExpressionAttributeNames: { '#pk': PK },
         },
-      }),
-    );
+      },
+      {
+        Put: {
+          TableName: this.table,
+          Item: marshall({
+            ...deliveryKeys.manifest(head.batchId),
+            batchId: head.batchId,
+            entriesJson: JSON.stringify(manifest),
+            [TTL]: expires,
+          }),
+        },
+      },
+      {
+        // The stop boundary (QC-08): a slot revoked before this point never holds a batch.
+        Update: {
+          TableName: this.table,
+          Key: marshall(deliveryKeys.slots(head.consumerUid)),
+          UpdateExpression: 'SET registered.#b = :true',
+          ConditionExpression: 'attribute_exists(slots.#b)',
+          ExpressionAttributeNames: { '#b': head.batchId },
+          ExpressionAttributeValues: marshall({ ':true': true }),
+        },
+      },
+    ];
+    // One transaction, so a handler never runs without the records that settle and recover it
+    // (a BatchWriteItem may leave items unprocessed under throttling).
+    for (let round = 1; ; round++) {
+      try {
+        await this.client.send(new TransactWriteItemsCommand({ TransactItems: items }));
+        return true;
+      } catch (err) {
+        const codes = cancellationCodes(err);
+        if (codes?.[2] === 'ConditionalCheckFailed') return false;
+        const conflict = codes?.includes('TransactionConflict') || isTransactionConflict(err);
+        if (!conflict || round >= CONFLICT_TRIES) throw err;
+        await backoff(round);
+      }
+    }
   }
 
   async getHead(batchId: string): Promise<BatchHead | undefined> {
@@ -203,9 +266,12 @@ export class DynamoDeliveryStore implements DeliveryStore {
     return item ? toHead(item) : undefined;
   }
 
-  async getManifest(batchId: string): Promise<ManifestEntry[] | undefined> {
+  async getManifest(batchId: string): Promise<Manifest | undefined> {
     const item = await this.getItem(deliveryKeys.manifest(batchId));
-    return item ? JSON.parse(item.entriesJson as string) : undefined;
+    if (!item) return undefined;
+    const parsed = JSON.parse(item.entriesJson as string);
+    // Older Host versions kept the delivered entries only, as a list.
+    return Array.isArray(parsed) ? { entries: parsed, moves: [] } : (parsed as Manifest);
   }
 
   async settle(batchId: string, credentialHash: string, call: SettleCall): Promise<SettleResult> {
@@ -261,7 +327,7 @@ export class DynamoDeliveryStore implements DeliveryStore {
     return out.item ? toHead(out.item) : undefined;
   }
 
-  async markApplied(batchId: string, pendingDeadLetter: number[]): Promise<void> {
+  async markApplied(batchId: string, pendingDeadLetter: string[]): Promise<void> {
     await this.update(deliveryKeys.head(batchId), {
       UpdateExpression: 'SET applied = :true, pendingDeadLetter = :p',
       ExpressionAttributeValues: marshall({ ':true': true, ':p': pendingDeadLetter }),
@@ -278,6 +344,7 @@ export class DynamoDeliveryStore implements DeliveryStore {
     for (let i = 0; i < unique.length; i += 100) {
       let keys = unique.slice(i, i + 100).map((id) => marshall(deliveryKeys.attempts(queueUid, id)));
       for (let round = 0; keys.length > 0 && round < 10; round++) {
+        if (round > 0) await backoff(round); // unprocessed keys: DynamoDB asks to slow down
         const out = await this.client.send(
           new BatchGetItemCommand({ RequestItems: { [this.table]: { Keys: keys, ConsistentRead: true } } }),
         );
@@ -307,7 +374,8 @@ export class DynamoDeliveryStore implements DeliveryStore {
         }),
       );
     // Replace an existing record (count unchanged), else create it and count it, in one transaction.
-    for (let round = 0; round < 3; round++) {
+    for (let round = 0; round < CONFLICT_TRIES; round++) {
+      if (round > 0) await backoff(round);
       try {
         await replace();
         return;
@@ -339,38 +407,50 @@ export class DynamoDeliveryStore implements DeliveryStore {
         );
         return;
       } catch (err) {
-        if (!(err instanceof TransactionCanceledException)) throw err; // created meanwhile: replace it
+        // Created meanwhile (replace it), or a conflict with another write of the queue's count.
+        if (!(err instanceof TransactionCanceledException)) throw err;
       }
     }
     throw new Error('attempts record kept changing; retry later');
   }
 
   async clearAttempts(queueUid: string, id: string): Promise<void> {
-    try {
-      await this.client.send(
-        new TransactWriteItemsCommand({
-          TransactItems: [
-            {
-              Delete: {
-                TableName: this.table,
-                Key: marshall(deliveryKeys.attempts(queueUid, id)),
-                ConditionExpression: 'attribute_exists(#pk)',
-                ExpressionAttributeNames: { '#pk': PK },
-              },
-            },
-            {
-              Update: {
-                TableName: this.table,
-                Key: marshall(deliveryKeys.queueState(queueUid)),
-                UpdateExpression: 'ADD outstanding :minus',
-                ExpressionAttributeValues: marshall({ ':minus': -1 }),
-              },
-            },
-          ],
-        }),
-      );
-    } catch (err) {
-      if (!(err instanceof TransactionCanceledException)) throw err; // already cleared
+    for (let round = 1; ; round++) {
+      try {
+        await this.clearAttemptsOnce(queueUid, id);
+        return;
+      } catch (err) {
+        const codes = cancellationCodes(err);
+        if (!codes) throw err;
+        if (!codes.includes('TransactionConflict')) return; // already cleared
+        if (round >= CONFLICT_TRIES) throw err;
+        await backoff(round);
+      }
     }
+  }
+
+  private async clearAttemptsOnce(queueUid: string, id: string): Promise<void> {
+    await this.client.send(
+      new TransactWriteItemsCommand({
+        TransactItems: [
+          {
+            Delete: {
+              TableName: this.table,
+              Key: marshall(deliveryKeys.attempts(queueUid, id)),
+              ConditionExpression: 'attribute_exists(#pk)',
+              ExpressionAttributeNames: { '#pk': PK },
+            },
+          },
+          {
+            Update: {
+              TableName: this.table,
+              Key: marshall(deliveryKeys.queueState(queueUid)),
+              UpdateExpression: 'ADD outstanding :minus',
+              ExpressionAttributeValues: marshall({ ':minus': -1 }),
+            },
+          },
+        ],
+      }),
+    );
   }
 }

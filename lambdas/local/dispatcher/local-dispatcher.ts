@@ -55,6 +55,8 @@ export class LocalDispatcher {
   private readonly running = new Map<string, Running>();
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
+  /** Aborted by `stop`: lanes stop receiving and start no new batch. */
+  private readonly stopping = new AbortController();
   private ticking: Promise<void> | undefined;
 
   constructor(opts: LocalDispatcherOptions) {
@@ -92,10 +94,12 @@ export class LocalDispatcher {
         taskResourceLocalHandlers: {
           [DISPATCHER_TASKS.acquire]: async (input) =>
             asLambdaResult(
-              await dispatcherStep(
-                this.o.service,
-                (input as unknown as { Payload: DispatcherStepInput }).Payload,
-              ),
+              this.stopped
+                ? { status: 'stop' }
+                : await dispatcherStep(
+                    this.o.service,
+                    (input as unknown as { Payload: DispatcherStepInput }).Payload,
+                  ),
             ),
           [DISPATCHER_TASKS.recover]: async (input) =>
             asLambdaResult(
@@ -115,6 +119,8 @@ export class LocalDispatcher {
                 host,
                 invoker: await this.o.invokerFor(slot),
                 idleWaitSeconds: this.o.idleWaitSeconds,
+                signal: this.stopping.signal,
+                log: (message, fields) => log.warn(message, { consumerUid, ...fields }),
               },
               { maxBatches: 100, budgetMs: 30_000 },
             );
@@ -135,16 +141,32 @@ export class LocalDispatcher {
     this.running.set(consumerUid, { generation, abort: execution.abort, done });
   }
 
-  /** Stops starting work and waits (bounded) for running executions; then aborts what is left. */
-  async stop(boundMs = 10_000): Promise<void> {
+  /**
+   * Stops starting work: lanes stop receiving and take no new batch, and running batches get
+   * `boundMs` to finish. Then `cutOff` (ending the handlers still running, so that their runners
+   * finalise them as abandoned: retried, never acknowledged) and a short wait for those runners;
+   * executions still running after that are aborted. What is left unfinished is recovered when
+   * the Host starts again.
+   */
+  async stop(boundMs = 10_000, cutOff?: () => Promise<void>): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     await this.ticking;
+    this.stopping.abort();
     const all = [...this.running.values()];
-    const settled = Promise.all(all.map((r) => r.done));
-    const timeout = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), boundMs).unref());
-    if ((await Promise.race([settled.then(() => 'done' as const), timeout])) === 'timeout') {
-      for (const r of all) r.abort();
+    const within = async (ms: number) => {
+      const timeout = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), ms).unref());
+      const settled = Promise.all(all.map((r) => r.done)).then(() => 'done' as const);
+      return (await Promise.race([settled, timeout])) === 'done';
+    };
+    if (await within(boundMs)) return;
+    if (cutOff) {
+      await cutOff();
+      if (await within(FINALIZE_AFTER_CUT_OFF_MS)) return;
     }
+    for (const r of all) r.abort();
   }
 }
+
+/** Time the runners of cut-off handlers get to finalise their batches during a stop. */
+const FINALIZE_AFTER_CUT_OFF_MS = 3_000;

@@ -60,20 +60,10 @@ function rebuild(error: { name: string }, kind: ErrorKind): Error {
 
 const serializedSize = (value: unknown) => Buffer.byteLength(JSON.stringify(value));
 
-const wireItem = (item: DeadLetterItem) => ({
-  id: item.id,
-  body: toBase64(item.body),
-  receiptHandles: item.receiptHandles,
-  hadRecord: item.hadRecord,
-});
+const wireItem = (item: DeadLetterItem) => ({ id: item.id, body: toBase64(item.body) });
 
-/**
- * A BatchHostPort over `transport`. `deadLetter` has no credential argument in the port, so the
- * credential `register` handed out is kept here (per batch id) and sent along; make one of these
- * per invocation.
- */
+/** A BatchHostPort over `transport`. */
 export function remoteBatchHost(transport: BatchHostTransport): RemoteBatchHost {
-  const credentials = new Map<string, string>();
   const call = async <T>(request: BatchHostRequest, kind: ErrorKind): Promise<T> => {
     let answer: BatchHostResponse;
     try {
@@ -101,36 +91,24 @@ export function remoteBatchHost(transport: BatchHostTransport): RemoteBatchHost 
         bytes += size;
       }
     }
-    return parts.filter((p) => p.length > 0);
+    return parts;
   };
 
   return {
     acquire: (previous, credential) =>
       call<AcquireResult>({ action: 'acquire', previous, credential }, 'runner'),
-    register: async (slot, received) => {
-      const registration = await call<Registration>({ action: 'register', slot, received }, 'runner');
-      if (registration.credential) credentials.set(slot.batchId, registration.credential);
-      return registration;
-    },
+    register: (slot, received) => call<Registration>({ action: 'register', slot, received }, 'runner'),
     settle: async (batchId, credential, settleCall) => {
       await call({ action: 'settle', batchId, credential, call: settleCall }, 'settle');
     },
-    finalize: (slot, credential, outcome, receipts) =>
-      call<{ deadLetter: number[] }>({ action: 'finalize', slot, credential, outcome, receipts }, 'runner'),
-    deadLetter: async (slot, items, ofBatch) => {
+    finalize: (slot, credential, outcome) =>
+      call<{ deadLetter: string[] }>({ action: 'finalize', slot, credential, outcome }, 'runner'),
+    deadLetter: async (slot, credential, items) => {
       // The batch is finished (slot released) only by the last part.
-      const credential = credentials.get(slot.batchId);
-      if (!credential) throw rebuild({ name: 'unknown_batch' }, 'runner');
       const parts = deadLetterCalls(items);
       for (const [i, part] of parts.entries()) {
         await call(
-          {
-            action: 'deadLetter',
-            slot,
-            credential,
-            items: part,
-            ofBatch: ofBatch && i === parts.length - 1,
-          },
+          { action: 'deadLetter', slot, credential, items: part, last: i === parts.length - 1 },
           'runner',
         );
       }

@@ -94,23 +94,22 @@ describe('the AWS entries', () => {
         }),
       ),
     ).toBe('unknown_batch');
-    const item = {
-      id: received[0]!.envelope.id,
-      body: b64('one'),
-      receiptHandles: [received[0]!.receiptHandle],
-      hadRecord: false,
-    };
+    // Dead-letter moves carry bodies only, for messages the Host itself asked to move: a forged
+    // credential, another consumer's slot, or an id the Host owes no move are refused.
+    const item = { id: received[0]!.envelope.id, body: b64('one') };
     expect(
       refused(
-        await batchHost({ action: 'deadLetter', slot, credential: forged, items: [item], ofBatch: false }),
+        await batchHost({ action: 'deadLetter', slot, credential: forged, items: [item], last: false }),
       ),
     ).toBe('unknown_batch');
-    // The right credential on another consumer's or queue's behalf.
     const foreign = { ...slot, consumerUid: b.consumerUid, queueUid: b.queue.queueUid };
     expect(
       refused(
-        await batchHost({ action: 'deadLetter', slot: foreign, credential, items: [item], ofBatch: false }),
+        await batchHost({ action: 'deadLetter', slot: foreign, credential, items: [item], last: false }),
       ),
+    ).toBe('unknown_batch');
+    expect(
+      refused(await batchHost({ action: 'deadLetter', slot, credential, items: [item], last: true })),
     ).toBe('unknown_batch');
     const produce = (over: Partial<Extract<BatchHostRequest, { action: 'produce' }>>) =>
       batchHost({
@@ -136,9 +135,12 @@ describe('the AWS entries', () => {
       slot,
       credential,
       outcome: 'returned',
-      receipts: [{ handles: [item.receiptHandles[0]!], receivedAt: Date.now() }],
     });
     expect(fin).toEqual({ ok: true, value: { deadLetter: [] } });
+    // Finalised with nothing owed: a move of a delivered (acknowledged) message is refused.
+    expect(
+      refused(await batchHost({ action: 'deadLetter', slot, credential, items: [item], last: true })),
+    ).toBe('unknown_batch');
     expect(refused(await produce({}))).toBe('backend_unavailable');
     expect(
       refused(

@@ -52,7 +52,7 @@ describe.concurrent('DL-09 batch ownership and isolation', () => {
           await outcomeOf(d.host.delivery.settle(batchId, d.host.delivery.credentialOf(batchId), call)),
         ).toBe('unknown_batch');
       }
-      expect(await outcomeOf(d.host.delivery.finalizeAsRunner(batchId, 'anything', 'returned', []))).toBe(
+      expect(await outcomeOf(d.host.delivery.finalizeAsRunner(batchId, 'anything', 'returned'))).toBe(
         'unknown_batch',
       );
     }
@@ -82,7 +82,7 @@ describe.concurrent('DL-09 batch ownership and isolation', () => {
       for (const call of CALLS) {
         expect(await outcomeOf(d.host.delivery.settle(batchA, credential, call))).toBe('unknown_batch');
       }
-      expect(await outcomeOf(d.host.delivery.finalizeAsRunner(batchA, credential, 'returned', []))).toBe(
+      expect(await outcomeOf(d.host.delivery.finalizeAsRunner(batchA, credential, 'returned'))).toBe(
         'unknown_batch',
       );
     }
