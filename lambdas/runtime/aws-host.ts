@@ -121,6 +121,9 @@ export async function createAwsHost(config: AwsHostConfig, clients: AwsClients, 
       workerTimeoutMs: config.workerTimeoutSeconds * 1000,
       credentialKey: secrets.credentialKey,
       workerFunction: (space, name) => workers.functionArn(space, name),
+      // The function's full timeout: the runtime cuts a handler off a little earlier, but the
+      // invocation itself (and its receives) can last until the Lambda ends.
+      workerTimeoutMsOf: (space, name) => workers.timeoutMs(space, name),
       idleWaitSeconds: config.idleWaitSeconds,
       ...(opts.graceMs !== undefined ? { graceMs: opts.graceMs } : {}),
     },

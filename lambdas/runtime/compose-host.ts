@@ -42,6 +42,8 @@ export interface HostDeps {
     workerTimeoutMs: number;
     credentialKey: Buffer;
     workerFunction(space: string, name: string): Promise<string | undefined>;
+    /** A worker's own invocation bound (its Lambda timeout); slots use it when below the Host's. */
+    workerTimeoutMsOf?(space: string, name: string): Promise<number | undefined>;
     graceMs?: number;
     idleWaitSeconds?: number;
     /** Extra time in a slot's deadline (default: the delivery service's 30 s). */
@@ -76,6 +78,7 @@ export function composeHost(deps: HostDeps) {
     workerFunction: deps.delivery.workerFunction,
     credentialKey: deps.delivery.credentialKey,
     workerTimeoutMs: deps.delivery.workerTimeoutMs,
+    ...(deps.delivery.workerTimeoutMsOf ? { workerTimeoutMsOf: deps.delivery.workerTimeoutMsOf } : {}),
     ...(deps.delivery.graceMs !== undefined ? { graceMs: deps.delivery.graceMs } : {}),
     ...(deps.delivery.slotMarginMs !== undefined ? { slotMarginMs: deps.delivery.slotMarginMs } : {}),
     ...(deps.delivery.idleWaitSeconds !== undefined

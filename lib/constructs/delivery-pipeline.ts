@@ -75,6 +75,8 @@ export class DeliveryPipeline extends Construct {
   readonly workerFunctionNamePrefix: string;
   readonly queueNamePrefix: string;
   readonly idleWaitSeconds: number;
+  /** The Host's bound on one worker invocation, in seconds. */
+  readonly workerTimeoutSeconds: number;
 
   constructor(scope: Construct, id: string, props: DeliveryPipelineProps) {
     super(scope, id);
@@ -89,6 +91,7 @@ export class DeliveryPipeline extends Construct {
       arnFormat: ArnFormat.NO_RESOURCE_NAME,
     });
     const workerTimeout = props.workerTimeout ?? Duration.minutes(14);
+    this.workerTimeoutSeconds = workerTimeout.toSeconds();
 
     const common = {
       logRetention: retention,

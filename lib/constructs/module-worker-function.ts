@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { Duration, RemovalPolicy, Stack, Token, Validations } from 'aws-cdk-lib';
+import { Annotations, Duration, RemovalPolicy, Stack, Token, Validations } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type { CfnFunction, IFunction } from 'aws-cdk-lib/aws-lambda';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
@@ -13,6 +13,7 @@ import {
   registrationItem,
   workerRegistrationKey,
 } from '../../lambdas/adapters/aws/dynamodb-worker-registry.ts';
+import { QUEUE_TAGS } from '../../lambdas/adapters/aws/sqs-queue-backend.ts';
 import { ID_PATTERN } from '../../lambdas/engine/ids.ts';
 import { AWS_ENV } from '../../lambdas/shared/aws-env.ts';
 import { SQS_ACTIONS } from './delivery-pipeline.ts';
@@ -40,6 +41,8 @@ export interface WorkerHostBinding {
   /** Worker functions are named with this prefix; the dispatcher may invoke only those. */
   readonly workerFunctionNamePrefix: string;
   readonly idleWaitSeconds: number;
+  /** The Host's bound on one worker invocation (its `workerTimeout`), in seconds. @default none */
+  readonly workerTimeoutSeconds?: number;
   readonly logRetention?: RetentionDays;
   readonly removalPolicy?: RemovalPolicy;
 }
@@ -55,7 +58,12 @@ export interface ModuleWorkerFunctionProps {
   readonly vars?: Record<string, unknown>;
   /** Binding name → `{queue: '<queue Resource name in the same Space>'}`. @default {} */
   readonly queueProducers?: Record<string, { queue: string }>;
-  /** Lambda timeout (at most 15 min); the handler is cut off a few seconds before. @default 5 min */
+  /**
+   * Lambda timeout (at most 15 min); the handler is cut off a few seconds before. Slots of this
+   * worker's consumers are held for it (not for the Host's `workerTimeout`), so a crashed
+   * invocation's batch is recovered that much sooner. @default 5 min, or the Host's
+   * `workerTimeout` when that is shorter
+   */
   readonly timeout?: Duration;
   /** @default 512 */
   readonly memorySize?: number;
@@ -90,10 +98,12 @@ const shortHash = (text: string, n: number) => createHash('sha256').update(text)
  *
  * - Bundling: the fixed entry `module-worker-entry.ts` imports `takoform-worker-module`, which
  *   esbuild's `alias` points at `entry`; no file is generated and nothing needs Docker.
- * - IAM: `sqs:ReceiveMessage` on the Host's queue prefix (it receives its own batches),
- *   `lambda:InvokeFunction` on the batch-host function only, its own log group; no DynamoDB.
+ * - IAM: `sqs:ReceiveMessage` on the Host's queues tagged `takoform:space = <space>` only (it
+ *   receives its own batches; user code runs with this role, so it must not reach other Spaces'
+ *   queues), `lambda:InvokeFunction` on the batch-host function only, its own log group; no
+ *   DynamoDB.
  * - Registration: a custom resource puts `WORKER#<space>#<name>` (function ARN, declared
- *   handlers, vars, producer bindings, deployment uid = hash of the code asset and the
+ *   handlers, vars, producer bindings, timeout, deployment uid = hash of the code asset and the
  *   configuration) on create and update, and deletes it when the worker leaves the stack.
  */
 export class ModuleWorkerFunction extends Construct {
@@ -101,6 +111,8 @@ export class ModuleWorkerFunction extends Construct {
   readonly functionName: string;
   readonly deploymentUid: string;
   readonly handlers: readonly HandlerName[];
+  /** The function's timeout, also recorded in its registration (slot deadlines derive from it). */
+  readonly timeout: Duration;
   readonly registration: AwsCustomResource;
 
   constructor(scope: Construct, id: string, props: ModuleWorkerFunctionProps) {
@@ -127,12 +139,21 @@ export class ModuleWorkerFunction extends Construct {
     }
     const host = props.host;
     this.functionName = `${host.workerFunctionNamePrefix}${shortHash(`${props.space}/${props.name}`, 16)}`;
+    const hostBound = host.workerTimeoutSeconds;
+    this.timeout =
+      props.timeout ?? Duration.seconds(hostBound !== undefined ? Math.min(300, hostBound) : 300);
+    if (hostBound !== undefined && this.timeout.toSeconds() > hostBound) {
+      Annotations.of(this).addWarningV2(
+        '@takoform/ModuleWorkerFunction.timeoutAboveHost',
+        `timeout ${this.timeout.toSeconds()} s exceeds the Host's workerTimeout of ${hostBound} s: slots are sized by the Host's bound, so a handler is cut off at its slot deadline and the rest is never used`,
+      );
+    }
 
     this.function = new HostFunction(this, 'Worker', {
       entry: WORKER_ENTRY,
       description: `Takoform ModuleWorker ${props.space}/${props.name}`,
       functionName: this.functionName,
-      timeout: props.timeout ?? Duration.minutes(5),
+      timeout: this.timeout,
       memorySize: props.memorySize ?? 512,
       logRetention: host.logRetention,
       removalPolicy: host.removalPolicy,
@@ -144,8 +165,15 @@ export class ModuleWorkerFunction extends Construct {
       },
     });
     const fn = this.function.fn;
+    // SQS ABAC: the executor tags every queue with its Resource's Space at CreateQueue (and again
+    // at each update); a consumer's queue is in its worker's Space, so this is all it needs.
     fn.addToRolePolicy(
-      new iam.PolicyStatement({ actions: [...SQS_ACTIONS.worker], resources: [host.queueArnPattern] }),
+      new iam.PolicyStatement({
+        sid: 'ReceiveFromOwnSpaceQueues',
+        actions: [...SQS_ACTIONS.worker],
+        resources: [host.queueArnPattern],
+        conditions: { StringEquals: { [`aws:ResourceTag/${QUEUE_TAGS.space}`]: props.space } },
+      }),
     );
     fn.addToRolePolicy(
       new iam.PolicyStatement({
@@ -156,7 +184,7 @@ export class ModuleWorkerFunction extends Construct {
     Validations.of(this.function.role).acknowledge({
       id: `AwsSolutions-IAM5[Resource::${nagResource(this, host.queueArnPattern)}]`,
       reason:
-        'A worker receives batches from whichever queue its consumer names; queues exist only at run time, under the prefix.',
+        "A worker receives batches from whichever queue its consumer names; queues exist only at run time, under the prefix, and the grant is conditioned on the queue's takoform:space tag.",
     });
 
     // The deployment uid changes exactly when the code asset or the configuration changes.
@@ -173,6 +201,7 @@ export class ModuleWorkerFunction extends Construct {
       varsJson: stack.toJsonString(config.vars),
       queueProducersJson: stack.toJsonString(config.queueProducers),
       deploymentUid: this.deploymentUid,
+      timeoutSeconds: this.timeout.toSeconds(),
     });
     const put = {
       service: 'DynamoDB',

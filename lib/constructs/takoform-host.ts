@@ -1,15 +1,19 @@
-import { type Duration, RemovalPolicy, Stack, Token } from 'aws-cdk-lib';
+import { ArnFormat, type Duration, RemovalPolicy, Stack, Token, Validations } from 'aws-cdk-lib';
 import { BasePathMapping, DomainName, EndpointType, SecurityPolicy } from 'aws-cdk-lib/aws-apigateway';
 import type { ICertificate } from 'aws-cdk-lib/aws-certificatemanager';
+import * as iam from 'aws-cdk-lib/aws-iam';
 import { RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { ITopic } from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
+import { commitKey } from '../../lambdas/adapters/aws/dynamodb-commit-store.ts';
 import { parsePublicOrigin } from '../../lambdas/http/origin.ts';
+import { TABLE_KEYS } from '../../lambdas/shared/table-schema.ts';
 import { ControlPlaneApi } from './control-plane-api.ts';
 import { DeliveryPipeline } from './delivery-pipeline.ts';
 import { type AlarmThresholds, HostObservability } from './host-observability.ts';
 import { HostTable } from './host-table.ts';
 import type { WorkerHostBinding } from './module-worker-function.ts';
+import { nagResource } from './nag.ts';
 
 export interface TakoformHostProps {
   /**
@@ -199,9 +203,52 @@ export class TakoformHost extends Construct {
       queueNamePrefix: this.delivery.queueNamePrefix,
       workerFunctionNamePrefix: this.delivery.workerFunctionNamePrefix,
       idleWaitSeconds: this.delivery.idleWaitSeconds,
+      workerTimeoutSeconds: this.delivery.workerTimeoutSeconds,
       logRetention: this.logRetention,
       removalPolicy: this.removalPolicy,
     };
+  }
+
+  /**
+   * What the TypeScript producer client (`lambdas/client`) needs, and no more: `sqs:SendMessage`
+   * on the Host's queues (all of them, or those of `queueUids`), and `dynamodb:PutItem` on commit
+   * records only — items whose partition key is `COMMIT#…`, with no attribute beyond the key and
+   * the TTL — so a producer can neither overwrite API keys, secrets or Resources nor put an item
+   * into an index the Host reads.
+   */
+  grantProduce(grantee: iam.IGrantable, opts: { readonly queueUids?: readonly string[] } = {}): iam.Grant {
+    const stack = Stack.of(this);
+    const queues =
+      opts.queueUids === undefined
+        ? [this.delivery.queueArnPattern]
+        : opts.queueUids.map((uid) =>
+            stack.formatArn({
+              service: 'sqs',
+              resource: `${this.delivery.queueNamePrefix}${uid}`,
+              arnFormat: ArnFormat.NO_RESOURCE_NAME,
+            }),
+          );
+    const send = iam.Grant.addToPrincipal({ grantee, actions: ['sqs:SendMessage'], resourceArns: queues });
+    const principal = grantee.grantPrincipal;
+    if (opts.queueUids === undefined && Construct.isConstruct(principal)) {
+      Validations.of(principal).acknowledge({
+        id: `AwsSolutions-IAM5[Resource::${nagResource(this, this.delivery.queueArnPattern)}]`,
+        reason:
+          'A producer of every Host queue: queues are created at run time as <prefix><uid>, so the prefix is the narrowest scope (grantProduce with queueUids names them).',
+      });
+    }
+    const commits = iam.Grant.addToPrincipal({
+      grantee,
+      actions: ['dynamodb:PutItem'],
+      resourceArns: [this.table.table.tableArn],
+      conditions: {
+        'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': [`${commitKey('')[TABLE_KEYS.pk]}*`] },
+        'ForAllValues:StringEquals': {
+          'dynamodb:Attributes': [TABLE_KEYS.pk, TABLE_KEYS.sk, TABLE_KEYS.ttl],
+        },
+      },
+    });
+    return send.combine(commits);
   }
 
   /** The URL clients use: the custom domain's, else the stage URL (non-conformant, see README). */

@@ -3,11 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { App, type CfnElement, Duration, Stack, Validations } from 'aws-cdk-lib';
-import { Match, Template } from 'aws-cdk-lib/assertions';
+import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
+import * as iam from 'aws-cdk-lib/aws-iam';
 import { Topic } from 'aws-cdk-lib/aws-sns';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import type { IConstruct } from 'constructs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { commitKey } from '../../lambdas/adapters/aws/dynamodb-commit-store.ts';
 import { dispatcherDefinition } from '../../lambdas/delivery/dispatcher-definition.ts';
 import { HOST_METRICS } from '../../lambdas/shared/aws-env.ts';
 import { SQS_ACTIONS } from '../../lib/constructs/delivery-pipeline.ts';
@@ -215,6 +217,68 @@ describe('delivery on AWS: template', () => {
     expect(role?.Properties.ManagedPolicyArns).toBeUndefined();
   });
 
+  it('SEC-02 DL-09: a worker receives only from Host queues tagged with its own Space (SQS ABAC)', () => {
+    const receive = statementsOf(worker.function.role).filter((s) =>
+      actionsOf(s).includes('sqs:ReceiveMessage'),
+    );
+    expect(receive).toEqual([
+      {
+        Sid: 'ReceiveFromOwnSpaceQueues',
+        Effect: 'Allow',
+        Action: 'sqs:ReceiveMessage',
+        Resource: queuePattern,
+        Condition: { StringEquals: { 'aws:ResourceTag/takoform:space': 'team' } },
+      },
+    ]);
+    // Another Space's worker is conditioned on its own Space.
+    const other = build({}, { space: 'other' });
+    const t = Template.fromStack(other.stack);
+    const roleId = other.stack.getLogicalId(
+      (other.worker as ModuleWorkerFunction).function.role.node.defaultChild as CfnElement,
+    );
+    const conditions = Object.values(t.findResources('AWS::IAM::Policy'))
+      .filter((p) => JSON.stringify(p.Properties.Roles).includes(JSON.stringify({ Ref: roleId })))
+      .flatMap((p) => p.Properties.PolicyDocument.Statement as { Action: unknown; Condition?: unknown }[])
+      .filter((s) => [s.Action].flat().includes('sqs:ReceiveMessage'))
+      .map((s) => s.Condition);
+    expect(conditions).toEqual([{ StringEquals: { 'aws:ResourceTag/takoform:space': 'other' } }]);
+  });
+
+  it('SEC-02: grantProduce gives SendMessage on the Host queues and PutItem on commit items (key and TTL only), nothing else', () => {
+    const { stack: s } = build({}, false);
+    const all = new iam.Role(s, 'Producer', { assumedBy: new iam.AccountRootPrincipal() });
+    const one = new iam.Role(s, 'OneQueue', { assumedBy: new iam.AccountRootPrincipal() });
+    s.host.grantProduce(all);
+    s.host.grantProduce(one, { queueUids: ['q-1'] });
+    const t = Template.fromStack(s);
+    const of = (role: iam.Role) => {
+      const ref = JSON.stringify({ Ref: s.getLogicalId(role.node.defaultChild as CfnElement) });
+      return Object.values(t.findResources('AWS::IAM::Policy'))
+        .filter((p) => JSON.stringify(p.Properties.Roles).includes(ref))
+        .flatMap((p) => p.Properties.PolicyDocument.Statement);
+    };
+    const table = {
+      'Fn::GetAtt': [s.getLogicalId(s.host.table.table.node.defaultChild as CfnElement), 'Arn'],
+    };
+    const commits = {
+      Effect: 'Allow',
+      Action: 'dynamodb:PutItem',
+      Resource: table,
+      Condition: {
+        'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['COMMIT#*'] },
+        'ForAllValues:StringEquals': { 'dynamodb:Attributes': ['pk', 'sk', 'expiresAt'] },
+      },
+    };
+    expect(of(all)).toEqual([
+      { Effect: 'Allow', Action: 'sqs:SendMessage', Resource: queuePattern },
+      commits,
+    ]);
+    const named = JSON.parse(JSON.stringify(queuePattern).replace('takoform-host-*', 'takoform-host-q-1'));
+    expect(of(one)).toEqual([{ Effect: 'Allow', Action: 'sqs:SendMessage', Resource: named }, commits]);
+    // The pattern matches the key the commit store writes.
+    expect(commitKey('c1').pk).toBe('COMMIT#c1');
+  });
+
   it('SEC-02: the dispatcher may invoke only its step function and functions named with the worker prefix', () => {
     const d = stack.host.delivery;
     const statements = statementsOf(d.stateMachine.role);
@@ -291,6 +355,7 @@ describe('delivery on AWS: template', () => {
       varsJson: { S: '{"GREETING":"hi"}' },
       queueProducersJson: { S: '{"OUT":{"queue":"out-q"}}' },
       deploymentUid: { S: worker.deploymentUid },
+      timeoutSeconds: { N: '300' },
     });
     const del = JSON.parse(render(registration?.Properties.Delete));
     expect(del.action).toBe('deleteItem');
@@ -307,6 +372,33 @@ describe('delivery on AWS: template', () => {
         Resource: arnOf(stack.host.table.table),
       },
     ]);
+  });
+
+  it('DL-09: the registration records the function’s own timeout; one above the Host’s workerTimeout warns at synth', () => {
+    const itemOf = (st: Stack) => {
+      const [r] = Object.values(Template.fromStack(st).findResources('Custom::TakoformWorkerRegistration'));
+      return JSON.parse(render(r?.Properties.Create)).parameters.Item;
+    };
+    const aboveHost = Match.stringLikeRegexp("exceeds the Host's workerTimeout");
+    // Defaults: 5 min under the Host's 14, no warning.
+    expect(Annotations.fromStack(stack).findWarning('*', aboveHost)).toEqual([]);
+    const short = build({}, { timeout: Duration.seconds(90) });
+    expect(itemOf(short.stack).timeoutSeconds).toEqual({ N: '90' });
+    expect((short.worker as ModuleWorkerFunction).timeout.toSeconds()).toBe(90);
+    // The default follows a Host bound shorter than 5 min.
+    const tight = build({ workerTimeout: Duration.minutes(2) });
+    expect(itemOf(tight.stack).timeoutSeconds).toEqual({ N: '120' });
+    const fnId = tight.stack.getLogicalId(
+      (tight.worker as ModuleWorkerFunction).function.fn.node.defaultChild as CfnElement,
+    );
+    expect(
+      Template.fromStack(tight.stack).findResources('AWS::Lambda::Function')[fnId]?.Properties.Timeout,
+    ).toBe(120);
+    expect(Annotations.fromStack(tight.stack).findWarning('*', aboveHost)).toEqual([]);
+    // An explicit timeout above the Host's bound is allowed, with a warning on the worker.
+    const long = build({}, { timeout: Duration.minutes(15) });
+    expect(itemOf(long.stack).timeoutSeconds).toEqual({ N: '900' });
+    Annotations.fromStack(long.stack).hasWarning('/TakoformHost/Orders', aboveHost);
   });
 
   it('worker: the deployment uid follows the configuration and is stable otherwise', () => {
@@ -500,6 +592,15 @@ describe('ModuleWorkerFunction props', () => {
 });
 
 describe('OPS-02: cdk-nag AwsSolutions with a worker', () => {
+  it('OPS-02 SEC-02: a producer role granted with grantProduce has no unacknowledged finding', () => {
+    const { app, outdir, stack } = build({}, false, true);
+    stack.host.grantProduce(new iam.Role(stack, 'Producer', { assumedBy: new iam.AccountRootPrincipal() }));
+    expect(() => app.synth()).not.toThrow();
+    expect(JSON.parse(readFileSync(join(outdir, 'validation-report.json'), 'utf8')).pluginReports).toEqual(
+      [],
+    );
+  });
+
   it('OPS-02: the stack with a ModuleWorkerFunction has no unacknowledged finding, and its acknowledgements are narrow', () => {
     const { app, outdir, stack } = build({}, {}, true);
     expect(() => app.synth()).not.toThrow();

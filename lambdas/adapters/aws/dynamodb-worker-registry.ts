@@ -23,6 +23,7 @@ export const REGISTRATION_ATTRIBUTES = {
   varsJson: 'varsJson',
   queueProducersJson: 'queueProducersJson',
   deploymentUid: 'deploymentUid',
+  timeoutSeconds: 'timeoutSeconds',
 } as const;
 
 export interface WorkerRegistration {
@@ -37,6 +38,11 @@ export interface WorkerRegistration {
   queueProducers: Record<string, { queue: string }>;
   /** Changes exactly when the code asset or the configuration changes. */
   deploymentUid: string;
+  /**
+   * The function's own timeout in seconds (how long one invocation can last); absent in
+   * registrations written before it was recorded, which then use the Host's bound.
+   */
+  timeoutSeconds?: number;
 }
 
 const producersSchema = z.record(z.string(), z.strictObject({ queue: z.string().min(1) }));
@@ -51,6 +57,8 @@ export function registrationItem(r: {
   varsJson: string;
   queueProducersJson: string;
   deploymentUid: string;
+  /** A number or its CloudFormation token rendered as text. */
+  timeoutSeconds?: number | string;
 }): Record<string, AttributeValue> {
   const key = workerRegistrationKey(r.space, r.name);
   const a = REGISTRATION_ATTRIBUTES;
@@ -64,8 +72,12 @@ export function registrationItem(r: {
     [a.varsJson]: { S: r.varsJson },
     [a.queueProducersJson]: { S: r.queueProducersJson },
     [a.deploymentUid]: { S: r.deploymentUid },
+    ...(r.timeoutSeconds !== undefined ? { [a.timeoutSeconds]: { N: String(r.timeoutSeconds) } } : {}),
   };
 }
+
+/** Lambda's bound on one invocation: a recorded timeout outside 1..900 s is malformed. */
+const timeoutSchema = z.coerce.number().int().min(1).max(900);
 
 /** Reads registrations; a malformed one counts as absent (the worker is then not `ready`). */
 export class DynamoWorkerRegistry implements WorkerRegistry {
@@ -98,7 +110,17 @@ export class DynamoWorkerRegistry implements WorkerRegistry {
       const handlers = handlersSchema.parse((item[a.handlers]?.L ?? []).map((v) => v.S));
       const vars = z.record(z.string(), z.unknown()).parse(JSON.parse(item[a.varsJson]?.S ?? '{}'));
       const queueProducers = producersSchema.parse(JSON.parse(item[a.queueProducersJson]?.S ?? '{}'));
-      return { space, name, functionArn, handlers, vars, queueProducers, deploymentUid };
+      const timeout = item[a.timeoutSeconds]?.N;
+      return {
+        space,
+        name,
+        functionArn,
+        handlers,
+        vars,
+        queueProducers,
+        deploymentUid,
+        ...(timeout !== undefined ? { timeoutSeconds: timeoutSchema.parse(timeout) } : {}),
+      };
     } catch {
       return undefined;
     }
@@ -112,5 +134,11 @@ export class DynamoWorkerRegistry implements WorkerRegistry {
   /** Where (space, name)'s code runs: its function ARN, or undefined without a registration. */
   async functionArn(space: string, name: string): Promise<string | undefined> {
     return (await this.registration(space, name))?.functionArn;
+  }
+
+  /** How long one invocation of (space, name)'s function can last, when its registration says. */
+  async timeoutMs(space: string, name: string): Promise<number | undefined> {
+    const seconds = (await this.registration(space, name))?.timeoutSeconds;
+    return seconds === undefined ? undefined : seconds * 1000;
   }
 }

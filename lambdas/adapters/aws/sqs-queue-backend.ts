@@ -5,6 +5,7 @@ import {
   GetQueueUrlCommand,
   SetQueueAttributesCommand,
   type SQSClient,
+  TagQueueCommand,
 } from '@aws-sdk/client-sqs';
 import type { QueueBackend } from '../../forms/at-least-once-queue/queue-backend.ts';
 
@@ -17,8 +18,15 @@ export function isMissingQueue(err: unknown): boolean {
 const QUEUE_NAME = /^[A-Za-z0-9_-]{1,80}$/;
 
 /**
+ * Tags every Host queue carries. `space` is what the worker role's `sqs:ReceiveMessage` is
+ * conditioned on (`aws:ResourceTag/takoform:space`), so a worker reaches only its Space's queues.
+ */
+export const QUEUE_TAGS = { resourceUid: 'takoform:resource-uid', space: 'takoform:space' } as const;
+
+/**
  * One SQS standard queue per AtLeastOnceQueue Resource, named `<prefix><uid>`; IAM is scoped to
- * the prefix. Message size stays at SQS's default: bodies are at most 127000 bytes, base64.
+ * the prefix, and a worker's receives to queues tagged with its Space. Message size stays at
+ * SQS's default: bodies are at most 127000 bytes, base64.
  */
 export class SqsQueueBackend implements QueueBackend {
   private readonly sqs: SQSClient;
@@ -52,19 +60,19 @@ export class SqsQueueBackend implements QueueBackend {
     }
   }
 
-  async ensure(uid: string, retentionSeconds: number): Promise<void> {
-    const attributes = { MessageRetentionPeriod: String(retentionSeconds) };
+  async ensure(uid: string, queue: { space: string; retentionSeconds: number }): Promise<void> {
+    const attributes = { MessageRetentionPeriod: String(queue.retentionSeconds) };
+    const tags = { [QUEUE_TAGS.resourceUid]: uid, [QUEUE_TAGS.space]: queue.space };
     const existing = await this.queueUrl(uid);
     if (existing) {
       await this.sqs.send(new SetQueueAttributesCommand({ QueueUrl: existing, Attributes: attributes }));
+      // Idempotent: a queue created before the Space tag existed (or by a CreateQueue whose
+      // outcome was unknown) gets it now, at the next create or update of its Resource.
+      await this.sqs.send(new TagQueueCommand({ QueueUrl: existing, Tags: tags }));
       return;
     }
     const out = await this.sqs.send(
-      new CreateQueueCommand({
-        QueueName: this.queueName(uid),
-        Attributes: attributes,
-        tags: { 'takoform:resource-uid': uid },
-      }),
+      new CreateQueueCommand({ QueueName: this.queueName(uid), Attributes: attributes, tags }),
     );
     if (out.QueueUrl) this.urls.set(uid, out.QueueUrl);
   }

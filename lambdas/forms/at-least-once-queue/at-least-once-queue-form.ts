@@ -16,7 +16,10 @@ export function createAtLeastOnceQueueForm(queues: QueueBackend): Form {
         : { kind: 'continue', delayMs: 2000 };
     }
     const spec = parseQueueSpec(exec.spec);
-    await queues.ensure(exec.resourceUid, spec.messageRetentionSeconds);
+    await queues.ensure(exec.resourceUid, {
+      space: exec.space,
+      retentionSeconds: spec.messageRetentionSeconds,
+    });
     const seen = await queues.inspect(exec.resourceUid);
     if (!seen)
       return { kind: 'unknown', code: 'queue_not_confirmed', message: 'the queue is not visible yet' };

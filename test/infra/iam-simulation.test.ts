@@ -1,0 +1,165 @@
+/**
+ * The synthesized IAM policies evaluated by an IAM policy simulator (@cloud-copilot/iam-simulate,
+ * which checks actions, resource types and condition keys against AWS's service authorization
+ * data): what a worker's role and a producer's grant allow and deny, request by request.
+ */
+import { PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { runSimulation } from '@cloud-copilot/iam-simulate';
+import { App, type CfnElement } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import type { IConstruct } from 'constructs';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { DynamoCommitStore } from '../../lambdas/adapters/aws/dynamodb-commit-store.ts';
+import { QUEUE_TAGS } from '../../lambdas/adapters/aws/sqs-queue-backend.ts';
+import { ModuleWorkerFunction } from '../../lib/constructs/module-worker-function.ts';
+import { TakoformHostStack } from '../../lib/host-stack.ts';
+
+const ACCOUNT = '111111111111';
+const REGION = 'us-east-1';
+const WORKER = new URL('./fixtures/worker.mjs', import.meta.url).pathname;
+
+describe('IAM policies under simulation (SEC-02, DL-09)', () => {
+  let template: Template;
+  let stack: TakoformHostStack;
+  let tableArn: string;
+  const roles: Record<string, IConstruct> = {};
+  const id = (c: IConstruct) => stack.getLogicalId(c.node.defaultChild as CfnElement);
+
+  /** A template value with the stack's intrinsics resolved to concrete ARNs. */
+  function resolve(v: unknown): unknown {
+    if (Array.isArray(v)) return v.map(resolve);
+    if (!v || typeof v !== 'object') return v;
+    const o = v as Record<string, unknown>;
+    if (o.Ref === 'AWS::Partition') return 'aws';
+    if (o.Ref === 'AWS::Region') return REGION;
+    if (o.Ref === 'AWS::AccountId') return ACCOUNT;
+    const getAtt = o['Fn::GetAtt'] as [string, string] | undefined;
+    if (getAtt) {
+      if (getAtt[0] === id(stack.host.table.table)) return tableArn;
+      return `arn:aws:lambda:${REGION}:${ACCOUNT}:function:${getAtt[0]}`;
+    }
+    const join = o['Fn::Join'] as [string, unknown[]] | undefined;
+    if (join) return join[1].map(resolve).join(join[0]);
+    return Object.fromEntries(Object.entries(o).map(([k, x]) => [k, resolve(x)]));
+  }
+
+  /** Every identity policy attached to `role`, resolved. */
+  function policiesOf(role: IConstruct) {
+    const ref = JSON.stringify({ Ref: id(role) });
+    return Object.entries(template.findResources('AWS::IAM::Policy'))
+      .filter(([, p]) => JSON.stringify(p.Properties.Roles).includes(ref))
+      .map(([name, p]) => ({ name, policy: resolve(p.Properties.PolicyDocument) }));
+  }
+
+  async function simulate(
+    role: IConstruct,
+    action: string,
+    resource: string,
+    contextVariables: Record<string, string | string[]> = {},
+  ) {
+    const result = await runSimulation(
+      {
+        request: {
+          principal: `arn:aws:iam::${ACCOUNT}:role/${id(role)}`,
+          action,
+          resource: { resource, accountId: ACCOUNT },
+          contextVariables,
+        },
+        identityPolicies: policiesOf(role),
+        serviceControlPolicies: [],
+        resourceControlPolicies: [],
+      },
+      {},
+    );
+    if (result.resultType === 'error') throw new Error(JSON.stringify(result.errors));
+    if (result.resultType !== 'single') throw new Error(`unexpected ${result.resultType} result`);
+    // Every context key given applies to this action and resource type per AWS's data.
+    expect(result.result.ignoredContextKeys ?? []).toEqual([]);
+    return result.overallResult;
+  }
+
+  const queueArn = (name: string) => `arn:aws:sqs:${REGION}:${ACCOUNT}:${name}`;
+  const tag = (space: string) => ({ [`aws:ResourceTag/${QUEUE_TAGS.space}`]: space });
+
+  beforeAll(() => {
+    const app = new App({
+      context: { 'aws:cdk:bundling-stacks': [], '@aws-cdk/aws-iam:minimizePolicies': true },
+    });
+    stack = new TakoformHostStack(app, 'TakoformHost', { env: { account: ACCOUNT, region: REGION } });
+    const worker = (cid: string, space: string) =>
+      new ModuleWorkerFunction(stack, cid, {
+        host: stack.host.workerBinding,
+        entry: WORKER,
+        space,
+        name: 'orders',
+        handlers: ['queue'],
+      });
+    roles.workerA = worker('OrdersA', 'team-a').function.role;
+    roles.workerB = worker('OrdersB', 'team-b').function.role;
+    const producer = new iam.Role(stack, 'Producer', { assumedBy: new iam.AccountRootPrincipal() });
+    stack.host.grantProduce(producer);
+    roles.producer = producer;
+    const oneQueue = new iam.Role(stack, 'OneQueueProducer', { assumedBy: new iam.AccountRootPrincipal() });
+    stack.host.grantProduce(oneQueue, { queueUids: ['q-orders'] });
+    roles.oneQueue = oneQueue;
+    template = Template.fromStack(stack);
+    tableArn = `arn:aws:dynamodb:${REGION}:${ACCOUNT}:table/host-table`;
+  });
+
+  it('SEC-02 DL-09: a worker of Space A may receive from queues tagged A, not from queues tagged B or untagged', async () => {
+    const q = queueArn('takoform-host-q1');
+    expect(await simulate(roles.workerA!, 'sqs:ReceiveMessage', q, tag('team-a'))).toBe('Allowed');
+    expect(await simulate(roles.workerA!, 'sqs:ReceiveMessage', q, tag('team-b'))).toBe('ImplicitlyDenied');
+    expect(await simulate(roles.workerA!, 'sqs:ReceiveMessage', q, {})).toBe('ImplicitlyDenied');
+    expect(await simulate(roles.workerB!, 'sqs:ReceiveMessage', q, tag('team-b'))).toBe('Allowed');
+    expect(await simulate(roles.workerB!, 'sqs:ReceiveMessage', q, tag('team-a'))).toBe('ImplicitlyDenied');
+    // Outside the Host's prefix, whatever the tag; and nothing but receive on its own queues.
+    expect(await simulate(roles.workerA!, 'sqs:ReceiveMessage', queueArn('other-q1'), tag('team-a'))).toBe(
+      'ImplicitlyDenied',
+    );
+    for (const action of ['sqs:DeleteMessage', 'sqs:ChangeMessageVisibility', 'sqs:SendMessage']) {
+      expect(await simulate(roles.workerA!, action, q, tag('team-a'))).toBe('ImplicitlyDenied');
+    }
+  });
+
+  it('SEC-02: grantProduce allows exactly the PutItem the producer client sends, on commit items only', async () => {
+    // The request the producer client really makes: its attribute names come from the item.
+    const sent: PutItemCommand[] = [];
+    const client = { send: async (c: PutItemCommand) => void sent.push(c) };
+    await new DynamoCommitStore(client as never, 'host-table').putCommit('c0123', 1_900_000_000);
+    expect(sent).toHaveLength(1);
+    expect(sent[0]).toBeInstanceOf(PutItemCommand);
+    const item = sent[0]!.input.Item!;
+    const commitPk = item.pk!.S!;
+    const put = (leadingKey: string, attributes: string[]) =>
+      simulate(roles.producer!, 'dynamodb:PutItem', tableArn, {
+        'dynamodb:LeadingKeys': [leadingKey],
+        'dynamodb:Attributes': attributes,
+      });
+    expect(await put(commitPk, Object.keys(item))).toBe('Allowed');
+    // API keys, secrets, Resources, Operations, slots: refused.
+    for (const pk of ['KEY#abc', 'SECRET#delivery-key', 'RES#r1', 'OP#o1', 'DISPATCH#c1', 'WORKER#team#w']) {
+      expect(await put(pk, Object.keys(item))).toBe('ImplicitlyDenied');
+    }
+    // A commit item that would land in an index the Host reads (ATTACHMENTS, DUE): refused.
+    expect(await put(commitPk, [...Object.keys(item), 'gsi1pk', 'gsi1sk'])).toBe('ImplicitlyDenied');
+    expect(await put(commitPk, [...Object.keys(item), 'gsi2pk'])).toBe('ImplicitlyDenied');
+    for (const action of ['dynamodb:UpdateItem', 'dynamodb:DeleteItem', 'dynamodb:GetItem']) {
+      expect(await simulate(roles.producer!, action, tableArn, { 'dynamodb:LeadingKeys': [commitPk] })).toBe(
+        'ImplicitlyDenied',
+      );
+    }
+  });
+
+  it('SEC-02: grantProduce sends to the Host’s queues (or the named ones) and nothing else of SQS', async () => {
+    const q = queueArn('takoform-host-q-orders');
+    expect(await simulate(roles.producer!, 'sqs:SendMessage', q)).toBe('Allowed');
+    expect(await simulate(roles.producer!, 'sqs:SendMessage', queueArn('other-q'))).toBe('ImplicitlyDenied');
+    expect(await simulate(roles.producer!, 'sqs:ReceiveMessage', q)).toBe('ImplicitlyDenied');
+    expect(await simulate(roles.oneQueue!, 'sqs:SendMessage', q)).toBe('Allowed');
+    expect(await simulate(roles.oneQueue!, 'sqs:SendMessage', queueArn('takoform-host-q-other'))).toBe(
+      'ImplicitlyDenied',
+    );
+  });
+});

@@ -1,0 +1,153 @@
+/**
+ * What a worker is scoped to on AWS, over the AWS composition (createAwsHost) and the local
+ * stand-ins: the Space tag every Host queue carries (the worker role's `sqs:ReceiveMessage` is
+ * conditioned on it; see test/infra for the policy), and slot deadlines sized by the worker
+ * function's own registered timeout rather than the Host's bound.
+ */
+import { randomBytes } from 'node:crypto';
+import { GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { ListQueueTagsCommand, UntagQueueCommand } from '@aws-sdk/client-sqs';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { DynamoApiKeys } from '../../../lambdas/adapters/aws/dynamodb-api-keys.ts';
+import { workerRegistrationKey } from '../../../lambdas/adapters/aws/dynamodb-worker-registry.ts';
+import { QUEUE_TAGS } from '../../../lambdas/adapters/aws/sqs-queue-backend.ts';
+import type { Slot } from '../../../lambdas/delivery/delivery-service.ts';
+import { createDispatcherStepHandler } from '../../../lambdas/delivery/dispatcher-step-handler.ts';
+import { type AwsTestHost, createAwsTestHost } from '../../support/aws-host-harness.ts';
+
+const QUEUE_FORM = 'https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/';
+/** DeliveryService's default margin for registration and finalisation in a slot deadline. */
+const SLOT_MARGIN_MS = 30_000;
+
+describe('SEC-02 DL-09: queues carry their Space', () => {
+  let t: AwsTestHost;
+  beforeAll(async () => {
+    t = await createAwsTestHost();
+  });
+
+  const tagsOf = async (url: string) => (await t.sqs.send(new ListQueueTagsCommand({ QueueUrl: url }))).Tags;
+
+  it('SEC-02 DL-09: CreateQueue tags the queue with its Resource’s Space and uid', async () => {
+    const token = `tfk_${randomBytes(24).toString('base64url')}`;
+    await new DynamoApiKeys(t.dynamodb, t.tableName).put(token, 'bob', { other: 'write' });
+    for (const [space, authorization] of [
+      ['team', `Bearer ${t.token}`],
+      ['other', `Bearer ${token}`],
+    ] as const) {
+      const created = await t.request(
+        'POST',
+        '/resources',
+        { form: QUEUE_FORM, space, name: `tagged-${space}`, spec: { messageRetentionSeconds: 3600 } },
+        { authorization, 'idempotency-key': `tagged-${space}-0123456789` },
+      );
+      expect(created.status).toBe(202);
+      await t.settle();
+      const url = await t.host.host.queues.queueUrl(created.body.resourceUid);
+      expect(url).toBeDefined();
+      expect(await tagsOf(url!)).toEqual({
+        [QUEUE_TAGS.resourceUid]: created.body.resourceUid,
+        [QUEUE_TAGS.space]: space,
+      });
+    }
+  });
+
+  it('SEC-02 DL-09: a queue without the Space tag (created before it existed) gets it at the next update', async () => {
+    const created = await t.create(QUEUE_FORM, 'team', 'legacy', { messageRetentionSeconds: 3600 });
+    await t.settle();
+    const uid = created.body.resourceUid as string;
+    const url = (await t.host.host.queues.queueUrl(uid))!;
+    await t.sqs.send(new UntagQueueCommand({ QueueUrl: url, TagKeys: [QUEUE_TAGS.space] }));
+    expect((await tagsOf(url))?.[QUEUE_TAGS.space]).toBeUndefined();
+
+    const updated = await t.request(
+      'PUT',
+      `/resources/${uid}`,
+      { spec: { messageRetentionSeconds: 7200 } },
+      { 'idempotency-key': 'legacy-update-0123456789', 'takoform-expected-generation': '1' },
+    );
+    expect(updated.status).toBe(202);
+    await t.settle();
+    const op = await t.request('GET', `/operations/${updated.body.id}`);
+    expect(op.body.status).toBe('succeeded');
+    expect(await tagsOf(url)).toEqual({ [QUEUE_TAGS.resourceUid]: uid, [QUEUE_TAGS.space]: 'team' });
+    // Idempotent: converging again changes nothing.
+    await t.host.host.queues.ensure(uid, { space: 'team', retentionSeconds: 7200 });
+    expect(await tagsOf(url)).toEqual({ [QUEUE_TAGS.resourceUid]: uid, [QUEUE_TAGS.space]: 'team' });
+  });
+});
+
+describe('DL-09: slot deadlines follow the worker function’s own timeout', () => {
+  const HOST_BOUND_S = 840; // the Host's default workerTimeout
+  const now = Date.UTC(2030, 0, 1);
+  let t: AwsTestHost;
+  beforeAll(async () => {
+    t = await createAwsTestHost({ workerTimeoutSeconds: HOST_BOUND_S, clock: () => now });
+  });
+
+  /** Rewrites the consumer's worker registration as ModuleWorkerFunction would with `timeoutSeconds`. */
+  async function registerTimeout(workerName: string, timeoutSeconds: string | undefined) {
+    const key = workerRegistrationKey('team', workerName);
+    const out = await t.dynamodb.send(
+      new GetItemCommand({
+        TableName: t.tableName,
+        Key: { pk: { S: key.pk as string }, sk: { S: '_' } },
+        ConsistentRead: true,
+      }),
+    );
+    const { timeoutSeconds: _old, ...item } = out.Item!;
+    await t.dynamodb.send(
+      new PutItemCommand({
+        TableName: t.tableName,
+        Item: timeoutSeconds === undefined ? item : { ...item, timeoutSeconds: { N: timeoutSeconds } },
+      }),
+    );
+  }
+
+  async function acquire(consumerUid: string): Promise<Slot> {
+    const step = createDispatcherStepHandler(t.host);
+    const out = (await step({ action: 'acquire', consumerUid, generation: 1 })) as {
+      status: string;
+      slot: Slot;
+    };
+    expect(out.status).toBe('acquired');
+    return out.slot;
+  }
+
+  it('DL-09: a 300 s worker function’s slot is held for idle wait + batch timeout + 300 s + margin, not the Host’s 840 s', async () => {
+    const c = await t.setupConsumer('short');
+    await registerTimeout('short-w', '300');
+    expect(await t.host.workers.timeoutMs('team', 'short-w')).toBe(300_000);
+    const idleAndBatchMs = (t.host.config.idleWaitSeconds + 0) * 1000; // maxBatchTimeoutSeconds 0
+    const slot = await acquire(c.consumerUid);
+    // The full function timeout: the runtime cuts a handler off a little before the Lambda ends,
+    // but the invocation (and its receives) can last until then.
+    expect(slot.deadline).toBe(now + idleAndBatchMs + 300_000 + SLOT_MARGIN_MS);
+    expect(slot.deadline).toBeLessThan(now + HOST_BOUND_S * 1000);
+  });
+
+  it('DL-09: without a recorded timeout, or with one above the Host’s bound, the Host’s bound applies', async () => {
+    const legacy = await t.setupConsumer('legacy');
+    await registerTimeout('legacy-w', undefined);
+    expect(await t.host.workers.timeoutMs('team', 'legacy-w')).toBeUndefined();
+    const idleMs = t.host.config.idleWaitSeconds * 1000;
+    expect((await acquire(legacy.consumerUid)).deadline).toBe(
+      now + idleMs + HOST_BOUND_S * 1000 + SLOT_MARGIN_MS,
+    );
+
+    const long = await t.setupConsumer('long');
+    await registerTimeout('long-w', '900');
+    expect((await acquire(long.consumerUid)).deadline).toBe(
+      now + idleMs + HOST_BOUND_S * 1000 + SLOT_MARGIN_MS,
+    );
+  });
+
+  it('DL-09: a malformed recorded timeout makes the registration count as absent (no slot is taken)', async () => {
+    const bad = await t.setupConsumer('bad');
+    await registerTimeout('bad-w', '5000');
+    expect(await t.host.workers.registration('team', 'bad-w')).toBeUndefined();
+    const step = createDispatcherStepHandler(t.host);
+    expect(await step({ action: 'acquire', consumerUid: bad.consumerUid, generation: 1 })).toMatchObject({
+      status: 'stop',
+    });
+  });
+});
