@@ -2,22 +2,38 @@
  * The AWS composition (lambdas/runtime/aws-host.ts) over the integration stand-ins — or LocalStack
  * when TAKOFORM_LOCALSTACK_ENDPOINT is set — plus helpers to drive its Lambda entries in process:
  * API Gateway events for the API handler, and the synthesized dispatcher definition.
+ *
+ * With TAKOFORM_FAULTS set, every SDK client handed to the composition injects AWS's faults
+ * (lambdas/adapters/aws/fault-injection.ts): the DynamoDB and SQS clients through clients.ts, a
+ * Lambda client given as `lambda` through `withFaults` here.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { LambdaClient } from '@aws-sdk/client-lambda';
 import type { APIGatewayProxyEvent } from 'aws-lambda';
 import { inject } from 'vitest';
 import { dynamoDbClient, sqsClient } from '../../lambdas/adapters/aws/clients.ts';
 import { createHostTable } from '../../lambdas/adapters/aws/create-host-table.ts';
 import { DynamoApiKeys } from '../../lambdas/adapters/aws/dynamodb-api-keys.ts';
 import { registrationItem } from '../../lambdas/adapters/aws/dynamodb-worker-registry.ts';
+import { withFaults } from '../../lambdas/adapters/aws/fault-injection.ts';
 import { createApiHandler } from '../../lambdas/http/api-gateway-handler.ts';
 import { API_ROOT } from '../../lambdas/http/origin.ts';
 import { type AwsHostOptions, createAwsHost } from '../../lambdas/runtime/aws-host.ts';
 
-export async function createAwsTestHost(opts: AwsHostOptions & { workerTimeoutSeconds?: number } = {}) {
-  const dynamodb = dynamoDbClient(inject('ddbEndpoint'));
-  const sqs = sqsClient(inject('sqsEndpoint'));
+export async function createAwsTestHost(
+  options: AwsHostOptions & {
+    workerTimeoutSeconds?: number;
+    /** The client the API function triggers the executor with (with `executorFunction`). */
+    lambda?: Pick<LambdaClient, 'send'>;
+    executorFunction?: string;
+  } = {},
+) {
+  const { lambda: givenLambda, executorFunction, ...opts } = options;
+  // clients.ts adds the faults of TAKOFORM_FAULTS already; withFaults is a no-op on them.
+  const dynamodb = withFaults(dynamoDbClient(inject('ddbEndpoint')), 'dynamodb');
+  const sqs = withFaults(sqsClient(inject('sqsEndpoint')), 'sqs');
+  const lambda = givenLambda instanceof LambdaClient ? withFaults(givenLambda, 'lambda') : givenLambda;
   const tableName = `aws-${randomUUID()}`;
   await createHostTable(dynamodb, tableName);
   const queueNamePrefix = `a${randomBytes(4).toString('hex')}-`;
@@ -28,8 +44,9 @@ export async function createAwsTestHost(opts: AwsHostOptions & { workerTimeoutSe
       publicOrigin: 'https://host.test',
       workerTimeoutSeconds: opts.workerTimeoutSeconds ?? 30,
       idleWaitSeconds: 1,
+      ...(executorFunction ? { executorFunction } : {}),
     },
-    { dynamodb, sqs },
+    { dynamodb, sqs, ...(lambda ? { lambda } : {}) },
     { secrets: { cursorKey: randomBytes(32), credentialKey: randomBytes(32) }, graceMs: 1_000, ...opts },
   );
   const token = `tfk_${randomBytes(24).toString('base64url')}`;

@@ -1,5 +1,8 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { LambdaClient } from '@aws-sdk/client-lambda';
 import { SQSClient } from '@aws-sdk/client-sqs';
+import { withFaults } from './fault-injection.ts';
+import { withStrictSqsLimits } from './strict-sqs.ts';
 
 /** Endpoints of local stand-ins; on AWS both are undefined and the SDK's defaults apply. */
 export interface AwsEndpoints {
@@ -9,21 +12,38 @@ export interface AwsEndpoints {
 
 const LOCAL_CREDENTIALS = { accessKeyId: 'local', secretAccessKey: 'local' };
 
+/**
+ * Every client below gets fault injection when `TAKOFORM_FAULTS` is set (see fault-injection.ts);
+ * without it nothing is added. A malformed value throws here, at composition.
+ */
 export function dynamoDbClient(endpoint?: string): DynamoDBClient {
-  return endpoint
+  const client = endpoint
     ? new DynamoDBClient({ endpoint, region: 'us-east-1', credentials: LOCAL_CREDENTIALS, maxAttempts: 3 })
     : new DynamoDBClient({});
+  return withFaults(client, 'dynamodb');
 }
 
+/** With an endpoint (the local stand-in), also refuses what SQS refuses for size (strict-sqs.ts). */
 export function sqsClient(endpoint?: string): SQSClient {
-  return endpoint
-    ? new SQSClient({
-        endpoint,
-        region: 'us-east-1',
-        credentials: LOCAL_CREDENTIALS,
-        // Local queue URLs name the stand-in's own address; send every call to the endpoint.
-        useQueueUrlAsEndpoint: false,
-        maxAttempts: 3,
-      })
+  const client = endpoint
+    ? withStrictSqsLimits(
+        new SQSClient({
+          endpoint,
+          region: 'us-east-1',
+          credentials: LOCAL_CREDENTIALS,
+          // Local queue URLs name the stand-in's own address; send every call to the endpoint.
+          useQueueUrlAsEndpoint: false,
+          maxAttempts: 3,
+        }),
+      )
     : new SQSClient({});
+  return withFaults(client, 'sqs');
+}
+
+/** A Lambda client (for invoking functions), with faults when `TAKOFORM_FAULTS` configures `lambda`. */
+export function lambdaClient(endpoint?: string): LambdaClient {
+  const client = endpoint
+    ? new LambdaClient({ endpoint, region: 'us-east-1', credentials: LOCAL_CREDENTIALS, maxAttempts: 3 })
+    : new LambdaClient({});
+  return withFaults(client, 'lambda');
 }
