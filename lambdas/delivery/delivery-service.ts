@@ -115,7 +115,7 @@ const hashCredential = (c: string) => createHash('sha256').update(c).digest('hex
  */
 const HANDLE_SAFETY_MS = 5_000;
 /** A dead-letter move SQS refused is tried again when the message returns, this much later. */
-const MOVE_RETRY_SECONDS = 30;
+const MOVE_RETRY_SECONDS = 10;
 
 interface Visibility {
   handle: string;

@@ -1,0 +1,490 @@
+/**
+ * Issue 11: nothing lost, nothing stalled. Each case below failed on the delivery engine before
+ * the fix and names the requirement it proves. All run against DynamoDB Local, the SQS stand-in
+ * (which refuses oversized requests as SQS does) and the real dispatcher definition.
+ */
+import { randomBytes } from 'node:crypto';
+import { GetItemCommand } from '@aws-sdk/client-dynamodb';
+import { ReceiveMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
+import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { commitKey } from '../../../lambdas/adapters/aws/dynamodb-commit-store.ts';
+import { deliveryKeys } from '../../../lambdas/adapters/aws/dynamodb-delivery-store.ts';
+import { withFaults } from '../../../lambdas/adapters/aws/fault-injection.ts';
+import { type BatchHostPort, type QueueInvoker, runBatch } from '../../../lambdas/delivery/batch-runner.ts';
+import type { Received, Slot } from '../../../lambdas/delivery/delivery-service.ts';
+import { directBatchHost } from '../../../lambdas/delivery/direct-batch-host.ts';
+import { decodeEnvelope, encodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
+import { MAX_RETENTION_SECONDS } from '../../../lambdas/delivery/limits.ts';
+import type { QueueTarget } from '../../../lambdas/delivery/ports.ts';
+import { QueueProducer } from '../../../lambdas/delivery/producer.ts';
+import { createQueueBatch } from '../../../lambdas/runtime/worker/queue-batch.ts';
+import {
+  createDeliveryHost,
+  type DeliveryHost,
+  recordingWorker,
+  waitFor,
+} from '../../support/delivery-harness.ts';
+import {
+  attemptsById,
+  attemptsRecord,
+  batchHead,
+  consumerOn,
+  queueCounts,
+  records,
+  serial,
+  waitDrained,
+} from './delivery-kit.ts';
+
+/** Every message of a queue, read without consuming it (visibility 0). */
+async function peekAll(d: DeliveryHost, queue: QueueTarget) {
+  const out: { id: string; body: Uint8Array; ts: number }[] = [];
+  const seen = new Set<string>();
+  for (let round = 0; round < 20; round++) {
+    const r = await d.host.sqs.send(
+      new ReceiveMessageCommand({
+        QueueUrl: queue.sqsUrl,
+        MaxNumberOfMessages: 10,
+        WaitTimeSeconds: 0,
+        VisibilityTimeout: 30,
+      }),
+    );
+    if (!r.Messages?.length) break;
+    for (const m of r.Messages) {
+      const e = decodeEnvelope(m.Body);
+      if (e && !seen.has(e.id)) {
+        seen.add(e.id);
+        out.push({ id: e.id, body: e.body, ts: e.ts });
+      }
+    }
+  }
+  return out;
+}
+
+/** Acquires a slot of `consumerUid` (there must be one free). */
+async function slotOf(d: DeliveryHost, consumerUid: string): Promise<Slot> {
+  const a = await d.host.attachments.get(consumerUid);
+  const got = await d.host.delivery.acquire(consumerUid, a?.generation ?? 1);
+  if (got.status !== 'acquired') throw new Error(`no slot: ${got.status}`);
+  return got.slot;
+}
+
+/** Hangs every batch started before `flag` exists (after acknowledging `settled-before`). */
+const hangUntilCrash = (flag: string) => `
+  const { existsSync } = await import('node:fs');
+  if (!existsSync(${JSON.stringify(flag)})) {
+    for (const m of batch.messages) if (new TextDecoder().decode(m.body) === 'settled-before') await batch.acknowledge(m.id);
+    rec({ ev: 'hang', batch: batch.batchId });
+    await new Promise(() => {});
+  }`;
+
+describe('issue 11: a crash never stalls a consumer (RC-01, default timings)', () => {
+  let d: DeliveryHost;
+  // The Host's defaults: 900 s worker timeout, 60 s grace, 30 s slot margin: a slot of a dead run
+  // would be held for more than 15 minutes if recovery waited for its deadline.
+  beforeAll(async () => {
+    d = await createDeliveryHost({ workerTimeoutMs: 900_000, graceMs: 60_000 });
+    d.startDispatcher();
+  });
+  afterAll(async () => d.close());
+
+  it('RC-01 after a crash with handlers running, the next start hands every in-flight message to a handler again at once; a settled one keeps its settlement', async ({
+    expect,
+  }) => {
+    const log = d.logFile('crash');
+    const flag = `${log}.crashed`;
+    const { queue, consumerUid } = await d.setup('crash', recordingWorker(log, hangUntilCrash(flag)), {
+      maxBatchSize: 3,
+      maxConcurrency: 3,
+    });
+    const bodies = ['settled-before', ...Array.from({ length: 7 }, (_, i) => `m${i}`)];
+    await d.host.producer.sendBatch(
+      queue,
+      bodies.map((body) => ({ body })),
+    );
+    await waitFor('three handlers hang', () => records(log).filter((e) => e.ev === 'hang').length === 3);
+    const before = attemptsById(records(log));
+    const textOf = (id: string) =>
+      Buffer.from(
+        records(log).find((e) => e.ev === 'msg' && e.id === id)?.body as string,
+        'base64',
+      ).toString();
+    const settled = [...before.keys()].find((id) => textOf(id) === 'settled-before');
+    await d.crash();
+    const { writeFileSync } = await import('node:fs');
+    writeFileSync(flag, '1');
+    const restartedAt = Date.now();
+    await d.restart();
+    await waitDrained(d, queue, 30_000);
+    const seconds = (Date.now() - restartedAt) / 1000;
+    console.info(`RC-01 crash: every in-flight message completed ${seconds.toFixed(1)} s after the restart`);
+    expect(seconds).toBeLessThan(30);
+    const after = attemptsById(records(log));
+    expect(after.size).toBe(8);
+    for (const [id, attempts] of after) {
+      const inFlight = before.has(id);
+      // In flight at the crash: delivered again with its attempt counted (never acknowledged by
+      // the crash), except the one its handler had acknowledged. Never seen: delivered once.
+      if (id === settled) expect(attempts).toEqual([1]);
+      else if (inFlight) expect(attempts).toEqual([1, 2]);
+      else expect(attempts).toEqual([1]);
+    }
+    expect(settled).toBeDefined();
+    // No slot of the dead run is left: what lanes hold now are idle slots with no batch in them.
+    await waitFor('no slot holds a batch', async () => {
+      for (const batchId of Object.keys(await d.host.delivery.slotsOf(consumerUid))) {
+        if (await batchHead(d, batchId)) return false;
+      }
+      return true;
+    });
+  });
+});
+
+describe.concurrent('issue 11: dead-letter moves, duplicates, record lifetimes (DL-07, AQ-04)', () => {
+  let d: DeliveryHost;
+  beforeAll(async () => {
+    d = await createDeliveryHost();
+    d.startDispatcher();
+  });
+  afterAll(async () => d.close());
+
+  it('DL-07 DL-10 full batches of 127000-byte bodies reach the dead-letter queue byte-identical after exactly 1 + maxRetries deliveries each', async ({
+    expect,
+  }) => {
+    const log = d.logFile('large');
+    const { queue, dlq } = await serial(async () => {
+      const q = await d.createQueue('team', 'large-q');
+      const dq = await d.createQueue('team', 'large-dlq');
+      await consumerOn(d, 'large', q, recordingWorker(log, `throw new Error('no');`), {
+        maxBatchSize: 10,
+        maxBatchTimeoutSeconds: 2,
+        maxRetries: 1,
+        deadLetterQueue: dq,
+      });
+      return { queue: q, dlq: dq };
+    });
+    // Any mix of sizes up to the limit; ten of these exceed one SendMessageBatch request by far.
+    const sizes = [127_000, 127_000, 126_999, 1, 100_000, 127_000, 64_000, 127_000, 0, 127_000];
+    const bodies = sizes.map((n) => new Uint8Array(randomBytes(n)));
+    const ids = await d.host.producer.sendBatch(
+      queue,
+      bodies.map((body) => ({ body })),
+    );
+    await waitDrained(d, queue, 60_000);
+    const moved = await waitFor('ten dead letters', async () => {
+      const got = await peekAll(d, dlq);
+      return got.length >= 10 ? got : undefined;
+    });
+    expect(moved).toHaveLength(10);
+    const want = bodies.map((b) => Buffer.from(b).toString('base64')).sort();
+    expect(moved.map((m) => Buffer.from(m.body).toString('base64')).sort()).toEqual(want);
+    for (const m of moved) expect(ids).not.toContain(m.id);
+    const byId = attemptsById(records(log));
+    for (const id of ids) expect(byId.get(id)).toEqual([1, 2]);
+    // Moved: the originals' attempts records go once the originals are deleted.
+    await waitFor('attempts records cleared', async () => {
+      for (const id of ids) if (await attemptsRecord(d, queue.queueUid, id)) return false;
+      return true;
+    });
+  });
+
+  it('DL-07 a move the dead-letter queue refuses keeps that message (moved later) and charges nothing else of its batch', async ({
+    expect,
+  }) => {
+    const log = d.logFile('refused');
+    const { queue, dlq } = await serial(async () => {
+      const q = await d.createQueue('team', 'refused-q');
+      const dq = await d.createQueue('team', 'refused-dlq');
+      await consumerOn(
+        d,
+        'refused',
+        q,
+        recordingWorker(
+          log,
+          `for (const m of batch.messages) {
+             if (new TextDecoder().decode(m.body) === 'poison') await batch.retry(m.id);
+             else await batch.acknowledge(m.id);
+           }`,
+        ),
+        { maxBatchSize: 10, maxBatchTimeoutSeconds: 1, maxRetries: 0, deadLetterQueue: dq },
+      );
+      return { queue: q, dlq: dq };
+    });
+    // The dead-letter queue refuses the first request it gets (as SQS may, e.g. throttled).
+    let refusals = 0;
+    d.host.sqs.middlewareStack.add(
+      (next, context) => async (args) => {
+        const input = args.input as { QueueUrl?: string };
+        const send = context.commandName === 'SendMessageBatchCommand';
+        if (send && input.QueueUrl === dlq.sqsUrl && refusals === 0) {
+          refusals++;
+          throw Object.assign(new Error('throttled'), { name: 'RequestThrottled', $fault: 'client' });
+        }
+        return next(args);
+      },
+      { step: 'initialize', name: 'refuseDeadLetterOnce' },
+    );
+    const ids = await d.host.producer.sendBatch(queue, [
+      { body: 'ok-1' },
+      { body: 'poison' },
+      { body: 'ok-2' },
+    ]);
+    const moved = await waitFor(
+      'the poison message moved after the refusal',
+      async () => {
+        const got = await peekAll(d, dlq);
+        return got.length > 0 ? got : undefined;
+      },
+      60_000,
+    );
+    expect(refusals).toBe(1);
+    expect(moved.map((m) => Buffer.from(m.body).toString())).toEqual(['poison']);
+    await waitDrained(d, queue, 30_000);
+    const byId = attemptsById(records(log));
+    // Each delivered exactly once: the refused move charged no attempt to anyone.
+    for (const id of ids) expect(byId.get(id)).toEqual([1]);
+  });
+
+  it('DL-07 an SQS duplicate of a message in the same batch rides with the delivered copy: one delivery, both copies gone on acknowledge', async ({
+    expect,
+  }) => {
+    const log = d.logFile('dup');
+    const { queue } = await serial(async () => {
+      const q = await d.createQueue('team', 'dup-q');
+      await consumerOn(d, 'dup', q, recordingWorker(log), {
+        maxBatchSize: 10,
+        maxBatchTimeoutSeconds: 2,
+        maxRetries: 3,
+      });
+      return { queue: q };
+    });
+    // What an SQS duplicate looks like to the Host: two SQS messages carrying one Host message.
+    const body = encodeEnvelope({
+      id: `mdup${Date.now()}`,
+      ts: Date.now(),
+      body: new TextEncoder().encode('twice'),
+    });
+    for (let i = 0; i < 2; i++) {
+      await d.host.sqs.send(new SendMessageCommand({ QueueUrl: queue.sqsUrl, MessageBody: body }));
+    }
+    await waitFor('one delivery', () => records(log).some((e) => e.ev === 'end'));
+    await waitDrained(d, queue, 10_000);
+    // The duplicate is not hidden for a while to come back as a fresh attempt 1.
+    await new Promise((r) => setTimeout(r, 3_000));
+    const deliveries = records(log).filter((e) => e.ev === 'msg');
+    expect(deliveries).toHaveLength(1);
+    expect(deliveries[0]?.attempts).toBe(1);
+    expect(await queueCounts(d, queue)).toEqual({ visible: 0, inFlight: 0, delayed: 0 });
+  });
+
+  it('DL-07 AQ-04 attempts and commit records outlive the longest retention, whatever the queue’s retention when written', async ({
+    expect,
+  }) => {
+    const log = d.logFile('ttl');
+    const { queue } = await serial(async () => {
+      const q = await d.createQueue('team', 'ttl-q', { messageRetentionSeconds: 60 });
+      await consumerOn(
+        d,
+        'ttl',
+        q,
+        recordingWorker(log, `if (batch.messages[0].attempts === 1) throw new Error('again');`),
+        {
+          maxRetries: 3,
+          retryDelaySeconds: 3600,
+        },
+      );
+      return { queue: q };
+    });
+    const t0 = Date.now();
+    const [id] = await d.host.producer.sendBatch(queue, [{ body: 'a' }, { body: 'b' }]);
+    await waitFor('a retry recorded', () => attemptsRecord(d, queue.queueUid, id as string));
+    const ttlOf = async (key: Record<string, string>) => {
+      const out = await d.host.dynamodb.send(
+        new GetItemCommand({ TableName: d.host.tableName, Key: marshall(key), ConsistentRead: true }),
+      );
+      return out.Item ? (unmarshall(out.Item).expiresAt as number) : undefined;
+    };
+    const floor = Math.floor(t0 / 1000) + MAX_RETENTION_SECONDS;
+    expect(await ttlOf(deliveryKeys.attempts(queue.queueUid, id as string))).toBeGreaterThan(floor);
+    // The commit of that two-message send: found by scanning nothing — its id is in the envelope.
+    const sent = await d.host.sqs.send(
+      new ReceiveMessageCommand({ QueueUrl: queue.sqsUrl, MaxNumberOfMessages: 10, VisibilityTimeout: 0 }),
+    );
+    const commit = (sent.Messages ?? []).map((m) => decodeEnvelope(m.Body)?.commit).find(Boolean);
+    if (commit) expect(await ttlOf(commitKey(commit))).toBeGreaterThan(floor);
+  });
+
+  it('AQ-04 an uncommitted send is timed by SQS’s clock: a producer whose clock is an hour behind loses nothing', async ({
+    expect,
+  }) => {
+    const log = d.logFile('skew');
+    const { queue } = await serial(async () => {
+      const q = await d.createQueue('team', 'skew-q');
+      await consumerOn(d, 'skew', q, recordingWorker(log), { maxBatchSize: 10, maxBatchTimeoutSeconds: 1 });
+      return { queue: q };
+    });
+    // A producer on a machine whose clock is an hour behind, whose commit write is slow.
+    let release: () => void = () => {};
+    const released = new Promise<void>((r) => {
+      release = r;
+    });
+    const producer = new QueueProducer({
+      sqs: d.host.sqs,
+      clock: () => Date.now() - 3_600_000,
+      commits: {
+        putCommit: async (commitId, expires) => {
+          await released;
+          return d.host.commits.putCommit(commitId, expires);
+        },
+        committed: (ids) => d.host.commits.committed(ids),
+      },
+    });
+    const sending = producer.sendBatch(queue, [{ body: 'x' }, { body: 'y' }]);
+    // While the commit is pending the messages wait (hidden briefly), never discarded.
+    await new Promise((r) => setTimeout(r, 4_000));
+    expect(records(log).filter((e) => e.ev === 'msg')).toHaveLength(0);
+    release();
+    const ids = await sending;
+    await waitDrained(d, queue, 30_000);
+    const byId = attemptsById(records(log));
+    expect([...byId.keys()].sort()).toEqual([...ids].sort());
+  });
+});
+
+describe('issue 11: what a runner may ask, and late recovery (DL-07, DL-09, RC-01)', () => {
+  let d: DeliveryHost;
+  let offset = 0;
+  const clock = () => Date.now() + offset;
+  // No dispatcher: each test drives its batches itself.
+  beforeAll(async () => {
+    d = await createDeliveryHost({ clock, graceMs: 5_000 });
+  });
+  afterAll(async () => d.close());
+
+  /** Receives what the queue has now, as a runner would (short visibility). */
+  async function receive(queue: QueueTarget): Promise<Received[]> {
+    const out = await d.host.sqs.send(
+      new ReceiveMessageCommand({
+        QueueUrl: queue.sqsUrl,
+        MaxNumberOfMessages: 10,
+        WaitTimeSeconds: 1,
+        VisibilityTimeout: 30,
+        MessageSystemAttributeNames: ['SentTimestamp'],
+      }),
+    );
+    return (out.Messages ?? []).map((m) => {
+      const { body: _b, ...envelope } = decodeEnvelope(m.Body) as NonNullable<
+        ReturnType<typeof decodeEnvelope>
+      >;
+      return { receiptHandle: m.ReceiptHandle as string, receivedAt: Date.now(), envelope };
+    });
+  }
+
+  it('RC-01 DL-07 late recovery: a message of an abandoned batch received again before anyone recovered it still counts its attempt', async ({
+    expect,
+  }) => {
+    const { queue, consumerUid } = await d.setup('late', recordingWorker(d.logFile('late')), {
+      maxConcurrency: 2,
+      maxRetries: 3,
+    });
+    const id = await d.host.producer.send(queue, 'abandoned');
+    // Batch A: registered, its runner dies (never finalised).
+    const a = await slotOf(d, consumerUid);
+    const got = await receive(queue);
+    const reg = await d.host.delivery.register(a, got);
+    expect(reg.deliver.map((x) => x.attempts)).toEqual([1]);
+    // Lane B takes its slot before A's deadline (so its acquire recovered nothing)…
+    const b = await slotOf(d, consumerUid);
+    // …then A's deadline and grace pass, and SQS hands A's message out again.
+    offset += a.invisibleUntil - Date.now() + 1_000;
+    const { ChangeMessageVisibilityCommand } = await import('@aws-sdk/client-sqs');
+    await d.host.sqs.send(
+      new ChangeMessageVisibilityCommand({
+        QueueUrl: queue.sqsUrl,
+        ReceiptHandle: got[0]?.receiptHandle,
+        VisibilityTimeout: 0,
+      }),
+    );
+    const again = await receive(queue);
+    expect(again.map((r) => r.envelope.id)).toEqual([id]);
+    const reg2 = await d.host.delivery.register(b, again);
+    // Registration recovered A first: the attempt A's handler had is counted.
+    expect(reg2.deliver.map((x) => x.attempts)).toEqual([2]);
+    expect(Object.keys(await d.host.delivery.slotsOf(consumerUid))).toEqual([b.batchId]);
+    // B finishes after A's grace too (this test's clock): its handles may be stale by then, so
+    // the acknowledgement is recorded, and the copy is deleted on sight when it comes back.
+    await d.host.delivery.finalizeAsRunner(b.batchId, reg2.credential, 'returned');
+    expect(await attemptsRecord(d, queue.queueUid, id)).toMatchObject({ acked: true });
+  });
+
+  it('DL-09 a runner can move only what the Host asked it to move, and a move racing a consumer delete keeps the messages (QC-08)', async ({
+    expect,
+  }) => {
+    const { queue, consumerUid } = await d.setup('own', recordingWorker(d.logFile('own')), {
+      maxRetries: 0,
+    });
+    const [keep, other] = await d.host.producer.sendBatch(queue, [{ body: 'k' }, { body: 'o' }]);
+    const slot = await slotOf(d, consumerUid);
+    const host: BatchHostPort = directBatchHost(d.host.delivery);
+    let asked: string[] = [];
+    const invoker: QueueInvoker = {
+      invoke: async (delivery, settle) => {
+        const batch = createQueueBatch(delivery, { settle });
+        await batch.acknowledge(other as string);
+        return 'threw'; // `keep` is out of retries: the Host asks for its move
+      },
+    };
+    const watching: BatchHostPort = {
+      ...host,
+      finalize: async (...args) => {
+        const out = await host.finalize(...args);
+        asked = out.deadLetter;
+        return out;
+      },
+      deadLetter: async (s, credential, items) => {
+        // Not owed a move (it was acknowledged): refused, whatever the credential.
+        const forged = [{ id: other as string, body: new TextEncoder().encode('forged') }];
+        await expect(host.deadLetter(s, credential, forged)).rejects.toMatchObject({ name: 'unknown_batch' });
+        // The consumer is deleted between finalisation and the move: nothing is dropped.
+        await d.host.attachments.remove(consumerUid);
+        return host.deadLetter(s, credential, items);
+      },
+    };
+    await runBatch(slot, { sqs: d.host.sqs, host: watching, invoker, idleWaitSeconds: 1, clock });
+    expect(asked).toEqual([keep]);
+    const c = await queueCounts(d, queue);
+    expect(c.visible + c.inFlight).toBe(1);
+  });
+});
+
+describe('issue 11: registration under throttling (DL-03, RC-04)', () => {
+  let d: DeliveryHost;
+  beforeAll(async () => {
+    d = await createDeliveryHost();
+    // What DynamoDB does under load and DynamoDB Local never: unprocessed batch items, throttles.
+    withFaults(d.host.dynamodb, 'dynamodb', {
+      config: { seed: 11, dynamodb: { unprocessed: 1, throttle: 0.02 } },
+      label: 'integrity',
+    });
+    d.startDispatcher();
+  });
+  afterAll(async () => d.close());
+
+  it('DL-03 a batch registered while DynamoDB leaves batch writes unprocessed and throttles is settled and acknowledged exactly as without', async ({
+    expect,
+  }) => {
+    const log = d.logFile('throttled');
+    const { queue } = await d.setup(
+      'throttled',
+      recordingWorker(log, `for (const m of batch.messages) await batch.acknowledge(m.id);`),
+      { maxBatchSize: 5, maxConcurrency: 2 },
+    );
+    const ids = await d.host.producer.sendBatch(
+      queue,
+      Array.from({ length: 10 }, (_, i) => ({ body: `t${i}` })),
+    );
+    await waitDrained(d, queue, 60_000);
+    const byId = attemptsById(records(log));
+    for (const id of ids) expect(byId.get(id)).toEqual([1]);
+  });
+});
