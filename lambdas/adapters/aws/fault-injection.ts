@@ -612,6 +612,7 @@ export interface WithFaultsOptions {
  * Adds fault injection to `client` when `TAKOFORM_FAULTS` is set (or `opts.config` is given) and
  * configures `service`; otherwise returns the client untouched. Applying it twice is a no-op.
  * Throws on a malformed `TAKOFORM_FAULTS`, so a mistyped setting never runs silently without faults.
+ * Apply it before the client's first `send` if the client was built with `cacheMiddleware: true`.
  */
 export function withFaults<C extends FaultableClient>(
   client: C,
