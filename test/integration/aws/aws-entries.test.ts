@@ -210,6 +210,7 @@ describe('the AWS entries', () => {
     };
     const batchHost = createBatchHostHandler(t.host);
     let started = 0;
+    const exits: number[] = [];
     const handler = createQueueWorkerHandler(
       {
         async queue() {
@@ -223,17 +224,20 @@ describe('the AWS entries', () => {
         host: () => remoteBatchHost(async (req) => batchHost(JSON.parse(JSON.stringify(req)))),
         idleWaitSeconds: 1,
         marginMs: 1_000,
+        // The cut-off handler still runs, so the adapter ends the process (DL-02).
+        exit: (code) => exits.push(code),
       },
     );
     const began = Date.now();
-    const result = await handler(
-      { kind: 'takoform.queue-batch.v1', slot: acquired.slot },
-      { getRemainingTimeInMillis: () => 4_000 },
-    );
+    await expect(
+      handler(
+        { kind: 'takoform.queue-batch.v1', slot: acquired.slot },
+        { getRemainingTimeInMillis: () => 4_000 },
+      ),
+    ).rejects.toMatchObject({ name: 'Runtime.ExitError' });
     expect(Date.now() - began).toBeLessThan(4_000);
-    // One batch ran (its handler was cut off); the lane then stopped: the time budget was spent.
-    expect(result).toEqual({ idle: false, delivered: 1, batches: 1 });
-    expect(JSON.stringify(result)).not.toContain('credential');
+    // One batch ran (its handler was cut off), then the process was ended once.
+    expect(exits).toHaveLength(1);
     expect(started).toBe(1);
     const head = await t.host.deliveryStore.getHead(acquired.slot.batchId);
     expect(head).toMatchObject({ closed: true, outcome: 'abandoned', applied: true });
