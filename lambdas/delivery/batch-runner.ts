@@ -1,5 +1,12 @@
 import { ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
-import type { AcquireResult, DeadLetterItem, Received, Registration, Slot } from './delivery-service.ts';
+import {
+  type AcquireResult,
+  type DeadLetterItem,
+  REGISTER_ROOM_MS,
+  type Received,
+  type Registration,
+  type Slot,
+} from './delivery-service.ts';
 import { decodeEnvelope, type Envelope } from './envelope.ts';
 import { MESSAGE_LIMITS } from './limits.ts';
 import type { BatchDelivery, InvocationOutcome, SettleCall } from './settlement-protocol.ts';
@@ -48,13 +55,6 @@ export interface RunResult {
 }
 
 /** Settlement rejections that prove the Host answered the call (nothing uncertain was written). */
-/**
- * Messages gathered for a batch stay invisible this long past the end of gathering, room enough
- * to register. Registration then holds them until the slot's deadline; until it does, messages
- * of a runner that dies come back by themselves within this bound.
- */
-const REGISTER_ROOM_MS = 30_000;
-
 const DEFINITE_REFUSALS: ReadonlySet<string> = new Set([
   'unknown_batch',
   'unknown_message',
@@ -181,7 +181,9 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
       }
     };
     try {
-      outcome = await deps.invoker.invoke(delivery, settle, slot);
+      // The handler's bound is the deadline registration gave the slot.
+      const running = registration.deadline ? { ...slot, deadline: registration.deadline } : slot;
+      outcome = await deps.invoker.invoke(delivery, settle, running);
     } catch {
       outcome = 'abandoned';
     }

@@ -47,6 +47,13 @@ export interface Slot {
 
 export type AcquireResult = { status: 'acquired'; slot: Slot } | { status: 'busy' } | { status: 'stop' };
 
+/**
+ * Messages gathered for a batch stay invisible this long past the end of gathering (and a slot
+ * lasts this long past it): room enough to register. Registration then holds both until the
+ * handler's bound; until it does, the messages of a runner that dies come back by themselves.
+ */
+export const REGISTER_ROOM_MS = 30_000;
+
 /** A message as the runner received it from SQS. */
 export interface Received {
   receiptHandle: string;
@@ -59,6 +66,8 @@ export interface Received {
 export interface Registration {
   /** The batch credential, handed only to the runner (never through the state machine). */
   credential: string;
+  /** The slot's deadline from registration on: the handler must end before it. */
+  deadline?: number;
   /** Indexes into the received list, in batch order, with their attempt numbers. */
   deliver: { received: number; attempts: number }[];
   /**
@@ -191,6 +200,13 @@ export class DeliveryService {
     return this.o.directory.queue(uid);
   }
 
+  /** The bound on one invocation of a worker: the Host's, or the worker's own if shorter. */
+  private async workerTimeoutOf(workerUid: string): Promise<number> {
+    const worker = await this.o.getWorker(workerUid);
+    const own = worker ? await this.o.workerTimeoutMsOf(worker.space, worker.name) : undefined;
+    return own !== undefined ? Math.min(own, this.o.workerTimeoutMs) : this.o.workerTimeoutMs;
+  }
+
   /** AcquireSlot: recover expired batches, then take a slot if fewer than maxConcurrency run. */
   async acquire(consumerUid: string, generation: number): Promise<AcquireResult> {
     const a = await this.consumer(consumerUid);
@@ -201,14 +217,14 @@ export class DeliveryService {
     if (!queue || !worker || worker.deleted) return { status: 'stop' };
     const workerFunction = await this.o.workerFunction(worker.space, worker.name);
     if (!workerFunction) return { status: 'stop' };
-    const own = await this.o.workerTimeoutMsOf(worker.space, worker.name);
-    const workerTimeoutMs =
-      own !== undefined ? Math.min(own, this.o.workerTimeoutMs) : this.o.workerTimeoutMs;
     const now = this.now();
+    // Until registration the slot covers gathering only: a lane lost before its handler starts
+    // (or whose registration failed) frees its slot within about a minute, not a worker timeout.
+    // Registration extends the deadline to the handler's bound.
     const deadline =
       now +
       (this.o.idleWaitSeconds + a.spec.maxBatchTimeoutSeconds) * 1000 +
-      workerTimeoutMs +
+      REGISTER_ROOM_MS +
       this.o.slotMarginMs;
     const batchId = `b${newToken(18)}`;
     if (!(await this.o.store.acquireSlot(consumerUid, batchId, deadline, a.spec.maxConcurrency))) {
@@ -281,10 +297,13 @@ export class DeliveryService {
     for (const [batchId, d] of Object.entries(slots)) {
       if (batchId !== claimed.batchId && d <= now) await this.recoverBatch(claimed.consumerUid, batchId);
     }
+    // From registration on the slot lasts as long as the handler may run, and its messages stay
+    // hidden a grace period longer (only the Host's own records decide how long).
+    const running = now + (await this.workerTimeoutOf(a.spec.worker.resourceUid)) + this.o.slotMarginMs;
     const slot: Slot = {
       ...claimed,
-      deadline,
-      invisibleUntil: deadline + this.o.graceMs,
+      deadline: running,
+      invisibleUntil: running + this.o.graceMs,
       sqsUrl: queue.sqsUrl,
     };
     const spec = a.spec;
@@ -393,6 +412,7 @@ export class DeliveryService {
     const deliveredIds = new Set(delivered.map((m) => m.id));
     return {
       credential,
+      deadline: slot.deadline,
       deliver: deliver.filter((d) => deliveredIds.has((received[d.received] as Received).envelope.id)),
       moves: moved.length,
     };
@@ -734,7 +754,13 @@ export class DeliveryService {
       await this.finalize(batchId, 'abandoned', 'recovery');
       return;
     }
-    await this.o.store.releaseSlot(consumerUid, batchId);
+    if (head) {
+      await this.o.store.releaseSlot(consumerUid, batchId);
+      return;
+    }
+    // No batch in it yet: freed only while that is still so. A registration that won the race
+    // holds a batch (and a new deadline) now, and keeps its slot (DL-02).
+    await this.o.store.releaseUnregistered(consumerUid, batchId);
   }
 
   /** The running batches of a consumer and their deadlines (for operators and tests). */

@@ -76,6 +76,8 @@ export interface DeliveryStore {
   /** Takes a slot if fewer than `max` are held. */
   acquireSlot(consumerUid: string, batchId: string, deadline: number, max: number): Promise<boolean>;
   releaseSlot(consumerUid: string, batchId: string): Promise<void>;
+  /** Releases a slot that holds no batch; false when it was registered (or is gone) meanwhile. */
+  releaseUnregistered(consumerUid: string, batchId: string): Promise<boolean>;
   /** Marks a slot as holding a batch (its messages are about to be delivered); false if revoked. */
   markRegistered(consumerUid: string, batchId: string): Promise<boolean>;
   /** Every consumer that has a slot map (for recovery when the local Host starts). */
@@ -85,8 +87,9 @@ export interface DeliveryStore {
 
   // Batches.
   /**
-   * Writes head and manifest and marks the slot registered, all or nothing, before any handler
-   * runs. False (and nothing written) when the slot was revoked meanwhile.
+   * Writes head and manifest and marks the slot registered with its new deadline
+   * (`head.deadline`), all or nothing, before any handler runs. False (and nothing written) when
+   * the slot was revoked or recovered meanwhile.
    */
   createBatch(head: BatchHead, manifest: Manifest): Promise<boolean>;
   getHead(batchId: string): Promise<BatchHead | undefined>;

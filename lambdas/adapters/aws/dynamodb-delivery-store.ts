@@ -43,6 +43,15 @@ const cancellationCodes = (err: unknown) =>
   err instanceof TransactionCanceledException
     ? (err.CancellationReasons ?? []).map((r) => r.Code ?? 'None')
     : undefined;
+/**
+ * A cancelled transaction worth trying again: a conflict with another write of one of its items,
+ * or a throttled item. The SDK retries neither (the cancellation is a client error).
+ */
+const retryable = (err: unknown, codes = cancellationCodes(err)) =>
+  isTransactionConflict(err) ||
+  (codes ?? []).some(
+    (c) => c === 'TransactionConflict' || c === 'ThrottlingError' || c === 'ProvisionedThroughputExceeded',
+  );
 /** Tries for a write that keeps meeting transactions on its item; the SDK does not retry these. */
 const CONFLICT_TRIES = 6;
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -153,6 +162,15 @@ export class DynamoDeliveryStore implements DeliveryStore {
     });
   }
 
+  async releaseUnregistered(consumerUid: string, batchId: string): Promise<boolean> {
+    const out = await this.update(deliveryKeys.slots(consumerUid), {
+      UpdateExpression: 'REMOVE slots.#b',
+      ConditionExpression: 'attribute_exists(slots.#b) AND attribute_not_exists(registered.#b)',
+      ExpressionAttributeNames: { '#b': batchId },
+    });
+    return out.ok;
+  }
+
   async markRegistered(consumerUid: string, batchId: string): Promise<boolean> {
     for (let round = 0; round < 2; round++) {
       try {
@@ -238,10 +256,10 @@ export class DynamoDeliveryStore implements DeliveryStore {
         Update: {
           TableName: this.table,
           Key: marshall(deliveryKeys.slots(head.consumerUid)),
-          UpdateExpression: 'SET registered.#b = :true',
+          UpdateExpression: 'SET registered.#b = :true, slots.#b = :deadline',
           ConditionExpression: 'attribute_exists(slots.#b)',
           ExpressionAttributeNames: { '#b': head.batchId },
-          ExpressionAttributeValues: marshall({ ':true': true }),
+          ExpressionAttributeValues: marshall({ ':true': true, ':deadline': head.deadline }),
         },
       },
     ];
@@ -254,8 +272,7 @@ export class DynamoDeliveryStore implements DeliveryStore {
       } catch (err) {
         const codes = cancellationCodes(err);
         if (codes?.[2] === 'ConditionalCheckFailed') return false;
-        const conflict = codes?.includes('TransactionConflict') || isTransactionConflict(err);
-        if (!conflict || round >= CONFLICT_TRIES) throw err;
+        if (!retryable(err, codes) || round >= CONFLICT_TRIES) throw err;
         await backoff(round);
       }
     }
@@ -407,8 +424,10 @@ export class DynamoDeliveryStore implements DeliveryStore {
         );
         return;
       } catch (err) {
-        // Created meanwhile (replace it), or a conflict with another write of the queue's count.
+        // Created meanwhile (replace it), or a conflict or throttle: try again.
         if (!(err instanceof TransactionCanceledException)) throw err;
+        const codes = cancellationCodes(err) ?? [];
+        if (codes[0] !== 'ConditionalCheckFailed' && !retryable(err, codes)) throw err;
       }
     }
     throw new Error('attempts record kept changing; retry later');
@@ -422,8 +441,8 @@ export class DynamoDeliveryStore implements DeliveryStore {
       } catch (err) {
         const codes = cancellationCodes(err);
         if (!codes) throw err;
-        if (!codes.includes('TransactionConflict')) return; // already cleared
-        if (round >= CONFLICT_TRIES) throw err;
+        if (codes[0] === 'ConditionalCheckFailed') return; // already cleared
+        if (!retryable(err, codes) || round >= CONFLICT_TRIES) throw err;
         await backoff(round);
       }
     }

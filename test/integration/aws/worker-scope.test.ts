@@ -6,13 +6,15 @@
  */
 import { randomBytes } from 'node:crypto';
 import { GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
-import { ListQueueTagsCommand, UntagQueueCommand } from '@aws-sdk/client-sqs';
+import { ListQueueTagsCommand, ReceiveMessageCommand, UntagQueueCommand } from '@aws-sdk/client-sqs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { DynamoApiKeys } from '../../../lambdas/adapters/aws/dynamodb-api-keys.ts';
 import { workerRegistrationKey } from '../../../lambdas/adapters/aws/dynamodb-worker-registry.ts';
 import { QUEUE_TAGS } from '../../../lambdas/adapters/aws/sqs-queue-backend.ts';
-import type { Slot } from '../../../lambdas/delivery/delivery-service.ts';
+import { REGISTER_ROOM_MS, type Slot } from '../../../lambdas/delivery/delivery-service.ts';
 import { createDispatcherStepHandler } from '../../../lambdas/delivery/dispatcher-step-handler.ts';
+import { decodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
+import type { QueueTarget } from '../../../lambdas/delivery/ports.ts';
 import { type AwsTestHost, createAwsTestHost } from '../../support/aws-host-harness.ts';
 
 const QUEUE_FORM = 'https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/';
@@ -113,32 +115,50 @@ describe('DL-09: slot deadlines follow the worker function’s own timeout', () 
     return out.slot;
   }
 
-  it('DL-09: a 300 s worker function’s slot is held for idle wait + batch timeout + 300 s + margin, not the Host’s 840 s', async () => {
+  /** Registers one message in a fresh slot; the slot's deadline from then on. */
+  async function registeredDeadline(c: { consumerUid: string; queue: QueueTarget }): Promise<number> {
+    await t.host.host.producer.send(c.queue, 'one');
+    const slot = await acquire(c.consumerUid);
+    // Until registration the slot covers gathering only.
+    expect(slot.deadline).toBe(
+      now + (t.host.config.idleWaitSeconds + 0) * 1000 + REGISTER_ROOM_MS + SLOT_MARGIN_MS,
+    );
+    const out = await t.sqs.send(
+      new ReceiveMessageCommand({ QueueUrl: c.queue.sqsUrl, MaxNumberOfMessages: 1, WaitTimeSeconds: 2 }),
+    );
+    const m = out.Messages?.[0];
+    const { body: _b, ...envelope } = decodeEnvelope(m?.Body) as NonNullable<
+      ReturnType<typeof decodeEnvelope>
+    >;
+    const reg = await t.host.host.delivery.register(slot, [
+      { receiptHandle: m?.ReceiptHandle as string, receivedAt: Date.now(), envelope },
+    ]);
+    expect(reg.deliver).toHaveLength(1);
+    // The slot map holds the same deadline the runner was given.
+    expect((await t.host.host.delivery.slotsOf(c.consumerUid))[slot.batchId]).toBe(reg.deadline);
+    return reg.deadline as number;
+  }
+
+  it('DL-09: a 300 s worker function’s registered batch holds its slot for 300 s + margin, not the Host’s 840 s', async () => {
     const c = await t.setupConsumer('short');
     await registerTimeout('short-w', '300');
     expect(await t.host.workers.timeoutMs('team', 'short-w')).toBe(300_000);
-    const idleAndBatchMs = (t.host.config.idleWaitSeconds + 0) * 1000; // maxBatchTimeoutSeconds 0
-    const slot = await acquire(c.consumerUid);
     // The full function timeout: the runtime cuts a handler off a little before the Lambda ends,
-    // but the invocation (and its receives) can last until then.
-    expect(slot.deadline).toBe(now + idleAndBatchMs + 300_000 + SLOT_MARGIN_MS);
-    expect(slot.deadline).toBeLessThan(now + HOST_BOUND_S * 1000);
+    // but the invocation can last until then.
+    const deadline = await registeredDeadline(c);
+    expect(deadline).toBe(now + 300_000 + SLOT_MARGIN_MS);
+    expect(deadline).toBeLessThan(now + HOST_BOUND_S * 1000);
   });
 
   it('DL-09: without a recorded timeout, or with one above the Host’s bound, the Host’s bound applies', async () => {
     const legacy = await t.setupConsumer('legacy');
     await registerTimeout('legacy-w', undefined);
     expect(await t.host.workers.timeoutMs('team', 'legacy-w')).toBeUndefined();
-    const idleMs = t.host.config.idleWaitSeconds * 1000;
-    expect((await acquire(legacy.consumerUid)).deadline).toBe(
-      now + idleMs + HOST_BOUND_S * 1000 + SLOT_MARGIN_MS,
-    );
+    expect(await registeredDeadline(legacy)).toBe(now + HOST_BOUND_S * 1000 + SLOT_MARGIN_MS);
 
     const long = await t.setupConsumer('long');
     await registerTimeout('long-w', '900');
-    expect((await acquire(long.consumerUid)).deadline).toBe(
-      now + idleMs + HOST_BOUND_S * 1000 + SLOT_MARGIN_MS,
-    );
+    expect(await registeredDeadline(long)).toBe(now + HOST_BOUND_S * 1000 + SLOT_MARGIN_MS);
   });
 
   it('DL-09: a malformed recorded timeout makes the registration count as absent (no slot is taken)', async () => {

@@ -33,6 +33,7 @@ import {
   queueCounts,
   records,
   serial,
+  storeOf,
   waitDrained,
 } from './delivery-kit.ts';
 
@@ -411,10 +412,42 @@ describe('issue 11: what a runner may ask, and late recovery (DL-07, DL-09, RC-0
     // Registration recovered A first: the attempt A's handler had is counted.
     expect(reg2.deliver.map((x) => x.attempts)).toEqual([2]);
     expect(Object.keys(await d.host.delivery.slotsOf(consumerUid))).toEqual([b.batchId]);
-    // B finishes after A's grace too (this test's clock): its handles may be stale by then, so
-    // the acknowledgement is recorded, and the copy is deleted on sight when it comes back.
     await d.host.delivery.finalizeAsRunner(b.batchId, reg2.credential, 'returned');
-    expect(await attemptsRecord(d, queue.queueUid, id)).toMatchObject({ acked: true });
+    await waitDrained(d, queue, 10_000);
+    expect(await attemptsRecord(d, queue.queueUid, id)).toBeUndefined();
+  });
+
+  it('DL-02 RC-04 a registration that fails before any handler runs holds its slot only for gathering; a recovery racing a registration never frees a slot that holds a batch', async ({
+    expect,
+  }) => {
+    const { queue, consumerUid } = await d.setup('phase', recordingWorker(d.logFile('phase')), {
+      maxConcurrency: 1,
+    });
+    await d.host.producer.send(queue, 'p');
+    // The registration's transaction fails (a throttle that outlasted every retry).
+    const a = await slotOf(d, consumerUid);
+    const store = storeOf(d);
+    const createBatch = store.createBatch.bind(store);
+    store.createBatch = async () => {
+      throw Object.assign(new Error('throttled'), { name: 'ProvisionedThroughputExceededException' });
+    };
+    try {
+      await expect(d.host.delivery.register(a, await receive(queue))).rejects.toThrow();
+    } finally {
+      store.createBatch = createBatch;
+    }
+    // The slot covered gathering only: not the 10 s worker timeout of this Host, let alone 900 s.
+    expect(a.deadline - clock()).toBeLessThanOrEqual((1 + 0) * 1000 + 30_000 + 30_000 + 1_000);
+    expect((await d.host.delivery.acquire(consumerUid, 1)).status).toBe('busy');
+    offset += a.deadline - clock() + 1;
+    const b = await slotOf(d, consumerUid); // acquire recovered the expired slot first
+    expect(Object.keys(await d.host.delivery.slotsOf(consumerUid))).toEqual([b.batchId]);
+    // A registration that wins against a recovery of its expired slot keeps it (DL-02).
+    offset += b.deadline - clock() + 1;
+    expect(await store.markRegistered(consumerUid, b.batchId)).toBe(true);
+    await d.host.delivery.recoverBatch(consumerUid, b.batchId);
+    expect(Object.keys(await d.host.delivery.slotsOf(consumerUid))).toEqual([b.batchId]);
+    await store.releaseSlot(consumerUid, b.batchId);
   });
 
   it('DL-09 a runner can move only what the Host asked it to move, and a move racing a consumer delete keeps the messages (QC-08)', async ({
