@@ -468,6 +468,15 @@ export class DynamoHostStore implements HostStore {
       if (!codes) throw err;
       const failed = codes.indexOf('ConditionalCheckFailed');
       if (failed === -1 && codes.includes('TransactionConflict')) return { ok: false, retry: true };
+      if (
+        failed === -1 &&
+        codes.some((c) => c === 'ThrottlingError' || c === 'ProvisionedThroughputExceeded')
+      ) {
+        // Throttled, nothing written: a transient store failure (503), not a Host error (500).
+        throw Object.assign(new Error('the Host table throttled the transaction'), {
+          name: 'ThrottlingException',
+        });
+      }
       if (failed === -1) throw err;
       return { ok: false, failed, err: err as TransactionCanceledException };
     }

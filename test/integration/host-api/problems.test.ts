@@ -1,4 +1,5 @@
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { withFaults } from '../../../lambdas/adapters/aws/fault-injection.ts';
 import { PROBLEM_STATUS } from '../../../lambdas/http/problem.ts';
 import { createTestHost, FORMS, type ParsedResponse, type TestHost } from '../../support/host-harness.ts';
 import { customStack, expectProblem, ScriptedForm } from './helpers.ts';
@@ -156,6 +157,20 @@ describe('Problem Details (HA-12)', () => {
       host.store.getResource = original;
     }
     await host.settle();
+  });
+
+  it('HA-12 RC-04 an acceptance transaction DynamoDB throttles is 503 temporarily_unavailable, and nothing was accepted', async () => {
+    // DynamoDB cancels a throttled transaction (reason ThrottlingError); DynamoDB Local never does.
+    const throttled = await createTestHost();
+    withFaults(throttled.dynamodb, 'dynamodb', {
+      config: { seed: 3, dynamodb: { operations: { TransactWriteItems: { transactionThrottle: 1 } } } },
+      label: 'problems',
+    });
+    const res = await throttled.create(mw('throttled'));
+    expectProblem(res, 503, 'temporarily_unavailable');
+    expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+    const list = await throttled.request({ path: '/resources', query: 'space=team&name=throttled' });
+    expect(list.body.items).toEqual([]);
   });
 
   it('HA-12 a failing transaction during acceptance is 500 internal_error with no exception text', async () => {
