@@ -119,8 +119,9 @@ export interface DeliveryServiceOptions {
 const hashCredential = (c: string) => createHash('sha256').update(c).digest('hex');
 
 /**
- * Receipt handles are used only this long before the batch's messages may become visible again:
- * after that a handle may be stale, and decisions are written as attempts records instead.
+ * Receipt handles are used only until this long before the batch's messages may become visible
+ * again (or half the grace, if shorter): after that a handle may be stale, and decisions are
+ * written as attempts records instead.
  */
 const HANDLE_SAFETY_MS = 5_000;
 /** A dead-letter move SQS refused is tried again when the message returns, this much later. */
@@ -484,7 +485,7 @@ export class DeliveryService {
     const spec = a?.spec;
     const queue = await this.queueTarget(head.queueUid);
     const now = this.now();
-    const usable = queue !== undefined && now < head.invisibleUntil - HANDLE_SAFETY_MS;
+    const usable = queue !== undefined && this.handlesValid(head, now);
     const handlesOf = (m: ManifestEntry) => (usable ? (m.handles ?? []) : []);
     const expires = recordExpiry(now);
     const effective = head.outcome === 'returned' && !head.doubtful ? 'returned' : 'retry-rest';
@@ -552,11 +553,16 @@ export class DeliveryService {
     return { deadLetter };
   }
 
+  /** Whether the manifest's receipt handles are still certain to be the current ones. */
+  private handlesValid(head: BatchHead, now: number): boolean {
+    return now < head.invisibleUntil - Math.min(HANDLE_SAFETY_MS, this.o.graceMs / 2);
+  }
+
   /** The runner left before moving these: back to the queue (attempts recorded), moved on return. */
   private async returnPending(head: BatchHead, manifest: Manifest): Promise<void> {
     const pending = new Set(pendingIds(head, manifest));
     const queue = await this.queueTarget(head.queueUid);
-    if (queue && pending.size > 0 && this.now() < head.invisibleUntil - HANDLE_SAFETY_MS) {
+    if (queue && pending.size > 0 && this.handlesValid(head, this.now())) {
       const owed = [...manifest.entries, ...manifest.moves].filter((m) => pending.has(m.id));
       await this.changeVisibility(queue.sqsUrl, returnAll(owed));
     }
@@ -760,7 +766,9 @@ export class DeliveryService {
     }
     // No batch in it yet: freed only while that is still so. A registration that won the race
     // holds a batch (and a new deadline) now, and keeps its slot (DL-02).
-    await this.o.store.releaseUnregistered(consumerUid, batchId);
+    if (await this.o.store.releaseUnregistered(consumerUid, batchId)) return;
+    // Marked registered without a batch (only an older Host wrote the two apart): nothing runs.
+    if (!(await this.o.store.getHead(batchId))) await this.o.store.releaseSlot(consumerUid, batchId);
   }
 
   /** The running batches of a consumer and their deadlines (for operators and tests). */

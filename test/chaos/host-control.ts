@@ -35,6 +35,18 @@ export const CHAOS_TUNING: Tuning = {
   },
 };
 
+/**
+ * The local Host's own defaults: nothing shortened (worker timeout 900 s, slot margin 30 s,
+ * grace 60 s, idle wait 10 s, operation lease 60 s).
+ */
+export const DEFAULT_TUNING: Tuning = { workerTimeoutSeconds: 900, env: {} };
+
+/** The tuning of one schedule: its timings, plus its AWS faults (TAKOFORM_FAULTS) if any. */
+export function tuningFor(s: { timing: 'chaos' | 'default'; faults: string | undefined }): Tuning {
+  const base = s.timing === 'default' ? DEFAULT_TUNING : CHAOS_TUNING;
+  return s.faults ? { ...base, env: { ...base.env, TAKOFORM_FAULTS: s.faults } } : base;
+}
+
 export interface LiveHost {
   readonly incarnation: number;
   readonly pid: number;

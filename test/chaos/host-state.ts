@@ -114,7 +114,9 @@ export class HostState {
             doubtful: item.doubtful === true,
           });
         } else if (item.sk === 'manifest') {
-          view.manifests.set(String(item.batchId), JSON.parse(String(item.entriesJson)) as ManifestItem[]);
+          // Delivered entries (`moves` were received, not delivered); older manifests were a list.
+          const parsed = JSON.parse(String(item.entriesJson)) as ManifestItem[] | { entries: ManifestItem[] };
+          view.manifests.set(String(item.batchId), Array.isArray(parsed) ? parsed : parsed.entries);
         }
       }
       start = out.LastEvaluatedKey;

@@ -16,7 +16,9 @@ const USAGE = `Usage: npm run test:chaos -- [options]
   --seeds N            run N schedules, seeds first..first+N-1 (default 50)
   --first S            the first seed (default 1)
   --seed S             run only seed S (repeatable)
-  --profile P          full (default) or short (the schedules npm test runs)
+  --profile P          full (default: per seed, shortened or default timings, with or without
+                       AWS faults), short (the schedules npm test runs), or truth (only default
+                       timings and/or AWS faults, TAKOFORM_FAULTS)
   --parallel P         schedules at once, each with its own Host (default 3)
   --report             print the totals after the per-seed lines
   --describe           print each schedule's steps before running it
@@ -50,7 +52,8 @@ async function main(): Promise<number> {
     return Number(raw);
   };
   const profile = (values.profile ?? 'full') as Profile;
-  if (profile !== 'full' && profile !== 'short') throw new Error('--profile is full or short');
+  if (profile !== 'full' && profile !== 'short' && profile !== 'truth')
+    throw new Error('--profile is full, short or truth');
   const seeds = values.seed?.length
     ? values.seed.map((s) => int(s, 0, '--seed'))
     : Array.from({ length: int(values.seeds, 50, '--seeds') }, (_, i) => int(values.first, 1, '--first') + i);

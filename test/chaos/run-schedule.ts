@@ -11,7 +11,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { bodyOf, chaosWorkerSource, deadLetterWorkerSource, readRecords } from './chaos-worker.ts';
 import { type Accepted, checkDelivery, compareHeads, type DeliveryVerdict } from './checks.ts';
-import { CHAOS_TUNING, HostController } from './host-control.ts';
+import { HostController, tuningFor } from './host-control.ts';
 import { type BatchView, type HeadItem, HostState } from './host-state.ts';
 import { isBoundary, type Schedule, type Step } from './schedule.ts';
 
@@ -41,6 +41,8 @@ export interface RunOptions {
 export interface ScheduleResult {
   seed: number;
   profile: string;
+  /** classic, defaults, defaults+faults or faults (see schedule.ts). */
+  variant: string;
   ok: boolean;
   failures: string[];
   notes: string[];
@@ -81,11 +83,14 @@ class Operations {
   private readonly ctl: HostController;
   private readonly seed: number;
   private readonly parallel: boolean;
+  private readonly settleBoundMs: number;
 
-  constructor(ctl: HostController, seed: number, parallel: boolean) {
+  /** `settleBoundMs`: at default timings an Operation a dead Host held waits out its 60 s lease. */
+  constructor(ctl: HostController, seed: number, parallel: boolean, settleBoundMs = 90_000) {
     this.ctl = ctl;
     this.seed = seed;
     this.parallel = parallel;
+    this.settleBoundMs = settleBoundMs;
   }
 
   private async submit(op: TrackedOp, send: () => Promise<{ status: number; body: unknown }>): Promise<void> {
@@ -113,7 +118,7 @@ class Operations {
     op: TrackedOp,
     replay: () => Promise<{ status: number; body: unknown }>,
   ): Promise<void> {
-    const deadline = Date.now() + 90_000;
+    const deadline = Date.now() + this.settleBoundMs;
     let incarnation = this.ctl.incarnation;
     for (;;) {
       if (this.ctl.incarnation !== incarnation) {
@@ -134,7 +139,9 @@ class Operations {
       }
       if (Date.now() > deadline) {
         op.status = body?.status ?? `http ${r?.status}`;
-        throw new RunFailure(`${op.what}: not terminal after 90 s (${JSON.stringify(r?.body)})`);
+        throw new RunFailure(
+          `${op.what}: not terminal after ${this.settleBoundMs / 1000} s (${JSON.stringify(r?.body)})`,
+        );
       }
       await sleep(150);
     }
@@ -229,16 +236,23 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
   const mainLog = path.join(root, 'main.jsonl');
   const dlqLog = path.join(root, 'dlq.jsonl');
   mkdirSync(path.join(workersDir, SPACE), { recursive: true });
-  const workerTimeoutMs = CHAOS_TUNING.workerTimeoutSeconds * 1000;
+  const tuning = tuningFor(s);
+  const workerTimeoutMs = tuning.workerTimeoutSeconds * 1000;
   // The probe message (seq = messages) is plain: acknowledged on its first delivery.
   const plans = [...s.plans, { modes: ['ok' as const], slowMs: 50 }];
   writeFileSync(path.join(workersDir, SPACE, 'cw.mjs'), chaosWorkerSource(mainLog, plans, workerTimeoutMs));
   writeFileSync(path.join(workersDir, SPACE, 'dw.mjs'), deadLetterWorkerSource(dlqLog));
 
-  const ctl = new HostController({ dataDir, workersDir, logFile: path.join(root, 'host.log'), arms: s.arms });
+  const ctl = new HostController({
+    dataDir,
+    workersDir,
+    logFile: path.join(root, 'host.log'),
+    arms: s.arms,
+    tuning,
+  });
   const state = new HostState(ctl);
   const watcher = new FlipWatcher(state);
-  const ops = new Operations(ctl, s.seed, s.parallelDuplicates);
+  const ops = new Operations(ctl, s.seed, s.parallelDuplicates, s.timing === 'default' ? 150_000 : 90_000);
   const failures: string[] = [];
   const notes: string[] = [];
   const accepted: Accepted[] = [];
@@ -253,6 +267,7 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
     return {
       seed: s.seed,
       profile: s.profile,
+      variant: s.variant,
       ok: failures.length === 0,
       failures,
       notes,

@@ -82,7 +82,17 @@ export type Step =
   /** Boundary: SIGTERM (graceful stop, exit 0 expected), then a restart. */
   | { kind: 'term' };
 
-export type Profile = 'full' | 'short';
+/**
+ * `short` (what `npm test` runs): shortened timings, no AWS faults. `truth`: full-size schedules
+ * in one of three variants drawn from the seed — default timings; default timings with AWS faults
+ * (TAKOFORM_FAULTS); shortened timings with AWS faults (more faults per minute). `full` draws
+ * from those three and `classic` (shortened timings, no faults) alike.
+ */
+export type Profile = 'full' | 'short' | 'truth';
+
+/** `chaos`: the shortened CHAOS_TUNING; `default`: the Host's own defaults (worker timeout 900 s). */
+export type Timing = 'chaos' | 'default';
+export type Variant = 'classic' | 'defaults' | 'defaults+faults' | 'faults';
 
 export interface Schedule {
   seed: number;
@@ -96,6 +106,10 @@ export interface Schedule {
   steps: Step[];
   /** TAKOFORM_CRASH_AT of each Host incarnation, in start order (undefined: none armed). */
   arms: (string | undefined)[];
+  variant: Variant;
+  timing: Timing;
+  /** TAKOFORM_FAULTS of every incarnation (lambdas/adapters/aws/fault-injection.ts); undefined: none. */
+  faults: string | undefined;
 }
 
 export const isBoundary = (s: Step): s is Extract<Step, { kind: 'crash' | 'kill9' | 'term' }> =>
@@ -118,7 +132,11 @@ const BAD: readonly (readonly [Mode, number])[] = [
   ['hang', 1],
 ];
 
-function planFor(rng: Rng): MessagePlan {
+/** Without `hang`: at default timings a hung handler is cut off only after 900 s. */
+const BAD_NO_HANG = BAD.filter(([m]) => m !== 'hang');
+
+function planFor(rng: Rng, hang = true): MessagePlan {
+  const bad = hang ? BAD : BAD_NO_HANG;
   const kind = rng.weighted([
     ['good', 55],
     ['flaky', 27],
@@ -127,20 +145,53 @@ function planFor(rng: Rng): MessagePlan {
   const modes: Mode[] = [];
   if (kind === 'good') modes.push(rng.weighted(GOOD));
   else if (kind === 'flaky') {
-    for (let i = rng.int(1, 2); i > 0; i--) modes.push(rng.weighted(BAD));
+    for (let i = rng.int(1, 2); i > 0; i--) modes.push(rng.weighted(bad));
     modes.push(rng.weighted(GOOD));
   } else {
-    for (let i = rng.int(1, 3); i > 0; i--) modes.push(rng.weighted(BAD));
+    for (let i = rng.int(1, 3); i > 0; i--) modes.push(rng.weighted(bad));
   }
   return { modes, slowMs: rng.int(50, 400) };
 }
 
 type Fault = 'crashDelivery' | 'crashOperation' | 'kill9' | 'standin' | 'term';
 
+/**
+ * The AWS faults of a `truth` schedule: rates AWS reaches under load, high enough that a run of a
+ * few hundred requests meets each kind several times. The fault seed is the schedule's seed.
+ */
+function awsFaultsFor(rng: Rng, seed: number): string {
+  return JSON.stringify({
+    seed,
+    dynamodb: {
+      throttle: rng.pick([0.01, 0.03, 0.05]),
+      unprocessed: rng.pick([0.2, 0.5]),
+      transactionThrottle: rng.pick([0, 0.01, 0.03]),
+      serviceError: rng.pick([0, 0.01]),
+    },
+    sqs: {
+      throttle: rng.pick([0.01, 0.03]),
+      serviceError: rng.pick([0, 0.01]),
+      batchEntryFailure: rng.pick([0.05, 0.2]),
+    },
+  });
+}
+
 /** The schedule of one seed (pure: no clock, no global state). */
 export function scheduleFor(seed: number, profile: Profile = 'full'): Schedule {
   const rng = createRng(seed);
   const short = profile === 'short';
+  // The variant and its faults come from a stream of their own, so `full` and `short` keep
+  // exactly the schedules (and replays) they had.
+  const variantRng = createRng((seed ^ 0x7f4a7c15) >>> 0);
+  const variant: Variant =
+    profile === 'truth'
+      ? variantRng.pick<Variant>(['defaults', 'defaults+faults', 'faults'])
+      : profile === 'full'
+        ? variantRng.pick<Variant>(['classic', 'defaults', 'defaults+faults', 'faults'])
+        : 'classic';
+  const timing: Timing = variant === 'defaults' || variant === 'defaults+faults' ? 'default' : 'chaos';
+  const awsFaults =
+    variant === 'defaults+faults' || variant === 'faults' ? awsFaultsFor(variantRng, seed) : undefined;
   const consumer: ConsumerShape = {
     maxBatchSize: rng.int(1, 4),
     maxBatchTimeoutSeconds: rng.chance(0.2) ? 1 : 0,
@@ -150,7 +201,7 @@ export function scheduleFor(seed: number, profile: Profile = 'full'): Schedule {
     deadLetter: rng.chance(0.7),
   };
   const messages = short ? rng.int(6, 10) : rng.int(12, 26);
-  const plans = Array.from({ length: messages }, () => planFor(rng));
+  const plans = Array.from({ length: messages }, () => planFor(rng, timing === 'chaos'));
   const parallelDuplicates = rng.chance(0.6);
 
   const faultCount = short ? 1 : rng.int(1, 3);
@@ -244,7 +295,19 @@ export function scheduleFor(seed: number, profile: Profile = 'full'): Schedule {
     .map((s) => (s.kind === 'crash' ? `${s.point}@${s.nth}` : undefined));
   // The incarnation after the last boundary runs to the end with nothing armed.
   arms.push(undefined);
-  return { seed, profile, consumer, messages, plans, parallelDuplicates, steps, arms };
+  return {
+    seed,
+    profile,
+    consumer,
+    messages,
+    plans,
+    parallelDuplicates,
+    steps,
+    arms,
+    variant,
+    timing,
+    faults: awsFaults,
+  };
 }
 
 /** One line per step, for logs and for replaying a seed by eye. */
@@ -253,7 +316,10 @@ export function describeSchedule(s: Schedule): string {
   const head =
     `seed ${s.seed} (${s.profile}): ${s.messages} messages; consumer batch≤${c.maxBatchSize} ` +
     `timeout ${c.maxBatchTimeoutSeconds}s concurrency≤${c.maxConcurrency} retries ${c.maxRetries} ` +
-    `delay ${c.retryDelaySeconds}s ${c.deadLetter ? 'with' : 'without'} DLQ`;
+    `delay ${c.retryDelaySeconds}s ${c.deadLetter ? 'with' : 'without'} DLQ` +
+    (s.variant === 'classic'
+      ? ''
+      : `; ${s.variant} (${s.timing} timings${s.faults ? `, TAKOFORM_FAULTS=${s.faults}` : ''})`);
   const steps = s.steps.map(stepLabel);
   return `${head}\n  ${steps.join('\n  ')}`;
 }

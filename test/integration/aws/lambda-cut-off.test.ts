@@ -90,8 +90,9 @@ describe('DL-02 RC-01: the Lambda adapter ends its sandbox after a cut-off', () 
             return answer;
           }),
         idleWaitSeconds: 1,
-        // The handler's bound is min(Lambda end, slot deadline) less this margin: cut off soon.
-        marginMs: slot.deadline - Date.now() - CUT_OFF_AFTER_MS,
+        // The handler's bound is min(Lambda end, slot deadline) less this margin, and registration
+        // sets the slot's deadline to the worker timeout + 30 s from then: cut off soon after.
+        marginMs: t.host.config.workerTimeoutSeconds * 1000 + 30_000 - CUT_OFF_AFTER_MS,
         log: (message, fields) => record.logs.push(JSON.stringify({ message, ...fields })),
         exit: (code) => {
           record.exits.push({ code, callsBefore: [...record.calls] });

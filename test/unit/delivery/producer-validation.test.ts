@@ -6,6 +6,7 @@ import {
 } from '@aws-sdk/client-sqs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { decodeEnvelope, type Envelope } from '../../../lambdas/delivery/envelope.ts';
+import { MAX_RETENTION_SECONDS } from '../../../lambdas/delivery/limits.ts';
 import type { CommitStore, QueueTarget } from '../../../lambdas/delivery/ports.ts';
 import { COMMIT_DEADLINE_MS, QueueProducer } from '../../../lambdas/delivery/producer.ts';
 
@@ -302,7 +303,11 @@ describe('QueueProducer.sendBatch', () => {
     });
     const commits = f.commitEvents();
     expect(commits).toEqual([
-      { kind: 'commit', id: 'c-commit-1', expiresAt: Math.ceil(NOW / 1000) + 3600 + 43_200 + 86_400 },
+      {
+        kind: 'commit',
+        id: 'c-commit-1',
+        expiresAt: Math.ceil(NOW / 1000) + MAX_RETENTION_SECONDS + 43_200 + 86_400,
+      },
     ]);
     expect(f.events.at(-1)?.kind).toBe('commit');
   });
