@@ -12,12 +12,14 @@
  */
 import { CloudWatchClient, GetMetricDataCommand } from '@aws-sdk/client-cloudwatch';
 import { ListExecutionsCommand, SFNClient, StartExecutionCommand } from '@aws-sdk/client-sfn';
-import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
+import { GetQueueAttributesCommand, TagQueueCommand } from '@aws-sdk/client-sqs';
 import type { Context } from 'aws-lambda';
+import { QUEUE_TAGS } from '../adapters/aws/sqs-queue-backend.ts';
 import { type AwsHost, awsHostFromEnv } from '../runtime/aws-host.ts';
 import { errorFields, MetricUnit, type Observability, observability } from '../runtime/aws-observability.ts';
 import { HOST_METRICS, sqsSearchExpression } from '../shared/aws-env.ts';
 import { dispatcherInput, MAX_LANES_PER_EXECUTION } from './dispatcher-definition.ts';
+import type { QueueTarget } from './ports.ts';
 
 export interface SupervisorDeps {
   host: AwsHost;
@@ -119,6 +121,25 @@ async function oldestMessageAge(deps: SupervisorDeps, now: number): Promise<numb
   return values.length > 0 ? values[0] : undefined;
 }
 
+/** Queues this function instance has tagged already. */
+const spaceTagged = new Set<string>();
+
+/**
+ * Workers may receive only from queues tagged with their Space. Queues created by a Host version
+ * before that tag get it here, once per function instance, so an upgrade never stops delivery
+ * until each queue Resource happens to be updated.
+ */
+async function ensureSpaceTag(host: AwsHost, queue: QueueTarget): Promise<void> {
+  if (spaceTagged.has(queue.sqsUrl)) return;
+  await host.clients.sqs.send(
+    new TagQueueCommand({
+      QueueUrl: queue.sqsUrl,
+      Tags: { [QUEUE_TAGS.resourceUid]: queue.queueUid, [QUEUE_TAGS.space]: queue.space },
+    }),
+  );
+  spaceTagged.add(queue.sqsUrl);
+}
+
 /** One supervision round over every active consumer. */
 export async function superviseOnce(deps: SupervisorDeps, obs?: Observability): Promise<SupervisorResult> {
   const { host } = deps;
@@ -147,6 +168,7 @@ export async function superviseOnce(deps: SupervisorDeps, obs?: Observability): 
         result.deadLetter += c.visible + c.delayed;
       }
       if (!queue) continue;
+      await ensureSpaceTag(host, queue);
       const { visible } = await queueCounts(host, queue.sqsUrl);
       result.backlog += visible;
       // An idle queue costs nothing: no execution until a message is visible.

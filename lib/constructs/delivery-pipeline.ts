@@ -30,8 +30,8 @@ export const SQS_ACTIONS = {
     'sqs:SetQueueAttributes',
     'sqs:TagQueue',
   ],
-  /** Backlog and dead-letter depth per consumer. */
-  supervisor: ['sqs:GetQueueAttributes', 'sqs:GetQueueUrl'],
+  /** Backlog and dead-letter depth per consumer; the Space tag on queues made before it existed. */
+  supervisor: ['sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:TagQueue'],
   /** The HTTP producer extension (`/ext/queues/v1/…`). */
   api: ['sqs:GetQueueUrl', 'sqs:SendMessage'],
   /** Worker runtimes receive their own batches; everything else goes through the batch host. */

@@ -15,6 +15,7 @@ import { REGISTER_ROOM_MS, type Slot } from '../../../lambdas/delivery/delivery-
 import { createDispatcherStepHandler } from '../../../lambdas/delivery/dispatcher-step-handler.ts';
 import { decodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
 import type { QueueTarget } from '../../../lambdas/delivery/ports.ts';
+import { superviseOnce } from '../../../lambdas/delivery/supervisor-handler.ts';
 import { type AwsTestHost, createAwsTestHost } from '../../support/aws-host-harness.ts';
 
 const QUEUE_FORM = 'https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/';
@@ -51,6 +52,18 @@ describe('SEC-02 DL-09: queues carry their Space', () => {
         [QUEUE_TAGS.space]: space,
       });
     }
+  });
+
+  it('SEC-02 DL-09: the supervisor tags an active consumer’s queue made before the Space tag, so an upgrade never stops delivery', async () => {
+    const c = await t.setupConsumer('upgrade');
+    await t.sqs.send(new UntagQueueCommand({ QueueUrl: c.queue.sqsUrl, TagKeys: [QUEUE_TAGS.space] }));
+    expect((await tagsOf(c.queue.sqsUrl))?.[QUEUE_TAGS.space]).toBeUndefined();
+    const sfn = { send: async () => ({ executions: [] }) };
+    await superviseOnce({ host: t.host, stateMachineArn: 'arn:aws:states:us-east-1:0:stateMachine:d', sfn });
+    expect(await tagsOf(c.queue.sqsUrl)).toMatchObject({
+      [QUEUE_TAGS.space]: 'team',
+      [QUEUE_TAGS.resourceUid]: c.queue.queueUid,
+    });
   });
 
   it('SEC-02 DL-09: a queue without the Space tag (created before it existed) gets it at the next update', async () => {
