@@ -89,6 +89,22 @@ function readMessage(
 const isAbort = (err: unknown) => (err as Error)?.name === 'AbortError';
 
 /**
+ * Finalisation is idempotent (the head closes once; decisions are re-applied as the same
+ * writes), so a Host call that failed is tried again: a lane that gave up here would leave its
+ * slot and messages waiting for the batch's deadline. A refusal is final.
+ */
+async function withRetries<T>(call: () => Promise<T>, tries = 4): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await call();
+    } catch (err) {
+      if (attempt >= tries || (err instanceof Error && DEFINITE_REFUSALS.has(err.name))) throw err;
+      await new Promise((r) => setTimeout(r, 200 * 2 ** attempt));
+    }
+  }
+}
+
+/**
  * Forms one batch in the slot (up to maxBatchSize messages over several receives, waiting at
  * most maxBatchTimeoutSeconds after the first one — 0 means what is there now), registers it,
  * invokes the handler, finalises and dead-letters. Bodies stay in this process (DL-10); the Host
@@ -191,7 +207,7 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
     // the unsettled rest is retried rather than acknowledged.
     if (outcome === 'returned' && doubtful) outcome = 'threw';
   }
-  const fin = await deps.host.finalize(slot, credential, outcome);
+  const fin = await withRetries(() => deps.host.finalize(slot, credential, outcome));
   if (fin.deadLetter.length > 0) {
     try {
       await deps.host.deadLetter(

@@ -124,6 +124,8 @@ const hashCredential = (c: string) => createHash('sha256').update(c).digest('hex
  * written as attempts records instead.
  */
 const HANDLE_SAFETY_MS = 5_000;
+/** Tries of one SQS batch call for entries SQS failed on its side. */
+const SQS_BATCH_TRIES = 4;
 /** A dead-letter move SQS refused is tried again when the message returns, this much later. */
 const MOVE_RETRY_SECONDS = 10;
 
@@ -405,7 +407,16 @@ export class DeliveryService {
     };
     // Head, manifest and the slot's `registered` mark in one transaction. A slot revoked at the
     // stop boundary (QC-08) makes it fail, and then this batch never starts.
-    if (!(await this.o.store.createBatch(head, { entries: delivered, moves: moved }))) {
+    let created: boolean;
+    try {
+      created = await this.o.store.createBatch(head, { entries: delivered, moves: moved });
+    } catch (err) {
+      // Not registered (or not known to be): what was held for this batch goes back now, so it
+      // is not hidden until the deadline of a batch that may not exist.
+      await this.changeVisibility(slot.sqsUrl, returnAll([...delivered, ...moved]));
+      throw err;
+    }
+    if (!created) {
       await this.changeVisibility(slot.sqsUrl, returnAll([...delivered, ...moved]));
       return nothing;
     }
@@ -783,48 +794,75 @@ export class DeliveryService {
     return Object.keys(await this.o.store.slots(consumerUid)).length;
   }
 
-  /** Best effort; returns the handles whose change SQS did not confirm. */
+  /**
+   * Changes visibility; returns the handles whose change SQS did not confirm. Entries SQS failed
+   * on its side are sent again a few times: a message meant to return now would otherwise stay
+   * hidden until its batch's visibility runs out (minutes, with default settings).
+   */
   private async changeVisibility(url: string, items: Visibility[]): Promise<Set<string>> {
     const failed = new Set<string>();
     for (const part of byCount(items)) {
-      try {
-        const out = await this.o.sqs.send(
+      const left = await this.batchEntries(part, (entries) =>
+        this.o.sqs.send(
           new ChangeMessageVisibilityBatchCommand({
             QueueUrl: url,
-            Entries: part.map((p, n) => ({
+            Entries: entries.map((p, n) => ({
               Id: String(n),
               ReceiptHandle: p.handle,
               VisibilityTimeout: p.seconds,
             })),
           }),
-        );
-        for (const f of out.Failed ?? []) failed.add((part[Number(f.Id)] as Visibility).handle);
-      } catch (err) {
-        log.warn('could not change message visibility; it returns on its own', { err });
-        for (const p of part) failed.add(p.handle);
-      }
+        ),
+      );
+      if (left.length > 0)
+        log.warn('could not change message visibility; it returns on its own', { entries: left.length });
+      for (const p of left) failed.add(p.handle);
     }
     return failed;
   }
 
-  /** Deletes by receipt handle; returns the handles that could not be deleted. */
+  /** Deletes by receipt handle (retrying entries SQS failed); returns the handles not deleted. */
   private async deleteMessages(url: string, handles: string[]): Promise<Set<string>> {
     const failed = new Set<string>();
     for (const part of byCount(handles)) {
-      try {
-        const out = await this.o.sqs.send(
+      const left = await this.batchEntries(part, (entries) =>
+        this.o.sqs.send(
           new DeleteMessageBatchCommand({
             QueueUrl: url,
-            Entries: part.map((h, n) => ({ Id: String(n), ReceiptHandle: h })),
+            Entries: entries.map((h, n) => ({ Id: String(n), ReceiptHandle: h })),
           }),
-        );
-        for (const f of out.Failed ?? []) failed.add(part[Number(f.Id)] as string);
-      } catch (err) {
-        log.warn('could not delete messages', { err });
-        for (const h of part) failed.add(h);
-      }
+        ),
+      );
+      if (left.length > 0) log.warn('could not delete messages', { entries: left.length });
+      for (const h of left) failed.add(h);
     }
     return failed;
+  }
+
+  /**
+   * One SQS batch call, sent again for the entries that failed on SQS's side (or all of them,
+   * after an error the SDK's own retries did not outlive); returns the entries that never went.
+   */
+  private async batchEntries<T>(
+    entries: T[],
+    send: (entries: T[]) => Promise<{ Failed?: { Id?: string; SenderFault?: boolean }[] }>,
+  ): Promise<T[]> {
+    const refused: T[] = [];
+    let pending = entries;
+    for (let attempt = 1; ; attempt++) {
+      let retry = pending;
+      try {
+        const failed = (await send(pending)).Failed ?? [];
+        const entryOf = (f: { Id?: string }) => pending[Number(f.Id)] as T;
+        refused.push(...failed.filter((f) => f.SenderFault).map(entryOf));
+        retry = failed.filter((f) => !f.SenderFault).map(entryOf);
+      } catch (err) {
+        if (attempt >= SQS_BATCH_TRIES) log.warn('an SQS batch call failed', { err });
+      }
+      if (retry.length === 0 || attempt >= SQS_BATCH_TRIES) return [...refused, ...retry];
+      pending = retry;
+      await new Promise((r) => setTimeout(r, 25 * 2 ** attempt));
+    }
   }
 }
 

@@ -442,12 +442,25 @@ describe('issue 11: what a runner may ask, and late recovery (DL-07, DL-09, RC-0
     offset += a.deadline - clock() + 1;
     const b = await slotOf(d, consumerUid); // acquire recovered the expired slot first
     expect(Object.keys(await d.host.delivery.slotsOf(consumerUid))).toEqual([b.batchId]);
-    // A registration that wins against a recovery of its expired slot keeps it (DL-02).
+    // A registration that commits while a recovery of its expired slot runs (after the recovery
+    // found no batch, before it frees the slot) keeps its slot (DL-02).
     offset += b.deadline - clock() + 1;
-    expect(await store.markRegistered(consumerUid, b.batchId)).toBe(true);
-    await d.host.delivery.recoverBatch(consumerUid, b.batchId);
+    const got = await receive(queue);
+    const releaseUnregistered = store.releaseUnregistered.bind(store);
+    let registered: Awaited<ReturnType<typeof d.host.delivery.register>> | undefined;
+    store.releaseUnregistered = async (c, id) => {
+      registered = await d.host.delivery.register(b, got);
+      return releaseUnregistered(c, id);
+    };
+    try {
+      await d.host.delivery.recoverBatch(consumerUid, b.batchId);
+    } finally {
+      store.releaseUnregistered = releaseUnregistered;
+    }
+    expect(registered?.deliver).toHaveLength(1);
     expect(Object.keys(await d.host.delivery.slotsOf(consumerUid))).toEqual([b.batchId]);
-    await store.releaseSlot(consumerUid, b.batchId);
+    await d.host.delivery.finalizeAsRunner(b.batchId, registered?.credential as string, 'returned');
+    await waitDrained(d, queue, 10_000);
   });
 
   it('DL-09 a runner can move only what the Host asked it to move, and a move racing a consumer delete keeps the messages (QC-08)', async ({
