@@ -149,8 +149,16 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
       );
       messages = out.Messages ?? [];
     } catch (err) {
-      if (!isAbort(err)) throw err;
-      break; // the Host is stopping: what was received is registered (and run) now
+      // The Host is stopping, or SQS failed past the SDK's retries: gathering ends, and what was
+      // received is registered (and run) now. With nothing received the registration frees the
+      // slot at once, rather than leaving it to its deadline.
+      if (!isAbort(err)) {
+        deps.log?.('receive failed; the batch is formed from what arrived', {
+          batchId: slot.batchId,
+          error: (err as Error)?.name,
+        });
+      }
+      break;
     }
     const got = messages.flatMap((m) => readMessage(m, clock()) ?? []);
     if (got.length === 0) {
@@ -164,6 +172,7 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
     slot,
     held.map((h) => h.received),
   );
+  // Idle after a failed receive too: the lane rests instead of spinning while SQS is away.
   if (held.length === 0) return { idle: true, delivered: 0 };
   const { credential } = registration;
   if (!credential) return { idle: false, delivered: 0 };

@@ -13,10 +13,11 @@
  * Host never sees inside it); its records carry the Host's pid, so each delivery is attributed
  * to the incarnation that made it. Every wait is bounded, and each failure says what was measured.
  */
-import { appendFileSync, readFileSync } from 'node:fs';
+import { appendFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
+import { readEvents } from '../../support/delivery-harness.ts';
 import {
   type HostProcess,
   hostClient,
@@ -69,18 +70,7 @@ export default {
 };`;
 }
 
-function records(log: string): Rec[] {
-  let text = '';
-  try {
-    text = readFileSync(log, 'utf8');
-  } catch {
-    return [];
-  }
-  return text
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as Rec);
-}
+const records = (log: string) => readEvents(log) as unknown as Rec[];
 
 /** Polls `check` every 100 ms until it returns a value or `deadline` (epoch ms) passes. */
 async function until<T>(deadline: number, check: () => T | undefined): Promise<T | undefined> {
