@@ -124,8 +124,8 @@ const hashCredential = (c: string) => createHash('sha256').update(c).digest('hex
  * written as attempts records instead.
  */
 const HANDLE_SAFETY_MS = 5_000;
-/** Tries of one SQS batch call for entries SQS failed on its side. */
-const SQS_BATCH_TRIES = 4;
+/** Tries of one SQS batch call for entries SQS failed on its side (about 1.5 s in all). */
+const SQS_BATCH_TRIES = 5;
 /** A dead-letter move SQS refused is tried again when the message returns, this much later. */
 const MOVE_RETRY_SECONDS = 10;
 
@@ -861,7 +861,7 @@ export class DeliveryService {
       }
       if (retry.length === 0 || attempt >= SQS_BATCH_TRIES) return [...refused, ...retry];
       pending = retry;
-      await new Promise((r) => setTimeout(r, 25 * 2 ** attempt));
+      await new Promise((r) => setTimeout(r, 50 * 2 ** attempt));
     }
   }
 }

@@ -39,6 +39,13 @@ export const CHAOS_TUNING: Tuning = {
  * The local Host's own defaults: nothing shortened (worker timeout 900 s, slot margin 30 s,
  * grace 60 s, idle wait 10 s, operation lease 60 s).
  */
+/** The armed crash point was reached before the ready line (in start-up recovery). */
+class CrashedDuringStart extends Error {
+  constructor(arm: string) {
+    super(`crash point ${arm} reached during start-up`);
+  }
+}
+
 export const DEFAULT_TUNING: Tuning = { workerTimeoutSeconds: 900, env: {} };
 
 /** The tuning of one schedule: its timings, plus its AWS faults (TAKOFORM_FAULTS) if any. */
@@ -157,8 +164,11 @@ export class HostController {
       if (this.current && !this.current.dead) return this.current;
       this.starting ??= this.startNext()
         .catch((err: Error) => {
-          // Noted once, however many callers wait for this start.
-          this.note('unexpected-exit', `start failed: ${err.message.slice(0, 300)}`);
+          // Noted once, however many callers wait for this start. A crash point reached while
+          // the Host recovers a dead run's batches (before its ready line) is a crash like any
+          // other: the next incarnation starts.
+          if (!(err instanceof CrashedDuringStart))
+            this.note('unexpected-exit', `start failed: ${err.message.slice(0, 300)}`);
           throw err;
         })
         .finally(() => {
@@ -200,14 +210,22 @@ export class HostController {
     child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
       appendFileSync(this.logFile, chunk);
     });
+    let readyYet = false;
     const lines = createInterface({ input: child.stdout! });
     const ready = await Promise.race([
       new Promise<{ origin: string; apiKey: string }>((resolve) => {
         lines.on('line', (line) => {
-          if (line.startsWith(READY_PREFIX)) resolve(JSON.parse(line.slice(READY_PREFIX.length)));
+          if (!line.startsWith(READY_PREFIX)) return;
+          readyYet = true;
+          resolve(JSON.parse(line.slice(READY_PREFIX.length)));
         });
       }),
       exited.then((e) => {
+        if (readyYet) return new Promise<never>(() => {}); // died later: noted by the handler below
+        if (e.signal === 'SIGKILL' && arm) {
+          this.note('crash', `${arm} (during start-up)`);
+          throw new CrashedDuringStart(arm);
+        }
         throw new Error(`the Host exited during start-up (code ${e.code}, signal ${e.signal})`);
       }),
       sleep(60_000).then(() => {
