@@ -73,11 +73,8 @@ export class BatchHostService {
   }
 
   private async deadLetter(request: Extract<BatchHostRequest, { action: 'deadLetter' }>): Promise<void> {
-    // The credential, the batch's consumer and queue, and which messages are owed a move are the
-    // Host's own records (DeliveryService checks them); the call only brings the bodies.
-    if (!this.credentialMatches(request.slot.batchId, request.credential)) {
-      throw new NamedError('unknown_batch', 'not a batch of this runner');
-    }
+    // The credential, the batch's consumer and queue, and which messages are owed a move are
+    // checked against the Host's own records (DeliveryService); the call only brings the bodies.
     await this.o.delivery.deadLetterAsRunner(
       request.slot.batchId,
       request.credential,

@@ -377,12 +377,8 @@ export class DeliveryService {
       // A copy that could not be deleted comes back: its record must still say it is done.
       if (!d.handles.some((h) => notRemoved.has(h))) await this.o.store.clearAttempts(slot.queueUid, d.id);
     }
-    // The runner received with a short visibility, so the messages of a runner that dies before
-    // this point return by themselves; what the batch owns is now held past its deadline.
-    const lost = await this.holdUntil(slot, [...entries, ...moves], now);
-    const kept = (m: ManifestEntry) => (m.handles?.length ?? 0) > 0 && !lost.has(m.id);
-    const delivered = entries.filter(kept);
-    const moved = moves.filter(kept);
+    const delivered = entries;
+    const moved = moves;
     if (delivered.length === 0 && moved.length === 0) {
       await this.o.store.releaseSlot(slot.consumerUid, slot.batchId);
       return nothing;
@@ -420,19 +416,26 @@ export class DeliveryService {
       await this.changeVisibility(slot.sqsUrl, returnAll([...delivered, ...moved]));
       return nothing;
     }
+    // The runner received with a short visibility, so the messages of a runner that dies before
+    // registration return by themselves. Registered, they are held past the deadline — after the
+    // records exist, so that a crash between the two leaves a batch recovery can return at once,
+    // never messages hidden for a whole worker timeout with nothing that knows them.
+    const lost = await this.holdUntil(slot, [...delivered, ...moved], now);
+    if (lost.size > 0) {
+      // SQS refused even the retries: such a copy may come back while its handler runs (a
+      // duplicate delivery, which at-least-once allows; recovery still knows its handles).
+      log.warn('could not hold messages of a registered batch', {
+        batchId: slot.batchId,
+        messages: lost.size,
+      });
+    }
     crashPoint('delivery.after-register');
-    const deliveredIds = new Set(delivered.map((m) => m.id));
-    return {
-      credential,
-      deadline: slot.deadline,
-      deliver: deliver.filter((d) => deliveredIds.has((received[d.received] as Received).envelope.id)),
-      moves: moved.length,
-    };
+    return { credential, deadline: slot.deadline, deliver, moves: moved.length };
   }
 
   /**
    * Extends the visibility of a batch's messages to the slot's `invisibleUntil`. Returns the ids
-   * whose copies could not all be extended: they may return early, so they are not delivered.
+   * whose copies could not all be extended (they may return early).
    */
   private async holdUntil(slot: Slot, owned: ManifestEntry[], now: number): Promise<Set<string>> {
     const lost = new Set<string>();
