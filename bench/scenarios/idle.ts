@@ -110,7 +110,7 @@ export async function laneEndRun(
     meter.reset();
     const t0 = performance.now();
     // No second execution while this one runs: the dispatcher checks for consumers once.
-    const dispatcher = bench.startDispatcher({ idleWaitSeconds: o.idleWaitSeconds, pollMs: 600_000 });
+    const dispatcher = bench.startDispatcher({ idleWaitSeconds: o.idleWaitSeconds, supervisorMs: 600_000 });
     const ok = await until(() => (meter.snapshot().transitions.LaneDone ?? 0) >= 1, o.timeoutMs, 10);
     const seconds = (performance.now() - t0) / 1000;
     await dispatcher.stop(5_000);

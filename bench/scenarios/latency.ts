@@ -130,7 +130,7 @@ async function settlePhase(
     });
     await bench.prefill(queue, messages);
     const sampler = bareWriteSampler(bench);
-    const dispatcher = bench.startDispatcher({ idleWaitSeconds: 1, pollMs: 200 });
+    const dispatcher = bench.startDispatcher({ idleWaitSeconds: 1, supervisorMs: 200 });
     const ok = await until(() => delivered >= messages, timeoutMs, 5);
     const bare = await sampler.stop();
     await dispatcher.stop(10_000);
@@ -201,7 +201,7 @@ export async function arrivalRun(
       { maxBatchSize: 10, maxBatchTimeoutSeconds: o.maxBatchTimeoutSeconds, maxConcurrency: 1 },
       { RECORDS: records },
     );
-    const dispatcher = bench.startDispatcher({ idleWaitSeconds, pollMs: 500 });
+    const dispatcher = bench.startDispatcher({ idleWaitSeconds, supervisorMs: 500 });
     await sleep(1_500); // the consumer is idle: its lane waits on the empty queue
     const arrivals = new Map<string, number>();
     const seen = () => {

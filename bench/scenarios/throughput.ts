@@ -92,7 +92,7 @@ export async function hostDrain(
       }
     });
     const startedAt = performance.now();
-    const dispatcher = bench.startDispatcher({ idleWaitSeconds: 1, pollMs: 200 });
+    const dispatcher = bench.startDispatcher({ idleWaitSeconds: 1, supervisorMs: 200 });
     const ok = await until(() => drain !== undefined, timeoutMs, 2);
     if (!ok) {
       endedAt = performance.now();

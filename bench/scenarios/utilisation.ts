@@ -82,7 +82,7 @@ export async function utilisationRun(
         await sleep(25);
       }
     })();
-    const dispatcher = bench.startDispatcher({ idleWaitSeconds: 1, pollMs: 200 });
+    const dispatcher = bench.startDispatcher({ idleWaitSeconds: 1, supervisorMs: 200 });
     const ok = await until(() => delivered >= o.messages, o.timeoutMs, 5);
     sampling = false;
     await sampler;

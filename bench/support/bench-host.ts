@@ -15,13 +15,16 @@ import { DeleteQueueCommand, ListQueuesCommand } from '@aws-sdk/client-sqs';
 import { dynamoDbClient, sqsClient } from '../../lambdas/adapters/aws/clients.ts';
 import { createHostTable } from '../../lambdas/adapters/aws/create-host-table.ts';
 import type { QueueInvoker } from '../../lambdas/delivery/batch-runner.ts';
+import { ControlLoop, type LaneLauncher } from '../../lambdas/delivery/control-loop.ts';
 import type { DeliveryService } from '../../lambdas/delivery/delivery-service.ts';
+import { directBatchHost } from '../../lambdas/delivery/direct-batch-host.ts';
 import type { QueueTarget } from '../../lambdas/delivery/ports.ts';
 import { hashApiKey, StaticKeyAuthenticator } from '../../lambdas/engine/auth.ts';
 import type { WorkerCode, WorkerRegistry } from '../../lambdas/forms/module-worker/worker-registry.ts';
 import { API_ROOT } from '../../lambdas/http/origin.ts';
-import { LocalDispatcher } from '../../lambdas/local/dispatcher/local-dispatcher.ts';
 import { ExecutorLoop } from '../../lambdas/local/executor-loop.ts';
+import { LocalLanes } from '../../lambdas/local/lanes/local-lanes.ts';
+import { LocalSupervisor } from '../../lambdas/local/lanes/local-supervisor.ts';
 import { WorkerPool } from '../../lambdas/local/workers/worker-pool.ts';
 import { composeHost } from '../../lambdas/runtime/compose-host.ts';
 import { attribute, Meter } from './meter.ts';
@@ -128,7 +131,13 @@ export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptio
   const workers = new BenchWorkers();
   const queueNamePrefix = `b${randomBytes(4).toString('hex')}-`;
   let onAccepted: () => void = () => {};
+  /** Running delivery sides (lanes + supervisor); sends wake the newest. */
+  const dispatchers: { lanes: LocalLanes; supervisor: LocalSupervisor }[] = [];
+  const wakeLauncher: LaneLauncher = {
+    start: (name, input) => dispatchers.at(-1)?.lanes.start(name, input) ?? Promise.resolve('exists'),
+  };
   const host = composeHost({
+    lanes: wakeLauncher,
     dynamodb,
     tableName,
     sqs,
@@ -201,7 +210,6 @@ export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptio
     };
   };
 
-  const dispatchers: LocalDispatcher[] = [];
   const consumers: string[] = [];
   let loop: ExecutorLoop | undefined;
 
@@ -290,23 +298,30 @@ export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptio
     return { queue, consumerUid };
   }
 
-  /** Starts the production dispatcher definition for every active consumer of this Host. */
-  function startDispatcher(o: { idleWaitSeconds?: number; pollMs?: number } = {}): LocalDispatcher {
-    const attachments = Object.create(host.attachments) as typeof host.attachments;
-    // The dispatcher's own check for consumers to start is a local stand-in for the AWS
-    // supervisor: attributed separately so that it never counts as per-message cost.
-    attachments.listActive = () => attribute('local-dispatcher-check', () => host.attachments.listActive());
-    const dispatcher = new LocalDispatcher({
-      service,
-      attachments,
+  /**
+   * Starts the delivery side as the local Host runs it: the control loop's lanes (the production
+   * dispatcher definition) and its supervisor round every `supervisorMs` (AWS: every minute).
+   */
+  function startDispatcher(o: { idleWaitSeconds?: number; supervisorMs?: number } = {}): LocalLanes {
+    const lanes = new LocalLanes();
+    const loop = new ControlLoop({ service, launcher: lanes });
+    lanes.attach({
+      loop,
+      host: directBatchHost(service, loop),
       sqs,
       idleWaitSeconds: o.idleWaitSeconds ?? opts.idleWaitSeconds ?? 1,
-      pollMs: o.pollMs ?? 200,
       invokerFor,
     });
-    dispatchers.push(dispatcher);
-    dispatcher.start();
-    return dispatcher;
+    const attachments = Object.create(host.attachments) as typeof host.attachments;
+    // The supervisor round is attributed separately so that it never counts as per-message cost.
+    attachments.listActive = () => attribute('supervisor', () => host.attachments.listActive());
+    const supervisor = new LocalSupervisor(
+      { loop, attachments, queueDirectory: host.queueDirectory, sqs },
+      o.supervisorMs ?? 60_000,
+    );
+    dispatchers.push({ lanes, supervisor });
+    supervisor.start();
+    return lanes;
   }
 
   /** The executor as `npm start` runs it: woken on acceptance, else every 250 ms. */
@@ -336,7 +351,12 @@ export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptio
   }
 
   async function close(): Promise<void> {
-    await Promise.all(dispatchers.splice(0).map((d) => d.stop(5_000)));
+    await Promise.all(
+      dispatchers.splice(0).map(async (d) => {
+        await d.supervisor.stop();
+        await d.lanes.stop(5_000);
+      }),
+    );
     await loop?.stop();
     for (const c of consumers.splice(0)) unwatchConsumer(c);
     await attribute('teardown', async () => {

@@ -10,7 +10,7 @@
  *   to that Task.
  *
  * Map iterations are nested `run` calls that receive the same (already wrapped) overrides; their
- * events reach the root execution's event log, so only root executions (input with `lanes`) are
+ * events reach the root execution's event log, so only root executions (lane inputs: `round`) are
  * read, and handlers are wrapped once.
  */
 import { StateMachine } from 'aws-local-stepfunctions';
@@ -32,6 +32,7 @@ export function unwatchConsumer(consumerUid: string): void {
 const TASK_ROLES: Record<string, string> = {
   AcquireSlot: 'step:AcquireSlot',
   RecoverBatch: 'step:RecoverBatch',
+  HandOver: 'step:HandOver',
   InvokeWorker: 'worker:InvokeWorker',
 };
 
@@ -80,7 +81,7 @@ export function installStepFunctionsHook(): void {
       opts = { ...options, overrides: { ...options?.overrides, taskResourceLocalHandlers: wrapped } };
     }
     const execution = original.call(this, input, opts);
-    const isRoot = Array.isArray((input as { lanes?: unknown } | null)?.lanes);
+    const isRoot = typeof (input as { round?: unknown } | null)?.round === 'number';
     if (meter && isRoot) {
       meter.executionStarted();
       void (async () => {

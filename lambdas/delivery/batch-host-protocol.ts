@@ -42,6 +42,7 @@ export const slotSchema = z.strictObject({
   workerSpace: z.string().min(1).max(128),
   workerName: z.string().min(1).max(128),
   workerFunction: z.string().min(1).max(2048),
+  wakeSeq: z.number().int().nonnegative().optional(),
 });
 
 const receivedSchema = z.strictObject({
@@ -68,7 +69,12 @@ const settleCallSchema = z.discriminatedUnion('kind', [
 ]);
 
 export const batchHostRequestSchema = z.discriminatedUnion('action', [
-  z.strictObject({ action: z.literal('acquire'), previous: slotSchema, credential }),
+  z.strictObject({
+    action: z.literal('acquire'),
+    previous: slotSchema,
+    credential,
+    evidence: z.strictObject({ full: z.boolean() }).optional(),
+  }),
   z.strictObject({
     action: z.literal('register'),
     slot: slotSchema,

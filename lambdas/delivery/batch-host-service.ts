@@ -3,6 +3,7 @@ import type { ResourceRecord } from '../engine/model.ts';
 import type { AttachmentStore } from '../forms/queue-consumer/attachments.ts';
 import type { BatchHostRequest } from './batch-host-protocol.ts';
 import { fromBase64, PAYLOAD_LIMIT_BYTES } from './batch-host-protocol.ts';
+import type { ControlLoop } from './control-loop.ts';
 import type { DeliveryService } from './delivery-service.ts';
 import type { DeliveryStore } from './delivery-store.ts';
 import { NamedError } from './limits.ts';
@@ -10,6 +11,8 @@ import type { QueueDirectory, QueueTarget } from './ports.ts';
 
 export interface BatchHostServiceOptions {
   delivery: DeliveryService;
+  /** A lane's next slot goes through the control loop, which may start another lane. */
+  loop: Pick<ControlLoop, 'acquireNext'>;
   /** Read-only use: batch heads, to tie a producer call to its batch's consumer. */
   store: Pick<DeliveryStore, 'getHead'>;
   attachments: Pick<AttachmentStore, 'get'>;
@@ -42,7 +45,7 @@ export class BatchHostService {
   async handle(request: BatchHostRequest): Promise<unknown> {
     switch (request.action) {
       case 'acquire':
-        return this.o.delivery.acquireNext(request.previous, request.credential);
+        return this.o.loop.acquireNext(request.previous, request.credential, request.evidence);
       case 'register':
         return this.o.delivery.register(request.slot, request.received);
       case 'settle':

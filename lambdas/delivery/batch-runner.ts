@@ -13,14 +13,22 @@ import type { BatchDelivery, InvocationOutcome, SettleCall } from './settlement-
 
 /** The Host's delivery service as the runner reaches it: in-process locally, by Lambda invoke on AWS. */
 export interface BatchHostPort {
-  /** The lane's next slot, proven by the credential of the batch it just ran. */
-  acquire(previous: Slot, credential: string): Promise<AcquireResult>;
+  /**
+   * The lane's next slot, proven by the credential of the batch it just ran. `full`: that batch
+   * reached maxBatchSize, evidence of a backlog the control loop may add a lane for.
+   */
+  acquire(previous: Slot, credential: string, evidence?: LaneEvidence): Promise<AcquireResult>;
   register(slot: Slot, received: Received[]): Promise<Registration>;
   settle(batchId: string, credential: string, call: SettleCall): Promise<void>;
   /** Closes and applies the batch; returns the ids of messages to move (bodies needed). */
   finalize(slot: Slot, credential: string, outcome: InvocationOutcome): Promise<{ deadLetter: string[] }>;
   /** Bodies for the moves `finalize` asked for; resolves once the batch is finished. */
   deadLetter(slot: Slot, credential: string, items: DeadLetterItem[]): Promise<void>;
+}
+
+/** What a lane tells the control loop about the batch it just ran. */
+export interface LaneEvidence {
+  full: boolean;
 }
 
 /** Runs the worker's `queue` handler on one batch and reports how it ended. */
@@ -50,6 +58,8 @@ export interface RunResult {
   /** Nothing arrived while waiting: the lane may rest. */
   idle: boolean;
   delivered: number;
+  /** The receive filled the batch (maxBatchSize): likely more is waiting. */
+  full?: boolean;
   /** The batch credential (empty when nothing was registered); proves the lane to `acquire`. */
   credential?: string;
 }
@@ -172,10 +182,12 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
     slot,
     held.map((h) => h.received),
   );
-  // Idle after a failed receive too: the lane rests instead of spinning while SQS is away.
-  if (held.length === 0) return { idle: true, delivered: 0 };
+  // Idle after a failed receive too: the lane rests instead of spinning while SQS is away —
+  // unless a send through the Host came after the slot was taken (it may have missed this receive).
+  if (held.length === 0) return { idle: !registration.woken, delivered: 0 };
+  const full = held.length >= slot.maxBatchSize;
   const { credential } = registration;
-  if (!credential) return { idle: false, delivered: 0 };
+  if (!credential) return { idle: false, delivered: 0, full };
   const bodies = new Map<string, Uint8Array>();
   for (const h of held) if (!bodies.has(h.received.envelope.id)) bodies.set(h.received.envelope.id, h.body);
 
@@ -234,10 +246,10 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
         batchId: slot.batchId,
         error: (err as Error)?.name,
       });
-      return { idle: false, delivered: batch.length };
+      return { idle: false, delivered: batch.length, full };
     }
   }
-  return { idle: false, delivered: batch.length, credential };
+  return { idle: false, delivered: batch.length, full, credential };
 }
 
 export interface LaneLimits {
@@ -245,6 +257,15 @@ export interface LaneLimits {
   maxBatches: number;
   /** Stop taking new batches once this much time has passed (the caller's own time bound). */
   budgetMs: number;
+}
+
+/** What an InvokeWorker task returns to the state machine. */
+export interface LaneResult {
+  idle: boolean;
+  delivered: number;
+  batches: number;
+  /** The last batch filled up: the next AcquireSlot may start another lane. */
+  full: boolean;
 }
 
 /**
@@ -257,7 +278,7 @@ export async function runLane(
   first: Slot,
   deps: RunnerDeps,
   limits: LaneLimits,
-): Promise<RunResult & { batches: number }> {
+): Promise<LaneResult> {
   const clock = deps.clock ?? Date.now;
   const started = clock();
   let slot = first;
@@ -265,13 +286,15 @@ export async function runLane(
   for (let batches = 1; ; batches++) {
     const run = await runBatch(slot, deps);
     delivered += run.delivered;
-    if (run.idle) return { idle: true, delivered, batches };
+    // Always a boolean: the state machine reads it (a missing path fails the execution).
+    const full = run.full === true;
+    if (run.idle) return { idle: true, delivered, batches, full };
     const over = batches >= limits.maxBatches || clock() - started >= limits.budgetMs;
     if (!run.credential || over || deps.signal?.aborted) {
-      return { idle: false, delivered, batches };
+      return { idle: false, delivered, batches, full };
     }
-    const next = await deps.host.acquire(slot, run.credential);
-    if (next.status !== 'acquired') return { idle: false, delivered, batches };
+    const next = await deps.host.acquire(slot, run.credential, { full });
+    if (next.status !== 'acquired') return { idle: false, delivered, batches, full };
     slot = next.slot;
   }
 }

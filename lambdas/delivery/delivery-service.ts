@@ -43,9 +43,26 @@ export interface Slot {
   workerName: string;
   /** Where the worker's code runs (a Lambda function ARN on AWS, `local` here). */
   workerFunction: string;
+  /**
+   * The consumer's wake count when the slot was taken: a lane whose queue was empty ends only if
+   * no send through the Host came after it (see `DispatchState`).
+   */
+  wakeSeq?: number;
 }
 
-export type AcquireResult = { status: 'acquired'; slot: Slot } | { status: 'busy' } | { status: 'stop' };
+export type AcquireResult =
+  /** `held` of `capacity` (maxConcurrency) slots are taken with this one: the loop's scaling input. */
+  | { status: 'acquired'; slot: Slot; held: number; capacity: number }
+  | { status: 'busy' }
+  | { status: 'stop' };
+
+/**
+ * The batches a lane runs in one worker invocation share their first batch's id as a prefix
+ * (`<root>.<suffix>`), so the lane's recovery finds whichever slot it held when the invocation
+ * failed.
+ */
+export const laneRootOf = (batchId: string) => batchId.split('.')[0] as string;
+const inLane = (root: string, batchId: string) => batchId === root || batchId.startsWith(`${root}.`);
 
 /**
  * Messages gathered for a batch stay invisible this long past the end of gathering (and a slot
@@ -70,6 +87,8 @@ export interface Registration {
   deadline?: number;
   /** Indexes into the received list, in batch order, with their attempt numbers. */
   deliver: { received: number; attempts: number }[];
+  /** The queue was empty, but a send through the Host came after the slot was taken. */
+  woken?: boolean;
   /**
    * Received messages that already had their last delivery. They belong to the batch and are
    * moved when it is finalised (the runner holds their bodies).
@@ -210,8 +229,11 @@ export class DeliveryService {
     return own !== undefined ? Math.min(own, this.o.workerTimeoutMs) : this.o.workerTimeoutMs;
   }
 
-  /** AcquireSlot: recover expired batches, then take a slot if fewer than maxConcurrency run. */
-  async acquire(consumerUid: string, generation: number): Promise<AcquireResult> {
+  /**
+   * AcquireSlot: recover expired batches, then take a slot if fewer than maxConcurrency run.
+   * `laneRoot` continues a lane (its batches share the root's id as a prefix).
+   */
+  async acquire(consumerUid: string, generation: number, laneRoot?: string): Promise<AcquireResult> {
     const a = await this.consumer(consumerUid);
     if (a?.state !== 'active' || a.generation !== generation) return { status: 'stop' };
     await this.recoverExpired(consumerUid);
@@ -229,12 +251,13 @@ export class DeliveryService {
       (this.o.idleWaitSeconds + a.spec.maxBatchTimeoutSeconds) * 1000 +
       REGISTER_ROOM_MS +
       this.o.slotMarginMs;
-    const batchId = `b${newToken(18)}`;
-    if (!(await this.o.store.acquireSlot(consumerUid, batchId, deadline, a.spec.maxConcurrency))) {
-      return { status: 'busy' };
-    }
+    const batchId = laneRoot ? `${laneRoot}.${newToken(9)}` : `b${newToken(18)}`;
+    const state = await this.o.store.acquireSlot(consumerUid, batchId, deadline, a.spec.maxConcurrency);
+    if (!state) return { status: 'busy' };
     return {
       status: 'acquired',
+      held: Object.keys(state.slots).length,
+      capacity: a.spec.maxConcurrency,
       slot: {
         batchId,
         consumerUid,
@@ -250,6 +273,7 @@ export class DeliveryService {
         workerSpace: worker.space,
         workerName: worker.name,
         workerFunction,
+        wakeSeq: state.wakes,
       },
     };
   }
@@ -263,7 +287,7 @@ export class DeliveryService {
     if (head.consumerUid !== previous.consumerUid) {
       throw new NamedError('unknown_batch', 'not a batch of this runner');
     }
-    return this.acquire(previous.consumerUid, previous.generation);
+    return this.acquire(previous.consumerUid, previous.generation, laneRootOf(previous.batchId));
   }
 
   /** Decides, for each received message, whether it is delivered now, later, or dead-lettered. */
@@ -380,8 +404,11 @@ export class DeliveryService {
     const delivered = entries;
     const moved = moves;
     if (delivered.length === 0 && moved.length === 0) {
-      await this.o.store.releaseSlot(slot.consumerUid, slot.batchId);
-      return nothing;
+      const wakes = await this.o.store.releaseSlot(slot.consumerUid, slot.batchId);
+      // A send through the Host after this slot was taken: its message may have missed this
+      // receive, so the lane takes another slot instead of ending.
+      const woken = claimed.wakeSeq !== undefined && wakes > claimed.wakeSeq;
+      return woken ? { ...nothing, woken } : nothing;
     }
     const credential = this.credentialOf(slot.batchId);
     const head: BatchHead = {
@@ -754,9 +781,13 @@ export class DeliveryService {
    * Before the slot's deadline the batch's handler may still run (a lost Lambda response), so
    * the slot is kept until then — unless the caller knows the invocation has `ended`.
    */
-  async recoverBatch(consumerUid: string, batchId: string, opts: { ended?: boolean } = {}): Promise<void> {
+  async recoverBatch(
+    consumerUid: string,
+    batchId: string,
+    opts: { ended?: boolean } = {},
+  ): Promise<{ heldUntil?: number }> {
     const deadline = (await this.o.store.slots(consumerUid))[batchId];
-    if (deadline === undefined) return; // finished meanwhile
+    if (deadline === undefined) return {}; // finished meanwhile
     if (deadline > this.now() && !opts.ended) {
       // End settlement now, and keep the slot — and so the concurrency bound — until the
       // deadline, when recoverExpired applies what is owed.
@@ -766,23 +797,50 @@ export class DeliveryService {
         batchId,
         until: new Date(deadline).toISOString(),
       });
-      return;
+      return { heldUntil: deadline };
     }
     const head = await this.o.store.getHead(batchId);
     if (head && (!head.applied || head.pendingDeadLetter.length > 0)) {
       // Unsettled messages are retried, never acknowledged; pending dead-letter moves return.
       await this.finalize(batchId, 'abandoned', 'recovery');
-      return;
+      return {};
     }
     if (head) {
       await this.o.store.releaseSlot(consumerUid, batchId);
-      return;
+      return {};
     }
     // No batch in it yet: freed only while that is still so. A registration that won the race
     // holds a batch (and a new deadline) now, and keeps its slot (DL-02).
-    if (await this.o.store.releaseUnregistered(consumerUid, batchId)) return;
+    if (await this.o.store.releaseUnregistered(consumerUid, batchId)) return {};
     // Marked registered without a batch (only an older Host wrote the two apart): nothing runs.
     if (!(await this.o.store.getHead(batchId))) await this.o.store.releaseSlot(consumerUid, batchId);
+    return {};
+  }
+
+  /**
+   * RecoverBatch: a lane's worker invocation failed. Whichever of the lane's batches held a slot
+   * then is recovered; `heldUntil` is the latest deadline of one that keeps its slot (its handler
+   * may still run), which the lane waits for before it takes a slot again.
+   */
+  async recoverLane(consumerUid: string, batchId: string): Promise<{ heldUntil?: number }> {
+    const root = laneRootOf(batchId);
+    let heldUntil: number | undefined;
+    for (const id of Object.keys(await this.o.store.slots(consumerUid))) {
+      if (!inLane(root, id)) continue;
+      const r = await this.recoverBatch(consumerUid, id);
+      if (r.heldUntil !== undefined) heldUntil = Math.max(heldUntil ?? 0, r.heldUntil);
+    }
+    return heldUntil !== undefined ? { heldUntil } : {};
+  }
+
+  /** The consumer's slot map, registered marks and wake count (for the control loop). */
+  dispatchState(consumerUid: string) {
+    return this.o.store.dispatchState(consumerUid);
+  }
+
+  /** Counts a send through the Host to the consumer's queue; returns the state after it. */
+  countWake(consumerUid: string) {
+    return this.o.store.wake(consumerUid);
   }
 
   /** The running batches of a consumer and their deadlines (for operators and tests). */

@@ -66,6 +66,17 @@ export interface AttemptsRecord {
   acked?: boolean;
 }
 
+/**
+ * A consumer's `DISPATCH#` item. `wakes` counts sends through the Host: a lane that found its
+ * queue empty ends only if no wake came after it took its slot, so a send racing a lane's idle
+ * end is never left for the supervisor.
+ */
+export interface DispatchState {
+  slots: Record<string, number>;
+  registered: Record<string, boolean>;
+  wakes: number;
+}
+
 export type SettleResult = 'ok' | 'already_settled' | 'unknown_batch';
 
 /** Durable delivery state (DynamoDB on AWS and locally). */
@@ -73,9 +84,19 @@ export interface DeliveryStore {
   // Concurrency slots: one entry per running batch with its deadline (DL-02).
   initSlots(consumerUid: string): Promise<void>;
   slots(consumerUid: string): Promise<Record<string, number>>;
-  /** Takes a slot if fewer than `max` are held. */
-  acquireSlot(consumerUid: string, batchId: string, deadline: number, max: number): Promise<boolean>;
-  releaseSlot(consumerUid: string, batchId: string): Promise<void>;
+  /** The slot map, which slots hold a registered batch, and the wake count. */
+  dispatchState(consumerUid: string): Promise<DispatchState>;
+  /** Takes a slot if fewer than `max` are held; returns the state after taking it. */
+  acquireSlot(
+    consumerUid: string,
+    batchId: string,
+    deadline: number,
+    max: number,
+  ): Promise<DispatchState | undefined>;
+  /** Frees a slot; returns the wake count after it. */
+  releaseSlot(consumerUid: string, batchId: string): Promise<number>;
+  /** Counts one wake (a message was sent through the Host); returns the state after it. */
+  wake(consumerUid: string): Promise<DispatchState>;
   /** Releases a slot that holds no batch; false when it was registered (or is gone) meanwhile. */
   releaseUnregistered(consumerUid: string, batchId: string): Promise<boolean>;
   /** Marks a slot as holding a batch (its messages are about to be delivered); false if revoked. */

@@ -1,4 +1,5 @@
 import type { BatchHostPort } from './batch-runner.ts';
+import type { ControlLoop } from './control-loop.ts';
 import type { DeliveryService } from './delivery-service.ts';
 
 /**
@@ -6,9 +7,12 @@ import type { DeliveryService } from './delivery-service.ts';
  * calls, with the same checks, as the batch-host function on AWS: every call after registration
  * needs the batch credential, and moves act only on what registration recorded.
  */
-export function directBatchHost(service: DeliveryService): BatchHostPort {
+export function directBatchHost(
+  service: DeliveryService,
+  loop: Pick<ControlLoop, 'acquireNext'>,
+): BatchHostPort {
   return {
-    acquire: (previous, credential) => service.acquireNext(previous, credential),
+    acquire: (previous, credential, evidence) => loop.acquireNext(previous, credential, evidence),
     register: (slot, received) => service.register(slot, received),
     settle: (batchId, credential, call) => service.settle(batchId, credential, call),
     finalize: (slot, credential, outcome) => service.finalizeAsRunner(slot.batchId, credential, outcome),

@@ -1,39 +1,77 @@
 /**
  * The dispatcher state machine, in Amazon States Language (JSONPath mode, so that the local runner
- * executes exactly what AWS runs). One execution drives one consumer generation: `lanes` run in
- * parallel, each taking a concurrency slot, running one batch through the worker and repeating
- * until the queue is idle. The slot map in DynamoDB — not the Map state — bounds concurrency, so
- * duplicate executions, retries and restarts never exceed maxConcurrency (DL-02).
+ * executes exactly what AWS runs). One execution is one *lane* of one consumer generation: it
+ * takes a concurrency slot, runs batches through the worker, and repeats until the queue is idle.
+ * The control loop (`control-loop.ts`) decides when lanes start; the slot map in DynamoDB — not
+ * the number of executions — bounds concurrency, so duplicate executions, retries and restarts
+ * never exceed maxConcurrency (DL-02). Lanes are separate executions, so one lane's lasting
+ * failure ends that lane only, and no Map limit caps how many run.
  *
- * The CDK stack renders it with the step function's ARN; the local Host runs it under
- * aws-local-stepfunctions with the Task states mapped to the same handler functions.
+ * Every execution is bounded: it hands over to a successor after `ROUNDS_PER_EXECUTION` rounds,
+ * never polls (a lane that finds every slot taken ends; a lane whose batch keeps its slot after a
+ * failed invocation waits once, for that slot's deadline), and every Task's retries are bounded.
+ *
+ * The CDK stack renders it with the step function's ARN; the local Host runs it in process
+ * (`local/standins/local-step-functions.ts`) with the Task states mapped to the same functions.
  */
 export interface DispatcherArns {
-  /** The Host's dispatcher step Lambda (acquire, recover). */
+  /** The Host's dispatcher step Lambda (acquire, recover, hand over). */
   stepFunction: string;
 }
+
+/**
+ * Rounds one execution runs before it hands over. A round is at most ~16 history events
+ * (AcquireSlot 5, SlotTaken 2, InvokeWorker 5, CountRound 2, Continue 2) and, in the worst case,
+ * every Task's retries and a recovery on top (~90 more); 100 rounds stay below 11,000 of
+ * Standard's 25,000 events whatever fails.
+ */
+export const ROUNDS_PER_EXECUTION = 100;
 
 /** Task state names: the local Host overrides exactly these. */
 export const DISPATCHER_TASKS = {
   acquire: 'AcquireSlot',
   invoke: 'InvokeWorker',
   recover: 'RecoverBatch',
+  handover: 'HandOver',
 } as const;
 
-/** Inline Map iterations AWS runs at once; a consumer with more lanes gets several executions. */
-export const MAX_LANES_PER_EXECUTION = 40;
+/**
+ * Lambda's own failures of an invoke. Throttling (`TooManyRequestsException`, the account's or
+ * the function's concurrency) means the function did not run; for the others it may have, which
+ * is safe to retry: a second runner with the same slot is refused at registration and gives back
+ * what it received.
+ */
+const LAMBDA_ERRORS = [
+  'Lambda.TooManyRequestsException',
+  'Lambda.ServiceException',
+  'Lambda.AWSLambdaException',
+  'Lambda.SdkClientException',
+  'Lambda.EC2ThrottledException',
+  'Lambda.ResourceNotReadyException',
+];
 
 const lambdaRetry = [
   {
-    ErrorEquals: [
-      'Lambda.ServiceException',
-      'Lambda.AWSLambdaException',
-      'Lambda.SdkClientException',
-      'Lambda.TooManyRequestsException',
-    ],
+    ErrorEquals: LAMBDA_ERRORS,
     IntervalSeconds: 1,
     MaxAttempts: 6,
     BackoffRate: 2,
+    MaxDelaySeconds: 20,
+    JitterStrategy: 'FULL',
+  },
+];
+
+/**
+ * Worker invokes: retried with backoff and full jitter for at most ~25 s, well inside the slot's
+ * gathering deadline (idle wait + batch timeout + 30 s), after which the slot would be recovered.
+ */
+const workerRetry = [
+  {
+    ErrorEquals: LAMBDA_ERRORS,
+    IntervalSeconds: 1,
+    MaxAttempts: 5,
+    BackoffRate: 2,
+    MaxDelaySeconds: 8,
     JitterStrategy: 'FULL',
   },
 ];
@@ -48,107 +86,115 @@ export function dispatcherDefinition(arns: DispatcherArns) {
     FunctionName: arns.stepFunction,
     Payload: payload,
   });
+  const lane = { 'consumerUid.$': '$.consumerUid', 'generation.$': '$.generation' };
   return {
     Comment:
-      'Takoform QueueConsumer dispatcher: lanes take a concurrency slot, run one batch, repeat until idle.',
+      'Takoform QueueConsumer dispatcher lane: take a concurrency slot, run batches, repeat until idle; hand over after a bounded number of rounds.',
     QueryLanguage: 'JSONPath',
-    TimeoutSeconds: 86_400,
-    StartAt: 'Lanes',
+    // A round lasts at most the worker invocation (960 s) or the wait for a kept slot (3,600 s).
+    TimeoutSeconds: 86_400 * 7,
+    StartAt: DISPATCHER_TASKS.acquire,
     States: {
-      Lanes: {
-        Type: 'Map',
-        ItemsPath: '$.lanes',
-        MaxConcurrencyPath: '$.laneCount',
-        ItemSelector: {
-          'consumerUid.$': '$.consumerUid',
-          'generation.$': '$.generation',
-          'lane.$': '$$.Map.Item.Value',
-        },
-        ItemProcessor: {
-          ProcessorConfig: { Mode: 'INLINE' },
-          StartAt: DISPATCHER_TASKS.acquire,
-          States: {
-            [DISPATCHER_TASKS.acquire]: {
-              Type: 'Task',
-              Resource: 'arn:aws:states:::lambda:invoke',
-              Parameters: step({
-                action: 'acquire',
-                'consumerUid.$': '$.consumerUid',
-                'generation.$': '$.generation',
-              }),
-              ResultSelector: { 'value.$': '$.Payload' },
-              ResultPath: '$.acquire',
-              Retry: [...lambdaRetry, ...stepRetry],
-              Next: 'SlotTaken',
-            },
-            SlotTaken: {
-              Type: 'Choice',
-              Choices: [
-                {
-                  Variable: '$.acquire.value.status',
-                  StringEquals: 'acquired',
-                  Next: DISPATCHER_TASKS.invoke,
-                },
-                { Variable: '$.acquire.value.status', StringEquals: 'busy', Next: 'WaitForSlot' },
-              ],
-              Default: 'LaneDone',
-            },
-            WaitForSlot: { Type: 'Wait', Seconds: 1, Next: DISPATCHER_TASKS.acquire },
-            [DISPATCHER_TASKS.invoke]: {
-              Type: 'Task',
-              Resource: 'arn:aws:states:::lambda:invoke',
-              Parameters: {
-                'FunctionName.$': '$.acquire.value.slot.workerFunction',
-                Payload: { kind: 'takoform.queue-batch.v1', 'slot.$': '$.acquire.value.slot' },
-              },
-              ResultSelector: { 'value.$': '$.Payload' },
-              ResultPath: '$.run',
-              // Lambda runs at most 900 s; the runner bounds the handler by the worker timeout.
-              TimeoutSeconds: 960,
-              Catch: [
-                { ErrorEquals: ['States.ALL'], ResultPath: '$.failure', Next: DISPATCHER_TASKS.recover },
-              ],
-              Next: 'Idle',
-            },
-            Idle: {
-              Type: 'Choice',
-              Choices: [{ Variable: '$.run.value.idle', BooleanEquals: true, Next: 'LaneDone' }],
-              Default: DISPATCHER_TASKS.acquire,
-            },
-            [DISPATCHER_TASKS.recover]: {
-              Type: 'Task',
-              Resource: 'arn:aws:states:::lambda:invoke',
-              Parameters: step({
-                action: 'recover',
-                'consumerUid.$': '$.consumerUid',
-                'batchId.$': '$.acquire.value.slot.batchId',
-              }),
-              ResultSelector: { 'value.$': '$.Payload' },
-              ResultPath: null,
-              Retry: [...lambdaRetry, ...stepRetry],
-              Next: DISPATCHER_TASKS.acquire,
-            },
-            LaneDone: { Type: 'Succeed' },
-          },
-        },
-        ResultPath: null,
-        End: true,
+      [DISPATCHER_TASKS.acquire]: {
+        Type: 'Task',
+        Resource: 'arn:aws:states:::lambda:invoke',
+        Parameters: step({ action: 'acquire', ...lane, 'full.$': '$.full' }),
+        ResultSelector: { 'value.$': '$.Payload' },
+        ResultPath: '$.acquire',
+        Retry: [...lambdaRetry, ...stepRetry],
+        Catch: [{ ErrorEquals: ['States.ALL'], ResultPath: '$.failure', Next: 'LaneFailed' }],
+        Next: 'SlotTaken',
       },
+      SlotTaken: {
+        Type: 'Choice',
+        Choices: [
+          { Variable: '$.acquire.value.status', StringEquals: 'acquired', Next: DISPATCHER_TASKS.invoke },
+        ],
+        // `busy`: every slot is held by a lane that will take the next one itself; `stop`.
+        Default: 'LaneDone',
+      },
+      [DISPATCHER_TASKS.invoke]: {
+        Type: 'Task',
+        Resource: 'arn:aws:states:::lambda:invoke',
+        Parameters: {
+          'FunctionName.$': '$.acquire.value.slot.workerFunction',
+          Payload: { kind: 'takoform.queue-batch.v1', 'slot.$': '$.acquire.value.slot' },
+        },
+        ResultSelector: { 'value.$': '$.Payload' },
+        ResultPath: '$.run',
+        // Lambda runs at most 900 s; the runner bounds the handler by the worker timeout.
+        TimeoutSeconds: 960,
+        Retry: workerRetry,
+        Catch: [{ ErrorEquals: ['States.ALL'], ResultPath: '$.failure', Next: DISPATCHER_TASKS.recover }],
+        Next: 'NextRound',
+      },
+      NextRound: {
+        Type: 'Pass',
+        Parameters: {
+          ...lane,
+          'round.$': 'States.MathAdd($.round, 1)',
+          'full.$': '$.run.value.full',
+          'idle.$': '$.run.value.idle',
+        },
+        Next: 'Continue',
+      },
+      Continue: {
+        Type: 'Choice',
+        Choices: [
+          { Variable: '$.idle', BooleanEquals: true, Next: 'LaneDone' },
+          {
+            Variable: '$.round',
+            NumericGreaterThanEquals: ROUNDS_PER_EXECUTION,
+            Next: DISPATCHER_TASKS.handover,
+          },
+        ],
+        Default: DISPATCHER_TASKS.acquire,
+      },
+      [DISPATCHER_TASKS.recover]: {
+        Type: 'Task',
+        Resource: 'arn:aws:states:::lambda:invoke',
+        Parameters: step({
+          action: 'recover',
+          'consumerUid.$': '$.consumerUid',
+          'batchId.$': '$.acquire.value.slot.batchId',
+        }),
+        ResultSelector: { 'value.$': '$.Payload' },
+        ResultPath: '$.recovered',
+        Retry: [...lambdaRetry, ...stepRetry],
+        Catch: [{ ErrorEquals: ['States.ALL'], ResultPath: '$.failure', Next: 'LaneFailed' }],
+        Next: 'AfterRecovery',
+      },
+      AfterRecovery: {
+        Type: 'Pass',
+        Parameters: {
+          ...lane,
+          'round.$': 'States.MathAdd($.round, 1)',
+          full: false,
+          idle: false,
+          'waitSeconds.$': '$.recovered.value.waitSeconds',
+        },
+        Next: 'WaitForKeptSlot',
+      },
+      // Once, for the deadline of the slot a failed invocation keeps (0 s when none is kept).
+      WaitForKeptSlot: { Type: 'Wait', SecondsPath: '$.waitSeconds', Next: 'Continue' },
+      [DISPATCHER_TASKS.handover]: {
+        Type: 'Task',
+        Resource: 'arn:aws:states:::lambda:invoke',
+        Parameters: step({ action: 'handover', ...lane }),
+        ResultPath: null,
+        Retry: [...lambdaRetry, ...stepRetry],
+        // Without a successor the supervisor starts lanes for what is left.
+        Catch: [{ ErrorEquals: ['States.ALL'], ResultPath: '$.failure', Next: 'LaneDone' }],
+        Next: 'LaneDone',
+      },
+      LaneDone: { Type: 'Succeed' },
+      // A lasting failure of the Host's steps ends this lane only; the supervisor restarts lanes.
+      LaneFailed: { Type: 'Fail', Error: 'LaneFailed', Cause: 'a Host step failed after its retries' },
     },
   };
 }
 
-/** The input of one execution: which consumer generation, and how many lanes it runs. */
-export function dispatcherInput(consumerUid: string, generation: number, lanes: number) {
-  return {
-    consumerUid,
-    generation,
-    laneCount: lanes,
-    lanes: Array.from({ length: lanes }, (_, i) => i),
-  };
+/** The input of one lane execution. */
+export function dispatcherInput(consumerUid: string, generation: number, round = 0) {
+  return { consumerUid, generation, round, full: false, idle: false };
 }
-
-/** The dispatcher step Lambda's actions (what AcquireSlot and RecoverBatch send). */
-export type DispatcherStepInput =
-  | { action: 'acquire'; consumerUid: string; generation: number }
-  | { action: 'recover'; consumerUid: string; batchId: string };

@@ -1,12 +1,12 @@
 /**
- * Lambda entry of the dispatcher's Host steps (`AcquireSlot`, `RecoverBatch`): the state machine
- * invokes it with `{action, consumerUid, …}` and reads the result from `$.Payload`.
+ * Lambda entry of the dispatcher's Host steps (`AcquireSlot`, `RecoverBatch`, `HandOver`): the
+ * state machine invokes it with `{action, consumerUid, …}` and reads the result from `$.Payload`.
+ * The control loop decides; this only validates and logs.
  */
 import type { Context } from 'aws-lambda';
 import { z } from 'zod';
 import { type AwsHost, awsHostFromEnv } from '../runtime/aws-host.ts';
 import { observability } from '../runtime/aws-observability.ts';
-import { dispatcherStep } from './dispatcher-steps.ts';
 
 const uid = z.string().min(1).max(128);
 const stepInput = z.discriminatedUnion('action', [
@@ -14,8 +14,14 @@ const stepInput = z.discriminatedUnion('action', [
     action: z.literal('acquire'),
     consumerUid: uid,
     generation: z.number().int().nonnegative(),
+    full: z.boolean().optional(),
   }),
   z.strictObject({ action: z.literal('recover'), consumerUid: uid, batchId: z.string().min(1).max(256) }),
+  z.strictObject({
+    action: z.literal('handover'),
+    consumerUid: uid,
+    generation: z.number().int().nonnegative(),
+  }),
 ]);
 
 const obs = observability('takoform-dispatcher-step');
@@ -23,13 +29,15 @@ const obs = observability('takoform-dispatcher-step');
 export function createDispatcherStepHandler(host: AwsHost) {
   return async (event: unknown) => {
     const input = stepInput.parse(event);
-    const result = await dispatcherStep(host.host.delivery, input);
+    const result = await host.host.loop.step(input);
     const batchId =
       'slot' in result ? result.slot.batchId : input.action === 'recover' ? input.batchId : undefined;
     obs.logger.info('dispatcher step', {
       action: input.action,
       consumerUid: input.consumerUid,
-      status: 'status' in result ? result.status : 'recovered',
+      ...('status' in result ? { status: result.status } : {}),
+      ...('waitSeconds' in result ? { waitSeconds: result.waitSeconds } : {}),
+      ...('handedOver' in result ? { handedOver: result.handedOver } : {}),
       ...(batchId ? { batchId } : {}),
     });
     return result;

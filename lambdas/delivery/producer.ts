@@ -34,6 +34,11 @@ export interface QueueProducerOptions {
   newMessageId?: (now: number) => string;
   /** Commit ids for multi-message sends: unguessable (default 192 random bits). */
   newCommitId?: () => string;
+  /**
+   * Told after SQS accepted a send with a message due now (the control loop wakes the queue's
+   * consumer). It must not throw; the send has succeeded whatever it does.
+   */
+  onSent?: (target: QueueTarget) => Promise<void>;
 }
 
 export interface PreparedMessage {
@@ -165,8 +170,10 @@ export class QueueProducer {
   private readonly clock: () => number;
   private readonly newMessageId: (now: number) => string;
   private readonly newCommitId: () => string;
+  private readonly onSent: (target: QueueTarget) => Promise<void>;
 
   constructor(opts: QueueProducerOptions) {
+    this.onSent = opts.onSent ?? (async () => {});
     this.sqs = opts.sqs;
     this.commits = opts.commits;
     this.clock = opts.clock ?? Date.now;
@@ -191,6 +198,7 @@ export class QueueProducer {
     } catch (err) {
       throw unavailable(target, 1, err);
     }
+    if (out.delaySeconds === 0) await this.onSent(target);
     return out.messageId;
   }
 
@@ -221,6 +229,7 @@ export class QueueProducer {
         throw unavailable(target, outgoing.length, err);
       }
     }
+    if (outgoing.some((o) => o.delaySeconds === 0)) await this.onSent(target);
     return outgoing.map((o) => o.messageId);
   }
 

@@ -29,5 +29,11 @@ export function deliveryTuning(env: NodeJS.ProcessEnv, workerTimeoutSeconds: num
      * could last have run, so short values make recovery after `kill -9` fast (tests only).
      */
     slotMarginMs: read('TAKOFORM_SLOT_MARGIN_MS', 1000, 600_000, 30_000),
+    /**
+     * How often the supervisor round runs (AWS: every minute). Sends through the Host wake their
+     * consumer at once; the round starts lanes for messages sent straight to SQS and recovers
+     * batches whose deadline passed.
+     */
+    supervisorSeconds: read('TAKOFORM_SUPERVISOR_SECONDS', 1, 3_600, 60),
   };
 }

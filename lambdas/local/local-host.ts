@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { dynamoDbClient, sqsClient } from '../adapters/aws/clients.ts';
 import { createHostTable } from '../adapters/aws/create-host-table.ts';
+import { directBatchHost } from '../delivery/direct-batch-host.ts';
 import { type Authenticator, hashApiKey, StaticKeyAuthenticator } from '../engine/auth.ts';
 import { type LocalHttpServer, startNodeServer } from '../http/node-server.ts';
 import { API_ROOT } from '../http/origin.ts';
@@ -10,9 +11,10 @@ import { composeHost } from '../runtime/compose-host.ts';
 import { ConfigError, type LocalHostConfig } from './config.ts';
 import { DataDir } from './data-dir.ts';
 import { deliveryTuning } from './delivery-tuning.ts';
-import { LocalDispatcher } from './dispatcher/local-dispatcher.ts';
-import { localInvoker } from './dispatcher/local-invoker.ts';
 import { ExecutorLoop } from './executor-loop.ts';
+import { localInvoker } from './lanes/local-invoker.ts';
+import { LocalLanes } from './lanes/local-lanes.ts';
+import { LocalSupervisor } from './lanes/local-supervisor.ts';
 import { startDynamoDbLocal } from './standins/dynamodb-local.ts';
 import { startSqsServer } from './standins/sqs-server.ts';
 import { SupervisedStandIn } from './standins/supervised.ts';
@@ -94,14 +96,16 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
   const standIns: SupervisedStandIn[] = [];
   let server: LocalHttpServer | undefined;
   let loop: ExecutorLoop | undefined;
-  let dispatcher: LocalDispatcher | undefined;
+  let supervisor: LocalSupervisor | undefined;
+  const lanes = new LocalLanes();
   let pool: WorkerPool | undefined;
   const stop = async () => {
     await server?.close();
     await loop?.stop();
+    await supervisor?.stop();
     // In-flight batches get a bound to finish; what is cut off is retried, never acknowledged,
     // and what is still unfinished then is recovered by the next start.
-    await dispatcher?.stop(5_000, async () => pool?.close());
+    await lanes.stop(5_000, async () => pool?.close());
     await pool?.close();
     await Promise.all(standIns.map((s) => s.stop()));
     dir.release();
@@ -136,6 +140,7 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
       cursorKey: cursorKey(dir),
       origin: () => origin,
       onAccepted: () => loop?.poke(),
+      lanes,
       operationLeaseMs: leaseMs,
       delivery: {
         workerTimeoutMs: config.workerTimeoutSeconds * 1000,
@@ -156,20 +161,29 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
     });
     pool = workerPool;
     const sqsForDelivery = sqsClient(sqs.endpoint);
-    dispatcher = new LocalDispatcher({
-      service: host.delivery,
-      attachments: host.attachments,
+    lanes.attach({
+      loop: host.loop,
+      host: directBatchHost(host.delivery, host.loop),
       sqs: sqsForDelivery,
       idleWaitSeconds: delivery.idleWaitSeconds,
       invokerFor: async (slot) => localInvoker(slot, { workers, pool: workerPool, host }),
     });
+    supervisor = new LocalSupervisor(
+      {
+        loop: host.loop,
+        attachments: host.attachments,
+        queueDirectory: host.queueDirectory,
+        sqs: sqsForDelivery,
+      },
+      delivery.supervisorSeconds * 1000,
+    );
     // Batches an earlier run left in flight (a stop that ran out of time, `kill -9`) end now:
     // their handlers died with that process, so nothing needs to wait for their deadlines.
     await host.delivery.recoverAfterRestart();
     server = await startNodeServer(host.http, config.port);
     origin ||= `http://127.0.0.1:${server.port}`;
     loop.start();
-    dispatcher.start();
+    supervisor.start();
     const apiKey = devKey;
     return {
       origin,

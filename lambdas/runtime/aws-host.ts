@@ -7,6 +7,7 @@
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
+import { SFNClient } from '@aws-sdk/client-sfn';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { z } from 'zod';
 import { dynamoDbClient, sqsClient } from '../adapters/aws/clients.ts';
@@ -14,6 +15,7 @@ import { DynamoApiKeys } from '../adapters/aws/dynamodb-api-keys.ts';
 import { DynamoDeliveryStore } from '../adapters/aws/dynamodb-delivery-store.ts';
 import { DynamoHostSecrets } from '../adapters/aws/dynamodb-host-secrets.ts';
 import { DynamoWorkerRegistry } from '../adapters/aws/dynamodb-worker-registry.ts';
+import { sfnLaneLauncher } from '../adapters/aws/sfn-lane-launcher.ts';
 import { BatchHostService } from '../delivery/batch-host-service.ts';
 import { parsePublicOrigin } from '../http/origin.ts';
 import { AWS_ENV } from '../shared/aws-env.ts';
@@ -80,6 +82,8 @@ export interface AwsClients {
   sqs: SQSClient;
   /** Only the API function uses it (to trigger the executor). */
   lambda?: Pick<LambdaClient, 'send'>;
+  /** Starts dispatcher lanes (sends wake consumers; full batches add lanes). */
+  sfn?: Pick<SFNClient, 'send'>;
 }
 
 export interface AwsHostOptions {
@@ -109,6 +113,9 @@ export async function createAwsHost(config: AwsHostConfig, clients: AwsClients, 
     sqs,
     queueNamePrefix: config.queueNamePrefix,
     workers,
+    ...(clients.sfn && config.dispatcherArn
+      ? { lanes: sfnLaneLauncher(clients.sfn, config.dispatcherArn) }
+      : {}),
     authenticator: new DynamoApiKeys(dynamodb, config.tableName),
     cursorKey: secrets.cursorKey,
     origin: () => config.publicOrigin,
@@ -131,6 +138,7 @@ export async function createAwsHost(config: AwsHostConfig, clients: AwsClients, 
   const deliveryStore = new DynamoDeliveryStore(dynamodb, config.tableName);
   const batchHost = new BatchHostService({
     delivery: host.delivery,
+    loop: host.loop,
     store: deliveryStore,
     attachments: host.attachments,
     getResource: (uid) => host.store.getResource(uid),
@@ -210,7 +218,7 @@ export function awsHostFromEnv(opts: AwsHostOptions = {}): Promise<AwsHost> {
     const config = readAwsHostConfig(process.env);
     return createAwsHost(
       config,
-      { dynamodb: dynamoDbClient(), sqs: sqsClient(), lambda: new LambdaClient({}) },
+      { dynamodb: dynamoDbClient(), sqs: sqsClient(), lambda: new LambdaClient({}), sfn: new SFNClient({}) },
       opts,
     );
   })();

@@ -6,6 +6,7 @@ import { DynamoDeliveryStore } from '../adapters/aws/dynamodb-delivery-store.ts'
 import { DynamoHostStore } from '../adapters/aws/dynamodb-host-store.ts';
 import { DynamoQueueDirectory } from '../adapters/aws/dynamodb-queue-directory.ts';
 import { SqsQueueBackend } from '../adapters/aws/sqs-queue-backend.ts';
+import { type ConsumerOfQueue, ControlLoop, type LaneLauncher } from '../delivery/control-loop.ts';
 import { DeliveryService } from '../delivery/delivery-service.ts';
 import { QueueProducer } from '../delivery/producer.ts';
 import type { Authenticator } from '../engine/auth.ts';
@@ -16,7 +17,7 @@ import { HostEngine } from '../engine/host-engine.ts';
 import { createAtLeastOnceQueueForm } from '../forms/at-least-once-queue/at-least-once-queue-form.ts';
 import { createModuleWorkerForm } from '../forms/module-worker/module-worker-form.ts';
 import type { WorkerRegistry } from '../forms/module-worker/worker-registry.ts';
-import { createQueueConsumerForm } from '../forms/queue-consumer/queue-consumer-form.ts';
+import { consumerClaimKey, createQueueConsumerForm } from '../forms/queue-consumer/queue-consumer-form.ts';
 import { createApiRoutes } from '../http/api-routes.ts';
 import { LIMITS } from '../http/discovery.ts';
 import { createHttpHandler } from '../http/handler.ts';
@@ -35,6 +36,11 @@ export interface HostDeps {
   origin: () => string;
   clock?: () => number;
   onAccepted?: (operationId: string) => void;
+  /**
+   * Starts dispatcher lanes (Step Functions on AWS, in process locally). Without one, sends wake
+   * no consumer and lanes start only from the supervisor.
+   */
+  lanes?: LaneLauncher;
   /** How long an executor's claim on an Operation lasts (default: the executor's 60 s). */
   operationLeaseMs?: number;
   /** Delivery: the bound on one worker invocation, and where a worker's code runs. */
@@ -107,7 +113,18 @@ export function composeHost(deps: HostDeps) {
   });
   const executor = new OperationExecutor({ store, forms, clock: deps.clock, leaseMs: deps.operationLeaseMs });
   const api = createApiRoutes({ origin: deps.origin, engine, forms, authenticator: deps.authenticator });
-  const producer = new QueueProducer({ sqs: deps.sqs, commits, clock: deps.clock });
+  const loop = new ControlLoop({
+    service: delivery,
+    launcher: deps.lanes ?? { start: async () => 'exists' },
+    consumerOfQueue: consumerOfQueue(store, attachments, deps.clock),
+    ...(deps.clock ? { clock: deps.clock } : {}),
+  });
+  const producer = new QueueProducer({
+    sqs: deps.sqs,
+    commits,
+    clock: deps.clock,
+    ...(deps.lanes ? { onSent: (target) => loop.wake(target.queueUid) } : {}),
+  });
   const extensions = createProducerRoutes({
     authenticator: deps.authenticator,
     getResource: (uid) => store.getResource(uid),
@@ -134,5 +151,35 @@ export function composeHost(deps: HostDeps) {
     queueDirectory,
     producer,
     delivery,
+    loop,
+  };
+}
+
+/** How long a send's lookup of its queue's consumer is reused: a consumer change shows within it. */
+const CONSUMER_CACHE_MS = 5_000;
+
+/**
+ * The live consumer of a queue (its claim, then its attachment), cached briefly: a busy producer
+ * would otherwise pay two reads per send. A stale answer at worst wakes an old generation, whose
+ * lane stops at its first step, or misses a wake the supervisor makes up for.
+ */
+function consumerOfQueue(
+  store: DynamoHostStore,
+  attachments: DynamoAttachments,
+  clock: () => number = Date.now,
+): ConsumerOfQueue {
+  const cache = new Map<string, { at: number; value: Awaited<ReturnType<ConsumerOfQueue>> }>();
+  return async (queueUid) => {
+    const hit = cache.get(queueUid);
+    if (hit && clock() - hit.at < CONSUMER_CACHE_MS) return hit.value;
+    const consumerUid = (await store.getClaim(consumerClaimKey(queueUid)))?.attributes.consumer;
+    const a = consumerUid ? await attachments.get(consumerUid) : undefined;
+    const value =
+      a?.state === 'active'
+        ? { consumerUid: a.consumerUid, generation: a.generation, maxConcurrency: a.spec.maxConcurrency }
+        : undefined;
+    if (cache.size >= 1_000) cache.clear();
+    cache.set(queueUid, { at: clock(), value });
+    return value;
   };
 }

@@ -10,6 +10,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { LambdaClient } from '@aws-sdk/client-lambda';
+import type { SFNClient } from '@aws-sdk/client-sfn';
 import type { APIGatewayProxyEvent } from 'aws-lambda';
 import { inject } from 'vitest';
 import { dynamoDbClient, sqsClient } from '../../lambdas/adapters/aws/clients.ts';
@@ -21,15 +22,19 @@ import { createApiHandler } from '../../lambdas/http/api-gateway-handler.ts';
 import { API_ROOT } from '../../lambdas/http/origin.ts';
 import { type AwsHostOptions, createAwsHost } from '../../lambdas/runtime/aws-host.ts';
 
+export const TEST_DISPATCHER_ARN = 'arn:aws:states:us-east-1:000000000000:stateMachine:d';
+
 export async function createAwsTestHost(
   options: AwsHostOptions & {
     workerTimeoutSeconds?: number;
     /** The client the API function triggers the executor with (with `executorFunction`). */
     lambda?: Pick<LambdaClient, 'send'>;
     executorFunction?: string;
+    /** Step Functions as the Host's functions see it: with it, sends and full batches start lanes. */
+    sfn?: Pick<SFNClient, 'send'>;
   } = {},
 ) {
-  const { lambda: givenLambda, executorFunction, ...opts } = options;
+  const { lambda: givenLambda, executorFunction, sfn, ...opts } = options;
   // clients.ts adds the faults of TAKOFORM_FAULTS already; withFaults is a no-op on them.
   const dynamodb = withFaults(dynamoDbClient(inject('ddbEndpoint')), 'dynamodb');
   const sqs = withFaults(sqsClient(inject('sqsEndpoint')), 'sqs');
@@ -45,8 +50,9 @@ export async function createAwsTestHost(
       workerTimeoutSeconds: opts.workerTimeoutSeconds ?? 30,
       idleWaitSeconds: 1,
       ...(executorFunction ? { executorFunction } : {}),
+      ...(sfn ? { dispatcherArn: TEST_DISPATCHER_ARN } : {}),
     },
-    { dynamodb, sqs, ...(lambda ? { lambda } : {}) },
+    { dynamodb, sqs, ...(lambda ? { lambda } : {}), ...(sfn ? { sfn } : {}) },
     { secrets: { cursorKey: randomBytes(32), credentialKey: randomBytes(32) }, graceMs: 1_000, ...opts },
   );
   const token = `tfk_${randomBytes(24).toString('base64url')}`;

@@ -2,9 +2,12 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { QueueInvoker } from '../../lambdas/delivery/batch-runner.ts';
+import { ControlLoop, type LaneLauncher } from '../../lambdas/delivery/control-loop.ts';
+import { directBatchHost } from '../../lambdas/delivery/direct-batch-host.ts';
 import { NamedError } from '../../lambdas/delivery/limits.ts';
 import type { ProduceCall } from '../../lambdas/delivery/settlement-protocol.ts';
-import { LocalDispatcher } from '../../lambdas/local/dispatcher/local-dispatcher.ts';
+import { LocalLanes } from '../../lambdas/local/lanes/local-lanes.ts';
+import { LocalSupervisor } from '../../lambdas/local/lanes/local-supervisor.ts';
 import { WorkerPool } from '../../lambdas/local/workers/worker-pool.ts';
 import { createTestHost, FORMS, type TestHost } from './host-harness.ts';
 
@@ -100,7 +103,23 @@ export async function createDeliveryHost(
   opts: { workerTimeoutMs?: number; graceMs?: number; clock?: () => number } = {},
 ) {
   const workerTimeoutMs = opts.workerTimeoutMs ?? 10_000;
+  /** Running delivery sides; `kill` makes one behave like a dead process from then on. */
+  const dispatchers: {
+    lanes: LocalLanes;
+    supervisor: LocalSupervisor;
+    kill: () => void;
+    dead: () => boolean;
+  }[] = [];
+  // Sends through the Host wake a consumer through the newest live delivery side, as they would
+  // reach the one Step Functions state machine on AWS.
+  const wakeLauncher: LaneLauncher = {
+    start: (name, input) => {
+      const live = dispatchers.filter((d) => !d.dead()).at(-1);
+      return live ? live.lanes.start(name, input) : Promise.resolve('exists');
+    },
+  };
   const host = await createTestHost({
+    lanes: wakeLauncher,
     delivery: { workerTimeoutMs, graceMs: opts.graceMs ?? 1_000, idleWaitSeconds: 1 },
     ...(opts.clock ? { clock: opts.clock } : {}),
   });
@@ -117,8 +136,6 @@ export async function createDeliveryHost(
   const newPool = () =>
     new WorkerPool({ timeoutMs: workerTimeoutMs, maxThreadsPerWorker: 250, output: () => {} });
   let pool = newPool();
-  /** Running dispatchers; `kill` makes one behave like a dead process from then on. */
-  const dispatchers: { dispatcher: LocalDispatcher; kill: () => void }[] = [];
 
   const invokerFor = async (slot: {
     workerName: string;
@@ -149,8 +166,14 @@ export async function createDeliveryHost(
     };
   };
 
-  /** Starts a dispatcher; a second call starts another one beside it (duplicate executions). */
-  function startDispatcher(): void {
+  /**
+   * Starts a delivery side — the control loop's lanes and its supervisor round (every
+   * `supervisorMs`, default 1 s: AWS runs it every minute; sends through the Host wake lanes
+   * either way). A second call starts another one beside it (duplicate executions).
+   */
+  function startDispatcher(
+    o: { supervisorMs?: number; waitTimeOverrides?: Record<string, number> } = {},
+  ): LocalLanes {
     let dead = false;
     // Each dispatcher reaches the delivery service through its own handle. After a crash that
     // handle never answers, like a dead process: no runner of the old dispatcher registers,
@@ -163,16 +186,23 @@ export async function createDeliveryHost(
           dead ? new Promise(() => {}) : (value as (...a: unknown[]) => unknown).apply(target, args);
       },
     });
-    const dispatcher = new LocalDispatcher({
-      service,
-      attachments: host.attachments,
+    const lanes = new LocalLanes();
+    const loop = new ControlLoop({ service, launcher: lanes });
+    lanes.attach({
+      loop,
+      host: directBatchHost(service, loop),
       sqs: host.sqs,
       idleWaitSeconds: 1,
-      pollMs: 200,
       invokerFor,
+      ...(o.waitTimeOverrides ? { waitTimeOverrides: o.waitTimeOverrides } : {}),
     });
-    dispatchers.push({ dispatcher, kill: () => (dead = true) });
-    dispatcher.start();
+    const supervisor = new LocalSupervisor(
+      { loop, attachments: host.attachments, queueDirectory: host.queueDirectory, sqs: host.sqs },
+      o.supervisorMs ?? 1_000,
+    );
+    dispatchers.push({ lanes, supervisor, kill: () => (dead = true), dead: () => dead });
+    supervisor.start();
+    return lanes;
   }
 
   /** Writes a worker module and registers its code (MW-02) under (space, name). */
@@ -245,7 +275,9 @@ export async function createDeliveryHost(
       for (const d of stopped) d.kill();
       // Handlers die at once (stopping a dispatcher may first wait for its current check).
       await old.close();
-      await Promise.all(stopped.map((d) => d.dispatcher.stop(0)));
+      // A dead side's supervisor round never returns (its service never answers): not awaited.
+      for (const d of stopped) void d.supervisor.stop();
+      await Promise.all(stopped.map((d) => d.lanes.stop(0)));
     },
     /**
      * What the local Host does when it starts after a crash: recovers every batch the dead run
@@ -256,7 +288,12 @@ export async function createDeliveryHost(
       startDispatcher();
     },
     async close(): Promise<void> {
-      await Promise.all(dispatchers.splice(0).map((d) => d.dispatcher.stop(2_000)));
+      await Promise.all(
+        dispatchers.splice(0).map(async (d) => {
+          await d.supervisor.stop();
+          await d.lanes.stop(2_000);
+        }),
+      );
       await pool.close();
     },
     logFile: (name: string) => path.join(dir, `${name}.jsonl`),

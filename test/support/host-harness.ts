@@ -2,6 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { inject } from 'vitest';
 import { dynamoDbClient, sqsClient } from '../../lambdas/adapters/aws/clients.ts';
 import { createHostTable } from '../../lambdas/adapters/aws/create-host-table.ts';
+import type { LaneLauncher } from '../../lambdas/delivery/control-loop.ts';
 import { type Access, hashApiKey, StaticKeyAuthenticator } from '../../lambdas/engine/auth.ts';
 import type { WorkerCode, WorkerRegistry } from '../../lambdas/forms/module-worker/worker-registry.ts';
 import { API_ROOT } from '../../lambdas/http/origin.ts';
@@ -57,6 +58,8 @@ export async function createTestHost(
     principals?: TestPrincipal[];
     clock?: () => number;
     delivery?: { workerTimeoutMs?: number; graceMs?: number; idleWaitSeconds?: number };
+    /** Starts dispatcher lanes; with one, sends through the Host wake their consumer. */
+    lanes?: LaneLauncher;
   } = {},
 ) {
   const dynamodb = dynamoDbClient(inject('ddbEndpoint'));
@@ -89,6 +92,7 @@ export async function createTestHost(
     cursorKey: randomBytes(32),
     origin: () => origin,
     onAccepted: (id) => accepted.push(id),
+    ...(opts.lanes ? { lanes: opts.lanes } : {}),
     ...(opts.clock ? { clock: opts.clock } : {}),
     delivery: {
       workerTimeoutMs: opts.delivery?.workerTimeoutMs ?? 30_000,

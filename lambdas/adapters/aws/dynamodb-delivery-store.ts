@@ -16,6 +16,7 @@ import type {
   AttemptsRecord,
   BatchHead,
   DeliveryStore,
+  DispatchState,
   Manifest,
   SettleResult,
 } from '../../delivery/delivery-store.ts';
@@ -78,6 +79,15 @@ function toHead(item: Record<string, unknown>): BatchHead {
   };
 }
 
+/** The slot map item as the control loop reads it. */
+function toDispatchState(item: Record<string, unknown> | undefined): DispatchState {
+  return {
+    slots: (item?.slots ?? {}) as Record<string, number>,
+    registered: (item?.registered ?? {}) as Record<string, boolean>,
+    wakes: typeof item?.wakes === 'number' ? item.wakes : 0,
+  };
+}
+
 export class DynamoDeliveryStore implements DeliveryStore {
   private readonly client: DynamoDBClient;
   private readonly table: string;
@@ -137,7 +147,16 @@ export class DynamoDeliveryStore implements DeliveryStore {
     return ((await this.getItem(deliveryKeys.slots(consumerUid)))?.slots ?? {}) as Record<string, number>;
   }
 
-  async acquireSlot(consumerUid: string, batchId: string, deadline: number, max: number): Promise<boolean> {
+  async dispatchState(consumerUid: string): Promise<DispatchState> {
+    return toDispatchState(await this.getItem(deliveryKeys.slots(consumerUid)));
+  }
+
+  async acquireSlot(
+    consumerUid: string,
+    batchId: string,
+    deadline: number,
+    max: number,
+  ): Promise<DispatchState | undefined> {
     for (let round = 0; round < 2; round++) {
       const out = await this.update(deliveryKeys.slots(consumerUid), {
         UpdateExpression: 'SET slots.#b = :deadline',
@@ -145,21 +164,33 @@ export class DynamoDeliveryStore implements DeliveryStore {
         ConditionExpression: 'size(slots) < :max AND attribute_not_exists(slots.#b)',
         ExpressionAttributeNames: { '#b': batchId },
         ExpressionAttributeValues: marshall({ ':deadline': deadline, ':max': max }),
+        ReturnValues: 'ALL_NEW',
         ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
       });
-      if (out.ok) return true;
-      if (out.old?.slots !== undefined) return false; // all slots taken
+      if (out.ok) return toDispatchState(out.item);
+      if (out.old?.slots !== undefined) return undefined; // all slots taken
       await this.initSlots(consumerUid); // first use: the slot map does not exist yet
     }
-    return false;
+    return undefined;
   }
 
-  async releaseSlot(consumerUid: string, batchId: string): Promise<void> {
-    await this.update(deliveryKeys.slots(consumerUid), {
+  async releaseSlot(consumerUid: string, batchId: string): Promise<number> {
+    const out = await this.update(deliveryKeys.slots(consumerUid), {
       UpdateExpression: 'REMOVE slots.#b, registered.#b',
       ConditionExpression: 'attribute_exists(slots)',
       ExpressionAttributeNames: { '#b': batchId },
+      ReturnValues: 'ALL_NEW',
     });
+    return out.ok ? toDispatchState(out.item).wakes : 0;
+  }
+
+  async wake(consumerUid: string): Promise<DispatchState> {
+    const out = await this.update(deliveryKeys.slots(consumerUid), {
+      UpdateExpression: 'ADD wakes :one',
+      ExpressionAttributeValues: marshall({ ':one': 1 }),
+      ReturnValues: 'ALL_NEW',
+    });
+    return toDispatchState(out.ok ? out.item : undefined);
   }
 
   async releaseUnregistered(consumerUid: string, batchId: string): Promise<boolean> {

@@ -17,14 +17,14 @@ import type { BatchHostRequest, BatchHostResponse } from '../../../lambdas/deliv
 import type { Received, Slot } from '../../../lambdas/delivery/delivery-service.ts';
 import { createDispatcherStepHandler } from '../../../lambdas/delivery/dispatcher-step-handler.ts';
 import { decodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
-import { executionName, superviseOnce } from '../../../lambdas/delivery/supervisor-handler.ts';
+import { superviseOnce } from '../../../lambdas/delivery/supervisor-handler.ts';
 import { hashApiKey } from '../../../lambdas/engine/auth.ts';
 import { runExecutor } from '../../../lambdas/engine/executor-handler.ts';
 import { createAwsHost } from '../../../lambdas/runtime/aws-host.ts';
 import { createQueueWorkerHandler } from '../../../lambdas/runtime/worker/lambda-adapter.ts';
 import { remoteBatchHost } from '../../../lambdas/runtime/worker/remote-batch-host.ts';
 import { main as admin } from '../../../scripts/admin.ts';
-import { type AwsTestHost, createAwsTestHost } from '../../support/aws-host-harness.ts';
+import { type AwsTestHost, createAwsTestHost, TEST_DISPATCHER_ARN } from '../../support/aws-host-harness.ts';
 import { waitFor } from '../../support/delivery-harness.ts';
 
 const b64 = (s: string) => Buffer.from(s).toString('base64');
@@ -271,51 +271,55 @@ describe('the AWS entries', () => {
     expect(await t.host.deliveryStore.getHead(acquired.slot.batchId)).toMatchObject({ outcome: 'threw' });
   });
 
-  it('supervisor: starts one named execution per consumer generation while messages wait; none when idle or running', async () => {
-    const own = await createAwsTestHost(); // its consumers only
-    const c = await own.setupConsumer('sup', { deadLetter: true });
-    const calls: { name: string; input: Record<string, unknown> }[] = [];
-    let running: string[] = [];
+  it('supervisor and wake: a send through the Host starts a lane, the minute starts lanes for the backlog no lane receives, names make starts idempotent', async () => {
+    const starts: { name: string; input: Record<string, unknown> }[] = [];
+    const names = new Set<string>();
     const sfn = {
       send: vi.fn(async (command: { constructor: { name: string }; input: Record<string, unknown> }) => {
-        calls.push({ name: command.constructor.name, input: command.input });
-        if (command.constructor.name === 'ListExecutionsCommand')
-          return { executions: running.map((name) => ({ name })) };
-        if (
-          command.constructor.name === 'StartExecutionCommand' &&
-          calls.filter((x) => x.name === 'StartExecutionCommand').length > 1
-        ) {
-          throw Object.assign(new Error('exists'), { name: 'ExecutionAlreadyExists' });
-        }
+        expect(command.constructor.name).toBe('StartExecutionCommand');
+        const name = String(command.input.name);
+        if (names.has(name)) throw Object.assign(new Error('exists'), { name: 'ExecutionAlreadyExists' });
+        names.add(name);
+        starts.push({ name, input: JSON.parse(String(command.input.input)) });
+        expect(command.input.stateMachineArn).toBe(TEST_DISPATCHER_ARN);
         return {};
       }),
     };
+    const own = await createAwsTestHost({ sfn }); // its consumers only
+    const c = await own.setupConsumer('sup', { deadLetter: true });
     const cloudwatch = { send: vi.fn(async () => ({ MetricDataResults: [{ Id: 'oldest', Values: [42] }] })) };
     const now = Date.now();
-    const deps = {
-      host: own.host,
-      stateMachineArn: 'arn:aws:states:us-east-1:000000000000:stateMachine:d',
-      sfn,
-      cloudwatch,
-      oldestAgeEveryMinutes: 1,
-      clock: () => now,
-    };
+    const deps = { host: own.host, cloudwatch, oldestAgeEveryMinutes: 1, clock: () => now };
 
     const idle = await superviseOnce(deps as never);
     expect(idle.started).toBe(0);
+    expect(starts).toEqual([]);
 
+    // A send through the Host wakes the idle consumer: one lane, named by the second.
     await own.host.host.producer.sendBatch(
       c.queue,
-      Array.from({ length: 15 }, (_, i) => ({ body: `m${i}` })),
+      Array.from({ length: 25 }, (_, i) => ({ body: `m${i}` })),
     );
+    expect(starts.map((s) => s.name)).toEqual([
+      expect.stringMatching(new RegExp(`^${c.consumerUid}-g1-w\\d+$`)),
+    ]);
+    expect(starts[0]?.input).toEqual({
+      consumerUid: c.consumerUid,
+      generation: 1,
+      round: 0,
+      full: false,
+      idle: false,
+    });
     const dlq = await own.host.host.queueDirectory.queue(c.dlqUid!);
-    await own.host.host.producer.sendBatch(dlq!, [{ body: 'dead' }]);
+    await own.host.host.producer.sendBatch(dlq!, [{ body: 'dead' }]); // no consumer: no wake
+
+    // The minute: no lane is receiving (the fake started nothing), 25 visible, batches of 10,
+    // maxConcurrency 2 → two lanes.
     const first = await superviseOnce(deps as never);
-    expect(first.started).toBe(1);
+    expect(first.started).toBe(2);
     expect(first.deadLetter).toBe(1);
-    expect(first.backlog).toBeGreaterThanOrEqual(15);
+    expect(first.backlog).toBeGreaterThanOrEqual(25);
     expect(first.oldestMessageAgeSeconds).toBe(42);
-    // Read by queue name prefix with a SEARCH expression, reduced to one value.
     const query = (
       cloudwatch.send.mock.calls[0] as unknown as [{ input: { MetricDataQueries: { Expression: string }[] } }]
     )[0].input;
@@ -323,25 +327,19 @@ describe('the AWS entries', () => {
       `SEARCH('{AWS/SQS,QueueName} MetricName="ApproximateAgeOfOldestMessage" QueueName:"${own.queueNamePrefix.replace(/-$/, '')}"', 'Maximum', 300)`,
       'MAX(queues)',
     ]);
-    const start = calls.find(
-      (x) => x.name === 'StartExecutionCommand' && x.input.name === executionName(c.consumerUid, 1, now),
-    );
-    expect(start).toBeDefined();
-    expect(JSON.parse(String(start?.input.input))).toEqual({
-      consumerUid: c.consumerUid,
-      generation: 1,
-      laneCount: 2,
-      lanes: [0, 1],
-    });
-
-    // Same minute again: Step Functions refuses the duplicate name; that is fine.
-    const again = await superviseOnce(deps as never);
-    expect(again.started).toBe(0);
-    // A running execution of this generation: nothing is started.
-    running = [executionName(c.consumerUid, 1, now - 120_000)];
-    const before = calls.filter((x) => x.name === 'StartExecutionCommand').length;
-    await superviseOnce(deps as never);
-    expect(calls.filter((x) => x.name === 'StartExecutionCommand').length).toBe(before);
+    expect(starts.slice(1).map((s) => s.name)).toEqual([
+      `${c.consumerUid}-g1-t${Math.floor(now / 60_000)}-0`,
+      `${c.consumerUid}-g1-t${Math.floor(now / 60_000)}-1`,
+    ]);
+    // Same minute again: Step Functions refuses the names; nothing new starts.
+    expect((await superviseOnce(deps as never)).started).toBe(0);
+    // A lane is receiving (its slot is not registered yet): neither the minute nor a send starts one.
+    const later = { ...deps, clock: () => now + 60_000 };
+    const taken = await own.host.host.delivery.acquire(c.consumerUid, 1);
+    expect(taken.status).toBe('acquired');
+    expect((await superviseOnce(later as never)).started).toBe(0);
+    await own.host.host.producer.sendBatch(c.queue, [{ body: 'more' }]);
+    expect(starts).toHaveLength(3);
   });
 
   it('executor: an acceptance triggers an asynchronous invoke; the run settles due Operations and counts reconciling ones', async () => {

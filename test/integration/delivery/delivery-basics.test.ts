@@ -99,7 +99,7 @@ describe('lanes run several batches per invocation', () => {
         first.slot,
         {
           sqs: d.host.sqs,
-          host: directBatchHost(d.host.delivery),
+          host: directBatchHost(d.host.delivery, d.host.loop),
           idleWaitSeconds: 1,
           invoker: {
             invoke: async (delivery, settle, slot) => {

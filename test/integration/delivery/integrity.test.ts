@@ -471,7 +471,7 @@ describe('issue 11: what a runner may ask, and late recovery (DL-07, DL-09, RC-0
     });
     const [keep, other] = await d.host.producer.sendBatch(queue, [{ body: 'k' }, { body: 'o' }]);
     const slot = await slotOf(d, consumerUid);
-    const host: BatchHostPort = directBatchHost(d.host.delivery);
+    const host: BatchHostPort = directBatchHost(d.host.delivery, d.host.loop);
     let asked: string[] = [];
     const invoker: QueueInvoker = {
       invoke: async (delivery, settle) => {

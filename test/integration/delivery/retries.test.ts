@@ -206,7 +206,7 @@ describe('DL-06 a 43200 s retry delay, driven at the service level with an injec
       if (acquired.status !== 'acquired') throw new Error(`no slot: ${acquired.status}`);
       return runBatch(acquired.slot, {
         sqs: d.host.sqs,
-        host: directBatchHost(d.host.delivery),
+        host: directBatchHost(d.host.delivery, d.host.loop),
         invoker,
         idleWaitSeconds: 1,
         clock,

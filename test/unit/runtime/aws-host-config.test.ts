@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { PRODUCE_ERRORS, SETTLE_ERRORS, wireError } from '../../../lambdas/delivery/batch-host-protocol.ts';
 import { NamedError } from '../../../lambdas/delivery/limits.ts';
-import { executionName, laneCount } from '../../../lambdas/delivery/supervisor-handler.ts';
 import { readAwsHostConfig } from '../../../lambdas/runtime/aws-host.ts';
 import { declaredQueueHandler, workerConfigFromEnv } from '../../../lambdas/runtime/worker/lambda-adapter.ts';
 import { sqsSearchExpression } from '../../../lambdas/shared/aws-env.ts';
@@ -57,19 +56,7 @@ describe('AWS Host configuration (read once, fail fast)', () => {
   });
 });
 
-describe('supervisor naming and lanes', () => {
-  it('names executions per consumer generation and minute', () => {
-    expect(executionName('rABC', 3, 120_000)).toBe('rABC-g3-t2');
-    expect(executionName('rABC', 3, 179_999)).toBe('rABC-g3-t2');
-  });
-
-  it('runs enough lanes for the backlog, within maxConcurrency and the Inline Map', () => {
-    expect(laneCount(1, 10, 5)).toBe(1);
-    expect(laneCount(25, 10, 5)).toBe(3);
-    expect(laneCount(1000, 10, 5)).toBe(5);
-    expect(laneCount(10_000, 1, 250)).toBe(40);
-  });
-
+describe('supervisor metrics', () => {
   it('searches SQS metrics by the queue name prefix', () => {
     expect(sqsSearchExpression('takoform-host-', 'ApproximateAgeOfOldestMessage', 'Maximum', 300)).toBe(
       `SEARCH('{AWS/SQS,QueueName} MetricName="ApproximateAgeOfOldestMessage" QueueName:"takoform-host"', 'Maximum', 300)`,

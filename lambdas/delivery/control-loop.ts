@@ -1,0 +1,222 @@
+/**
+ * The delivery control loop: when lane executions start, how many, when they end, how an idle
+ * consumer wakes and when recovery runs. One module for AWS and the local Host: the step Lambda,
+ * the batch host, the producer paths and the supervisor call it on AWS, and the local Host calls
+ * it from the same places, with a launcher that runs the same state machine in process.
+ *
+ * A *lane* is one execution of the dispatcher state machine (`dispatcher-definition.ts`): it takes
+ * a slot, runs batches through the worker, and repeats until its queue is idle. Lanes are cheap to
+ * start and end by themselves, so the loop never needs to count them exactly; the slot map alone
+ * bounds how many batches run (DL-02: `size(slots) < maxConcurrency`, in the store). Lanes start:
+ *
+ * - **on send** (`wake`): a send through the Host to a consumer with no lane receiving starts one;
+ * - **on backlog** (`afterBatch`): a lane whose batch came back full starts one more while a slot
+ *   is free, so the lanes double per batch round until the backlog or maxConcurrency is reached;
+ * - **by the supervisor** (`supervise`, every minute on AWS): for a visible backlog no lane is
+ *   receiving — messages sent straight to SQS, and lanes lost to failures;
+ * - **by hand-over**: a lane that ran `ROUNDS_PER_EXECUTION` rounds starts its successor and ends,
+ *   which bounds every execution's history.
+ *
+ * Lanes end when their queue is idle (nothing arrived during the idle wait), when every slot is
+ * taken (the holders are lanes themselves), or when the consumer stops.
+ */
+import { newToken } from '../engine/ids.ts';
+import { log } from '../shared/log.ts';
+import type { LaneEvidence } from './batch-runner.ts';
+import type { AcquireResult, DeliveryService, Slot } from './delivery-service.ts';
+import type { DispatchState } from './delivery-store.ts';
+import { dispatcherInput } from './dispatcher-definition.ts';
+
+export { ROUNDS_PER_EXECUTION } from './dispatcher-definition.ts';
+
+/** What an execution of the dispatcher state machine starts from (`dispatcherInput`). */
+export interface LaneInput {
+  consumerUid: string;
+  generation: number;
+  /** Rounds (worker invocations) this execution has run; it hands over at the bound. */
+  round: number;
+  full: boolean;
+  idle: boolean;
+}
+
+/** Starts dispatcher executions: Step Functions on AWS, the in-process runner locally. */
+export interface LaneLauncher {
+  /** `exists` when an execution of that name runs or ran (names make starts idempotent). */
+  start(name: string, input: LaneInput): Promise<'started' | 'exists'>;
+}
+
+/** The dispatcher step Lambda's actions (what the state machine's Host tasks send). */
+export type DispatcherStepInput =
+  /** `full`: the lane's last batch filled up (evidence of a backlog). */
+  | { action: 'acquire'; consumerUid: string; generation: number; full?: boolean }
+  | { action: 'recover'; consumerUid: string; batchId: string }
+  | { action: 'handover'; consumerUid: string; generation: number };
+
+export type DispatcherStepResult =
+  | AcquireResult
+  | { recovered: true; waitSeconds: number }
+  | { handedOver: boolean };
+
+/** A lane waiting for a slot kept by a failed invocation waits at most this long per round. */
+export const MAX_HELD_WAIT_SECONDS = 3_600;
+
+/** Lanes for a backlog: enough for `visible` messages, within maxConcurrency, minus those held. */
+export function lanesForBacklog(p: {
+  visible: number;
+  maxBatchSize: number;
+  maxConcurrency: number;
+  held: number;
+}): number {
+  if (p.visible <= 0) return 0;
+  const wanted = Math.min(p.maxConcurrency, Math.ceil(p.visible / Math.max(1, p.maxBatchSize)));
+  return Math.max(0, wanted - p.held);
+}
+
+/** A full batch is evidence of a backlog: one more lane while a slot is free. */
+export function lanesAfterBatch(p: { full: boolean; held: number; maxConcurrency: number }): number {
+  return p.full && p.held < p.maxConcurrency ? 1 : 0;
+}
+
+/** Slots taken by lanes that are still receiving (not yet holding a registered batch). */
+export function gatheringSlots(state: DispatchState): number {
+  return Object.keys(state.slots).filter((b) => !state.registered[b]).length;
+}
+
+/** A send wakes the consumer only when no lane is receiving and a slot is free. */
+export function lanesOnWake(state: DispatchState, maxConcurrency: number): number {
+  return gatheringSlots(state) === 0 && Object.keys(state.slots).length < maxConcurrency ? 1 : 0;
+}
+
+const consumerKey = (consumerUid: string, generation: number) => `${consumerUid}-g${generation}`;
+
+/**
+ * Execution names (≤ 80 characters of `[A-Za-z0-9_-]`). Wakes of one second and the supervisor's
+ * starts of one minute share names, so concurrent callers start each lane once.
+ */
+export const laneNames = {
+  wake: (c: string, g: number, now: number) => `${consumerKey(c, g)}-w${Math.floor(now / 1000)}`,
+  supervisor: (c: string, g: number, now: number, i: number) =>
+    `${consumerKey(c, g)}-t${Math.floor(now / 60_000)}-${i}`,
+  spawn: (c: string, g: number) => `${consumerKey(c, g)}-s${newToken(12)}`,
+  handover: (c: string, g: number) => `${consumerKey(c, g)}-h${newToken(12)}`,
+};
+
+/** The consumer of a queue, as a send's wake needs it (cached briefly by the caller's choice). */
+export type ConsumerOfQueue = (
+  queueUid: string,
+) => Promise<{ consumerUid: string; generation: number; maxConcurrency: number } | undefined>;
+
+export interface ControlLoopOptions {
+  service: DeliveryService;
+  launcher: LaneLauncher;
+  consumerOfQueue?: ConsumerOfQueue;
+  clock?: () => number;
+}
+
+export class ControlLoop {
+  private readonly o: ControlLoopOptions;
+  private readonly clock: () => number;
+
+  constructor(opts: ControlLoopOptions) {
+    this.o = opts;
+    this.clock = opts.clock ?? Date.now;
+  }
+
+  /** The Host tasks of the state machine (AcquireSlot, RecoverBatch, HandOver). */
+  async step(input: DispatcherStepInput): Promise<DispatcherStepResult> {
+    switch (input.action) {
+      case 'acquire':
+        return this.afterBatch(
+          await this.o.service.acquire(input.consumerUid, input.generation),
+          input.full === true,
+        );
+      case 'recover': {
+        const { heldUntil } = await this.o.service.recoverLane(input.consumerUid, input.batchId);
+        const wait = heldUntil === undefined ? 0 : Math.ceil((heldUntil - this.clock()) / 1000) + 1;
+        return { recovered: true, waitSeconds: Math.max(0, Math.min(MAX_HELD_WAIT_SECONDS, wait)) };
+      }
+      case 'handover': {
+        const started = await this.launch(
+          laneNames.handover(input.consumerUid, input.generation),
+          input.consumerUid,
+          input.generation,
+          'hand-over',
+        );
+        return { handedOver: started };
+      }
+    }
+  }
+
+  /** A lane's next slot within one worker invocation; a full batch may start another lane. */
+  async acquireNext(previous: Slot, credential: string, evidence?: LaneEvidence): Promise<AcquireResult> {
+    return this.afterBatch(await this.o.service.acquireNext(previous, credential), evidence?.full === true);
+  }
+
+  /** A lane that took its next slot after a full batch may start one more lane. */
+  private async afterBatch(next: AcquireResult, full: boolean): Promise<AcquireResult> {
+    if (next.status !== 'acquired') return next;
+    if (lanesAfterBatch({ full, held: next.held, maxConcurrency: next.capacity }) === 0) return next;
+    const { consumerUid, generation } = next.slot;
+    try {
+      await this.launch(laneNames.spawn(consumerUid, generation), consumerUid, generation, 'backlog');
+    } catch (err) {
+      // Scaling is an optimisation: this lane runs its batch either way.
+      log.warn('could not start another lane for a backlog', { consumerUid, err });
+    }
+    return next;
+  }
+
+  /**
+   * After a send through the Host (HTTP extension, `env` bindings): the queue's consumer gets a
+   * lane within the time a lane takes to start, rather than at the supervisor's next minute. A
+   * failure here never fails the send (the supervisor still starts a lane for the backlog).
+   */
+  async wake(queueUid: string): Promise<void> {
+    try {
+      const consumer = await this.o.consumerOfQueue?.(queueUid);
+      if (!consumer) return;
+      const state = await this.o.service.countWake(consumer.consumerUid);
+      if (lanesOnWake(state, consumer.maxConcurrency) === 0) return;
+      await this.launch(
+        laneNames.wake(consumer.consumerUid, consumer.generation, this.clock()),
+        consumer.consumerUid,
+        consumer.generation,
+        'send',
+      );
+    } catch (err) {
+      log.warn('could not wake the consumer of a queue; the supervisor will', { queueUid, err });
+    }
+  }
+
+  /**
+   * One supervision round for a consumer: recover batches whose deadline passed, then start lanes
+   * for a visible backlog that no lane is receiving. Returns how many lanes it started.
+   */
+  async superviseConsumer(
+    c: { consumerUid: string; generation: number; maxBatchSize: number; maxConcurrency: number },
+    visible: number,
+  ): Promise<{ recovered: number; started: number }> {
+    const recovered = await this.o.service.recoverExpired(c.consumerUid);
+    const state = await this.o.service.dispatchState(c.consumerUid);
+    if (visible <= 0 || gatheringSlots(state) > 0) return { recovered, started: 0 };
+    const count = lanesForBacklog({
+      visible,
+      maxBatchSize: c.maxBatchSize,
+      maxConcurrency: c.maxConcurrency,
+      held: Object.keys(state.slots).length,
+    });
+    const now = this.clock();
+    let started = 0;
+    for (let i = 0; i < count; i++) {
+      const name = laneNames.supervisor(c.consumerUid, c.generation, now, i);
+      if (await this.launch(name, c.consumerUid, c.generation, 'backlog')) started++;
+    }
+    return { recovered, started };
+  }
+
+  private async launch(name: string, consumerUid: string, generation: number, reason: string) {
+    const out = await this.o.launcher.start(name, dispatcherInput(consumerUid, generation));
+    if (out === 'started') log.debug('lane starts', { consumerUid, generation, reason, name });
+    return out === 'started';
+  }
+}

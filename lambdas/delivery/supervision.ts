@@ -1,0 +1,96 @@
+/**
+ * One supervision round over every active consumer: the control loop's periodic part. The AWS
+ * supervisor Lambda runs it every minute; the local Host runs the same function on a timer. Per
+ * consumer it recovers batches whose slot deadline passed, reads the queue's visible backlog, and
+ * lets the control loop start lanes for a backlog no lane is receiving (messages sent straight
+ * to SQS, and lanes lost to failures). It also sums the backlog and the dead-letter depth, which
+ * the AWS alarms watch.
+ */
+import { GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import type { Attachment, AttachmentStore } from '../forms/queue-consumer/attachments.ts';
+import { log } from '../shared/log.ts';
+import type { ControlLoop } from './control-loop.ts';
+import type { QueueDirectory, QueueTarget } from './ports.ts';
+
+export interface SupervisionDeps {
+  loop: ControlLoop;
+  attachments: Pick<AttachmentStore, 'get'> & {
+    listActive(): Promise<{ consumerUid: string; generation: number }[]>;
+  };
+  queueDirectory: QueueDirectory;
+  sqs: Pick<SQSClient, 'send'>;
+  /** Runs before a consumer's queue is read (the AWS supervisor tags old queues here). */
+  beforeQueue?: (queue: QueueTarget) => Promise<void>;
+}
+
+export interface SupervisionResult {
+  consumers: number;
+  started: number;
+  recovered: number;
+  backlog: number;
+  deadLetter: number;
+}
+
+async function queueCounts(sqs: SupervisionDeps['sqs'], sqsUrl: string) {
+  const out = await sqs.send(
+    new GetQueueAttributesCommand({
+      QueueUrl: sqsUrl,
+      AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesDelayed'],
+    }),
+  );
+  const a = out.Attributes ?? {};
+  return {
+    visible: Number(a.ApproximateNumberOfMessages ?? 0) || 0,
+    delayed: Number(a.ApproximateNumberOfMessagesDelayed ?? 0) || 0,
+  };
+}
+
+async function superviseConsumer(deps: SupervisionDeps, a: Attachment, result: SupervisionResult) {
+  const spec = a.spec;
+  const dlqUid = spec.deadLetterQueue?.resourceUid;
+  const dlq = dlqUid ? await deps.queueDirectory.queue(dlqUid) : undefined;
+  if (dlq) {
+    const c = await queueCounts(deps.sqs, dlq.sqsUrl);
+    result.deadLetter += c.visible + c.delayed;
+  }
+  const queue = await deps.queueDirectory.queue(spec.queue.resourceUid);
+  let visible = 0;
+  if (queue) {
+    await deps.beforeQueue?.(queue);
+    visible = (await queueCounts(deps.sqs, queue.sqsUrl)).visible;
+    result.backlog += visible;
+  }
+  const r = await deps.loop.superviseConsumer(
+    {
+      consumerUid: a.consumerUid,
+      generation: a.generation,
+      maxBatchSize: spec.maxBatchSize,
+      maxConcurrency: spec.maxConcurrency,
+    },
+    visible,
+  );
+  result.recovered += r.recovered;
+  result.started += r.started;
+}
+
+export async function superviseRound(deps: SupervisionDeps): Promise<SupervisionResult> {
+  const active = await deps.attachments.listActive();
+  const result: SupervisionResult = {
+    consumers: active.length,
+    started: 0,
+    recovered: 0,
+    backlog: 0,
+    deadLetter: 0,
+  };
+  for (const { consumerUid } of active) {
+    try {
+      const a = await deps.attachments.get(consumerUid);
+      if (a?.state !== 'active') continue;
+      await superviseConsumer(deps, a, result);
+    } catch (err) {
+      // One consumer's trouble never stops the others; the next round tries again.
+      log.warn('supervision of a consumer failed', { consumerUid, err });
+    }
+  }
+  return result;
+}

@@ -1,0 +1,136 @@
+import type { SQSClient } from '@aws-sdk/client-sqs';
+import { type BatchHostPort, type QueueInvoker, runLane } from '../../delivery/batch-runner.ts';
+import type {
+  ControlLoop,
+  DispatcherStepInput,
+  LaneInput,
+  LaneLauncher,
+} from '../../delivery/control-loop.ts';
+import type { Slot } from '../../delivery/delivery-service.ts';
+import { DISPATCHER_TASKS, dispatcherDefinition } from '../../delivery/dispatcher-definition.ts';
+import { log } from '../../shared/log.ts';
+import { type LocalExecution, LocalStateMachine } from '../standins/local-step-functions.ts';
+
+export interface LocalLanesOptions {
+  /** The control loop the state machine's Host tasks call (as the step Lambda does on AWS). */
+  loop: Pick<ControlLoop, 'step'>;
+  /** The runner's view of the Host (as the batch-host Lambda is on AWS). */
+  host: BatchHostPort;
+  sqs: SQSClient;
+  /** Makes the invoker that runs a slot's batch on the worker's code. */
+  invokerFor(slot: Slot): Promise<QueueInvoker>;
+  /** How long a lane long-polls an empty queue before it ends. */
+  idleWaitSeconds: number;
+  /** Wait state durations in ms (tests shorten the wait for a kept slot). */
+  waitTimeOverrides?: Record<string, number>;
+  /** Step Functions' history cap (default 25,000, as on AWS). */
+  historyLimit?: number;
+}
+
+/**
+ * The local Host's lanes: each one an execution of the production dispatcher definition, run in
+ * process by the local Step Functions stand-in, with the Task states calling what the Lambda
+ * functions call on AWS. Which lanes start, and when, is the control loop's decision alone.
+ */
+export class LocalLanes implements LaneLauncher {
+  private o: LocalLanesOptions | undefined;
+  private readonly machine: LocalStateMachine;
+  private stopped = false;
+  /** Aborted by `stop`: lanes stop receiving and start no new batch. */
+  private readonly stopping = new AbortController();
+
+  constructor(opts: { historyLimit?: number } = {}) {
+    this.machine = new LocalStateMachine(
+      dispatcherDefinition({ stepFunction: 'arn:aws:lambda:local:000000000000:function:dispatcher-step' }),
+      opts.historyLimit !== undefined ? { historyLimit: opts.historyLimit } : {},
+    );
+  }
+
+  /** Connects the lanes to the Host they run for (the loop needs the launcher, and back). */
+  attach(opts: LocalLanesOptions): void {
+    this.o = opts;
+  }
+
+  async start(name: string, input: LaneInput): Promise<'started' | 'exists'> {
+    const o = this.o;
+    if (!o || this.stopped) return 'exists';
+    let execution: LocalExecution;
+    try {
+      execution = this.machine.start({
+        name,
+        input,
+        taskHandlers: this.taskHandlers(o),
+        ...(o.waitTimeOverrides ? { waitTimeOverrides: o.waitTimeOverrides } : {}),
+      });
+    } catch (err) {
+      if ((err as Error)?.name === 'ExecutionAlreadyExists') return 'exists';
+      throw err;
+    }
+    execution.result.catch((err) => {
+      if (!this.stopped) log.warn('a dispatcher lane failed', { name, err });
+    });
+    return 'started';
+  }
+
+  private taskHandlers(o: LocalLanesOptions): Record<string, (payload: unknown) => Promise<unknown>> {
+    const step = (payload: unknown) => o.loop.step(payload as DispatcherStepInput);
+    return {
+      [DISPATCHER_TASKS.acquire]: async (payload) => (this.stopped ? { status: 'stop' } : step(payload)),
+      [DISPATCHER_TASKS.recover]: step,
+      [DISPATCHER_TASKS.handover]: async (payload) => (this.stopped ? { handedOver: false } : step(payload)),
+      [DISPATCHER_TASKS.invoke]: async (payload) => {
+        const slot = (payload as { slot: Slot }).slot;
+        // Several batches per InvokeWorker, as on AWS: the state machine's transitions are
+        // paid per invocation, not per batch.
+        return runLane(
+          slot,
+          {
+            sqs: o.sqs,
+            host: o.host,
+            invoker: await o.invokerFor(slot),
+            idleWaitSeconds: o.idleWaitSeconds,
+            signal: this.stopping.signal,
+            log: (message, fields) => log.warn(message, { consumerUid: slot.consumerUid, ...fields }),
+          },
+          { maxBatches: 100, budgetMs: 30_000 },
+        );
+      },
+    };
+  }
+
+  /** Executions still running, with their history so far (tests and diagnostics). */
+  running() {
+    return this.machine.running();
+  }
+
+  stats() {
+    return this.machine.stats();
+  }
+
+  /**
+   * Stops starting work: lanes stop receiving and take no new batch, and running batches get
+   * `boundMs` to finish. Then `cutOff` (ending the handlers still running, so that their runners
+   * finalise them as abandoned: retried, never acknowledged) and a short wait for those runners;
+   * executions still running after that are aborted. What is left unfinished is recovered when
+   * the Host starts again.
+   */
+  async stop(boundMs = 10_000, cutOff?: () => Promise<void>): Promise<void> {
+    this.stopped = true;
+    this.stopping.abort();
+    const all = this.machine.running();
+    const within = async (ms: number) => {
+      const timeout = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), ms).unref());
+      const settled = Promise.allSettled(all.map((r) => r.result)).then(() => 'done' as const);
+      return (await Promise.race([settled, timeout])) === 'done';
+    };
+    if (await within(boundMs)) return;
+    if (cutOff) {
+      await cutOff();
+      if (await within(FINALIZE_AFTER_CUT_OFF_MS)) return;
+    }
+    for (const r of all) r.abort();
+  }
+}
+
+/** Time the runners of cut-off handlers get to finalise their batches during a stop. */
+const FINALIZE_AFTER_CUT_OFF_MS = 3_000;

@@ -1,0 +1,154 @@
+/**
+ * The delivery control loop as the local Host runs it — the policy AWS runs (issue 12): lanes are
+ * executions of the production dispatcher definition under the local Step Functions stand-in
+ * (history limit on), started by sends, full batches and the supervisor round; the slot map alone
+ * bounds concurrency (DL-02).
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createDeliveryHost,
+  peakConcurrency,
+  readEvents,
+  recordingWorker,
+  waitFor,
+} from '../../support/delivery-harness.ts';
+
+type DeliveryHost = Awaited<ReturnType<typeof createDeliveryHost>>;
+
+const logFile = (name: string) => path.join(mkdtempSync(path.join(tmpdir(), 'tf-loop-')), `${name}.jsonl`);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Long enough that no test here sees a supervisor round after the first: only the loop acts. */
+const NO_SUPERVISOR = { supervisorMs: 3_600_000 };
+
+describe('one control loop: scale up, shed, wake on send', () => {
+  let d: DeliveryHost;
+  beforeAll(async () => {
+    d = await createDeliveryHost();
+  });
+  afterAll(async () => {
+    await d.close();
+  });
+
+  for (const maxConcurrency of [3, 60]) {
+    it(`DL-02 a consumer started for one message scales to maxConcurrency ${maxConcurrency} under a later backlog, never above it, and sheds its lanes when idle`, async () => {
+      const log = logFile(`scale-${maxConcurrency}`);
+      const { queue, consumerUid } = await d.setup(
+        `scale${maxConcurrency}`,
+        recordingWorker(log, 'await new Promise((r) => setTimeout(r, 2_000));'),
+        { maxBatchSize: 1, maxConcurrency, maxRetries: 5 },
+      );
+      const lanes = d.startDispatcher(NO_SUPERVISOR);
+      // One message: one lane, woken by the send.
+      await d.host.producer.send(queue, 'first');
+      await waitFor('the first delivery', () => readEvents(log).some((e) => e.ev === 'end'));
+      expect(peakConcurrency(readEvents(log))).toBe(1);
+
+      // A backlog far larger than maxConcurrency batches.
+      const total = maxConcurrency * 8;
+      for (let sent = 0; sent < total; sent += 100) {
+        const n = Math.min(100, total - sent);
+        await d.host.producer.sendBatch(
+          queue,
+          Array.from({ length: n }, (_, i) => ({ body: `m${sent + i}` })),
+        );
+      }
+      const backlogAt = Date.now();
+      let peakSlots = 0;
+      let peakLanes = 0;
+      let fullAt: number | undefined;
+      await waitFor(
+        'the backlog drained',
+        async () => {
+          const held = Object.keys(await d.host.delivery.slotsOf(consumerUid)).length;
+          if (held === maxConcurrency) fullAt ??= Date.now();
+          peakSlots = Math.max(peakSlots, held);
+          peakLanes = Math.max(peakLanes, lanes.running().length);
+          return readEvents(log).filter((e) => e.ev === 'msg').length >= total + 1;
+        },
+        120_000,
+      );
+      const events = readEvents(log);
+      console.info(
+        `maxConcurrency ${maxConcurrency}: all slots held ${fullAt === undefined ? 'never' : `${fullAt - backlogAt} ms`} after the backlog was sent`,
+      );
+      // Every slot taken, never more (DL-02); handlers overlap past the Inline Map's 40 where the
+      // bound allows it (a slot also covers receiving, registering and finalising).
+      expect(peakSlots).toBe(maxConcurrency);
+      expect(peakConcurrency(events)).toBeLessThanOrEqual(maxConcurrency);
+      expect(peakConcurrency(events)).toBeGreaterThanOrEqual(maxConcurrency > 40 ? 41 : maxConcurrency);
+      // Every message once (nothing lost, nothing duplicated on this clean run).
+      const bodies = events.filter((e) => e.ev === 'msg').map((e) => Buffer.from(e.body ?? '', 'base64').toString());
+      expect(new Set(bodies).size).toBe(total + 1);
+
+      // Idle: every lane ends after its idle wait; no slot is left.
+      await waitFor('every lane ended', () => lanes.running().length === 0, 30_000);
+      expect(await d.host.delivery.slotsOf(consumerUid)).toEqual({});
+      expect(peakLanes).toBeGreaterThanOrEqual(maxConcurrency);
+      // No execution came near the history limit, and none failed.
+      const stats = lanes.stats();
+      expect(stats.failed).toBe(0);
+      expect(stats.maxHistoryEvents).toBeLessThan(25_000);
+    }, 180_000);
+  }
+
+  it('a send through the Host wakes a consumer whose lanes have all ended: delivered within maxBatchTimeoutSeconds + 1 s, with no supervisor round', async () => {
+    const log = logFile('wake');
+    const { queue, consumerUid } = await d.setup('wake', recordingWorker(log), {
+      maxBatchSize: 10,
+      maxBatchTimeoutSeconds: 1,
+      maxConcurrency: 2,
+    });
+    const lanes = d.startDispatcher(NO_SUPERVISOR);
+    await d.host.producer.send(queue, 'warm-up');
+    await waitFor('the warm-up', () => readEvents(log).some((e) => e.ev === 'end'));
+    // Idle: the lane ends after its idle wait (1 s here), and nothing runs for the consumer.
+    await waitFor('the lane ended', () => lanes.running().length === 0, 30_000);
+    await sleep(3_000);
+    expect(lanes.running()).toEqual([]);
+    expect(await d.host.delivery.slotsOf(consumerUid)).toEqual({});
+
+    const latencies: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const sentAt = Date.now();
+      await d.host.producer.send(queue, `wake-${i}`);
+      await waitFor(`wake ${i}`, () =>
+        readEvents(log).some((e) => e.ev === 'msg' && Buffer.from(e.body ?? '', 'base64').toString() === `wake-${i}`),
+      );
+      const at = readEvents(log).find(
+        (e) => e.ev === 'msg' && Buffer.from(e.body ?? '', 'base64').toString() === `wake-${i}`,
+      )?.t as number;
+      latencies.push(at - sentAt);
+      await waitFor('the lane ended again', () => lanes.running().length === 0, 30_000);
+    }
+    // maxBatchTimeoutSeconds (1 s) + 1 s.
+    for (const ms of latencies) expect(ms).toBeLessThan(2_000);
+  }, 90_000);
+
+  it('a send racing a lane’s idle end is not left for the supervisor (the wake count)', async () => {
+    const log = logFile('race');
+    const { queue } = await d.setup('race', recordingWorker(log), { maxBatchSize: 1, maxConcurrency: 1 });
+    d.startDispatcher(NO_SUPERVISOR);
+    // Sends spread over several idle-wait ends: each lands before, during or just after one.
+    for (let i = 0; i < 12; i++) {
+      await d.host.producer.send(queue, `r${i}`);
+      await sleep(250 + ((i * 137) % 900));
+    }
+    await waitFor(
+      'every message delivered',
+      () => readEvents(log).filter((e) => e.ev === 'msg').length >= 12,
+      20_000,
+    );
+  }, 60_000);
+
+  it('the supervisor round starts lanes for messages sent straight to SQS (no wake)', async () => {
+    const log = logFile('direct');
+    const { queue } = await d.setup('direct', recordingWorker(log), { maxBatchSize: 10, maxConcurrency: 2 });
+    const { SendMessageCommand } = await import('@aws-sdk/client-sqs');
+    d.startDispatcher({ supervisorMs: 1_000 });
+    await d.host.sqs.send(new SendMessageCommand({ QueueUrl: queue.sqsUrl, MessageBody: 'raw' }));
+    await waitFor('the raw message', () => readEvents(log).some((e) => e.ev === 'msg'), 10_000);
+  }, 30_000);
+});
