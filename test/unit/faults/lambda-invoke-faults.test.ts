@@ -49,7 +49,7 @@ const recordFaults = () => {
 };
 
 describe('withLambdaInvokeFaults', () => {
-  it('RC-04 without localInvoke the function is returned as is; the section is validated', () => {
+  it('without localInvoke the function is returned as is; the section is validated', () => {
     const { fn } = counting();
     expect(withLambdaInvokeFaults(fn, 'worker', { seed: 1 })).toBe(fn);
     expect(withLambdaInvokeFaults(fn, 'worker', { seed: 1, lambda: { tooManyRequests: 1 } })).toBe(fn);
@@ -75,7 +75,7 @@ describe('withLambdaInvokeFaults', () => {
     ).toEqual({ seed: 1, localInvoke: { serviceError: 0.1, functions: { 'batch-host': { timeout: 1 } } } });
   });
 
-  it('RC-04 a throttle throws Lambda.TooManyRequestsException and the function did not run', async () => {
+  it('a throttle throws Lambda.TooManyRequestsException and the function did not run', async () => {
     const faults = recordFaults();
     const { ran, fn } = counting();
     const wrapped = withLambdaInvokeFaults(fn, 'worker', config({ tooManyRequests: 1 }));
@@ -93,7 +93,7 @@ describe('withLambdaInvokeFaults', () => {
     );
   });
 
-  it('RC-04 a service error throws Lambda.ServiceException, some before the function ran and some after', async () => {
+  it('a service error throws Lambda.ServiceException, some before the function ran and some after', async () => {
     const faults = recordFaults();
     const { ran, fn } = counting();
     const wrapped = withLambdaInvokeFaults(fn, 'step', config({ serviceError: 1 }));
@@ -105,7 +105,7 @@ describe('withLambdaInvokeFaults', () => {
     expect(ran).toEqual(faults.flatMap((f, i) => (f.ran ? [i] : [])));
   });
 
-  it('RC-04 a timeout lets the function run but never answers: Lambda.Timeout after timeoutMs, or never', async () => {
+  it('a timeout lets the function run but never answers: Lambda.Timeout after timeoutMs, or never', async () => {
     const { ran, fn } = counting();
     const bounded = withLambdaInvokeFaults(fn, 'batch-host', config({ timeout: 1, timeoutMs: 50 }));
     const started = Date.now();
@@ -125,7 +125,7 @@ describe('withLambdaInvokeFaults', () => {
     expect(ran).toEqual([0, 7]);
   });
 
-  it('RC-04 rates per function override the defaults; the same seed gives the same schedule, another seed another', async () => {
+  it('rates per function override the defaults; the same seed gives the same schedule, another seed another', async () => {
     const settings = {
       tooManyRequests: 0.3,
       serviceError: 0.2,
@@ -141,7 +141,7 @@ describe('withLambdaInvokeFaults', () => {
     expect(await run(5, 'worker')).not.toContain('Lambda.TooManyRequestsException');
   });
 
-  it('RC-04 under the local state machine a throttled worker is retried by the ASL Retry, and a hung one fails its Task with States.Timeout', async () => {
+  it('under the local state machine a throttled worker is retried by the ASL Retry, and a hung one fails its Task with States.Timeout', async () => {
     const machine = new LocalStateMachine({
       StartAt: 'Invoke',
       States: {
