@@ -724,6 +724,14 @@ export function withLambdaInvokeFaults<P, T>(
     report({ service: 'lambda', label, operation: 'Invoke', kind, error, ran });
 
   return async (payload) => {
+    /** Runs `fn` to its end, whatever it throws (even synchronously): its outcome is lost. */
+    const runQuietly = () =>
+      Promise.resolve()
+        .then(() => fn(payload))
+        .then(
+          () => undefined,
+          () => undefined,
+        );
     if (fires('tooManyRequests')) {
       injected('tooManyRequests', 'Lambda.TooManyRequestsException', false);
       throw invokeError('Lambda.TooManyRequestsException', 'Rate Exceeded.');
@@ -731,14 +739,14 @@ export function withLambdaInvokeFaults<P, T>(
     if (fires('serviceError')) {
       const after = streams.next('serviceError-when') < 0.5;
       // After: the function ran to its end and only the answer is lost.
-      if (after) await fn(payload).catch(() => undefined);
+      if (after) await runQuietly();
       injected('serviceError', 'Lambda.ServiceException', after);
       throw invokeError('Lambda.ServiceException', 'The service encountered an internal error.');
     }
     if (fires('timeout')) {
       injected('timeout', 'Lambda.Timeout', true);
       // The function runs on; its outcome never reaches the caller.
-      fn(payload).catch(() => undefined);
+      void runQuietly();
       return new Promise<T>((_, reject) => {
         if (settings.timeoutMs !== undefined)
           setTimeout(

@@ -103,6 +103,15 @@ describe('withLambdaInvokeFaults', () => {
     expect(after).toBeLessThan(20);
     // Exactly the calls reported as "ran" ran the function.
     expect(ran).toEqual(faults.flatMap((f, i) => (f.ran ? [i] : [])));
+    // What the function itself threw (even synchronously) is lost with its answer.
+    const throwing = withLambdaInvokeFaults(
+      (() => {
+        throw new Error('sync');
+      }) as (p: number) => Promise<number>,
+      'step',
+      config({ serviceError: 1 }),
+    );
+    expect(await calls(throwing, 10)).toEqual(Array(10).fill('Lambda.ServiceException'));
   });
 
   it('a timeout lets the function run but never answers: Lambda.Timeout after timeoutMs, or never', async () => {
