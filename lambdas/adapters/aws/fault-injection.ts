@@ -23,6 +23,25 @@
  *
  * Every decision comes from a seeded generator (one stream per service, label, operation and
  * kind of fault), so the same seed and the same sequence of calls give the same faults.
+ *
+ * **Local Lambda invocations** (the local Host calls the worker, the dispatcher step and the batch
+ * host as functions, with no Lambda client in between) are wrapped by `withLambdaInvokeFaults`,
+ * configured under `localInvoke` (per invocation; unset rates are 0):
+ *
+ * ```json
+ * {"seed":7,"localInvoke":{"tooManyRequests":0.05,"serviceError":0.02,"timeout":0.01,
+ *  "timeoutMs":5000,"functions":{"worker":{"timeout":0.1}}}}
+ * ```
+ *
+ * - `tooManyRequests`: throws `Lambda.TooManyRequestsException`; the function did not run.
+ * - `serviceError`: throws `Lambda.ServiceException`, drawn half before the function runs (it did
+ *   not run) and half after it ran (its result is lost), as the caller of Lambda cannot tell which.
+ * - `timeout`: the function runs, but the invocation never answers: with `timeoutMs` it rejects
+ *   with `Lambda.Timeout` after that many ms; without, it never settles and the caller's own bound
+ *   (the Task's `TimeoutSeconds`, i.e. `States.Timeout`) ends it. The function is not stopped.
+ * - `functions`: per-label rates (`worker`, `step`, `batch-host`); unset ones inherit.
+ * The errors are plain Errors with the names the Step Functions Lambda integration reports, which
+ * is what an ASL `Retry`/`Catch` matches on.
  */
 
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
@@ -126,6 +145,32 @@ const lambdaRates = {
   serviceError: probability.optional(),
 };
 
+/** What a local Lambda invocation stands for: the worker, the dispatcher step, the batch host. */
+export type LocalInvokeLabel = 'worker' | 'step' | 'batch-host';
+const LOCAL_INVOKE_LABELS: readonly LocalInvokeLabel[] = ['worker', 'step', 'batch-host'];
+
+const localInvokeRates = {
+  /** Per invocation: Lambda.TooManyRequestsException; the function did not run. */
+  tooManyRequests: probability.optional(),
+  /** Per invocation: Lambda.ServiceException, before or after the function ran. */
+  serviceError: probability.optional(),
+  /** Per invocation: no answer (the function runs); see `timeoutMs`. */
+  timeout: probability.optional(),
+};
+
+const localInvokeSchema = z.strictObject({
+  ...localInvokeRates,
+  /** After how long a timed-out invocation rejects with Lambda.Timeout; unset: it never settles. */
+  timeoutMs: z
+    .number({ error: 'must be a positive integer (ms)' })
+    .int('must be a positive integer (ms)')
+    .min(1, 'must be a positive integer (ms)')
+    .max(2 ** 31 - 1, 'must be below 2^31 ms')
+    .optional(),
+  /** Per-function rates, e.g. `{"worker":{"timeout":1}}`; unset ones inherit. */
+  functions: z.partialRecord(z.enum(LOCAL_INVOKE_LABELS), z.strictObject(localInvokeRates)).optional(),
+});
+
 function serviceSchema<S extends z.ZodRawShape>(service: FaultService, rates: S) {
   const known = new Set(OPERATIONS[service]);
   return z.strictObject({
@@ -155,6 +200,7 @@ export const faultConfigSchema = z.strictObject({
   dynamodb: serviceSchema('dynamodb', dynamoRates).optional(),
   sqs: serviceSchema('sqs', sqsRates).optional(),
   lambda: serviceSchema('lambda', lambdaRates).optional(),
+  localInvoke: localInvokeSchema.optional(),
 });
 
 export type FaultConfig = z.infer<typeof faultConfigSchema>;
@@ -190,7 +236,8 @@ export type FaultKind =
   | 'transactionThrottle'
   | 'tooManyRequests'
   | 'unprocessed'
-  | 'batchEntryFailure';
+  | 'batchEntryFailure'
+  | 'timeout';
 
 export interface InjectedFault {
   service: FaultService;
@@ -202,6 +249,8 @@ export interface InjectedFault {
   /** Requests, keys or entries withheld from the server, out of `of` (partial faults). */
   withheld?: number;
   of?: number;
+  /** Whether the function ran (local invocation faults). */
+  ran?: boolean;
 }
 
 const listeners = new Set<(fault: InjectedFault) => void>();
@@ -636,4 +685,76 @@ export function withFaults<C extends FaultableClient>(
   });
   stack.add(injector.partialMiddleware, { name: PARTIAL_MIDDLEWARE, step: 'initialize', override: true });
   return client;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Local Lambda invocations
+
+let announcedInvokes = false;
+
+const invokeError = (name: string, message: string): Error =>
+  Object.assign(new Error(`${message}${INJECTED}`), { name });
+
+/**
+ * `fn` as a Lambda invocation that can throttle, fail or time out, per `localInvoke` in
+ * `TAKOFORM_FAULTS` (or `config`); without that section `fn` itself is returned. Each wrapped
+ * function draws from its own streams (seed, label), so a schedule repeats with the same calls.
+ */
+export function withLambdaInvokeFaults<P, T>(
+  fn: (payload: P) => Promise<T>,
+  label: LocalInvokeLabel,
+  config?: FaultConfig,
+): (payload: P) => Promise<T> {
+  const fromEnv = config === undefined;
+  config ??= faultConfigFromEnv();
+  const settings = config?.localInvoke;
+  if (!config || !settings) return fn;
+  if (fromEnv && !announcedInvokes) {
+    announcedInvokes = true;
+    log.warn(`${FAULTS_ENV} is set: injecting Lambda invocation faults`, { seed: config.seed });
+  }
+  const streams = new Streams(`${config.seed}|localInvoke|${label}`);
+  const rate = (kind: keyof typeof localInvokeRates) =>
+    settings.functions?.[label]?.[kind] ?? settings[kind] ?? 0;
+  const fires = (kind: keyof typeof localInvokeRates) => {
+    const p = rate(kind);
+    return p > 0 && streams.next(kind) < p;
+  };
+  const injected = (kind: FaultKind, error: string, ran: boolean) =>
+    report({ service: 'lambda', label, operation: 'Invoke', kind, error, ran });
+
+  return async (payload) => {
+    /** Runs `fn` to its end, whatever it throws (even synchronously): its outcome is lost. */
+    const runQuietly = () =>
+      Promise.resolve()
+        .then(() => fn(payload))
+        .then(
+          () => undefined,
+          () => undefined,
+        );
+    if (fires('tooManyRequests')) {
+      injected('tooManyRequests', 'Lambda.TooManyRequestsException', false);
+      throw invokeError('Lambda.TooManyRequestsException', 'Rate Exceeded.');
+    }
+    if (fires('serviceError')) {
+      const after = streams.next('serviceError-when') < 0.5;
+      // After: the function ran to its end and only the answer is lost.
+      if (after) await runQuietly();
+      injected('serviceError', 'Lambda.ServiceException', after);
+      throw invokeError('Lambda.ServiceException', 'The service encountered an internal error.');
+    }
+    if (fires('timeout')) {
+      injected('timeout', 'Lambda.Timeout', true);
+      // The function runs on; its outcome never reaches the caller.
+      void runQuietly();
+      return new Promise<T>((_, reject) => {
+        if (settings.timeoutMs !== undefined)
+          setTimeout(
+            () => reject(invokeError('Lambda.Timeout', `Task timed out after ${settings.timeoutMs} ms.`)),
+            settings.timeoutMs,
+          );
+      });
+    }
+    return fn(payload);
+  };
 }

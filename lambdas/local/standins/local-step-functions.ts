@@ -89,9 +89,11 @@ const named = (name: string, message: string, cause?: unknown): Error => {
   return err;
 };
 
-/** JSON-cloned, as a Lambda payload crosses the wire; `undefined` arrives as null. */
-const overTheWire = (value: unknown): Json =>
-  value === undefined ? null : (JSON.parse(JSON.stringify(value)) as Json);
+/** JSON-cloned, as a Lambda payload crosses the wire; what JSON cannot hold arrives as null. */
+const overTheWire = (value: unknown): Json => {
+  const text = JSON.stringify(value);
+  return text === undefined ? null : (JSON.parse(text) as Json);
+};
 
 /** Every state of a definition, nested Map and Parallel states included. */
 function* statesOf(def: Definition): Generator<[string, StateDef]> {

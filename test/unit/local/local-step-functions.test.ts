@@ -212,18 +212,6 @@ describe('LocalStateMachine', () => {
     // An explicit timeout is kept, and the caller's definition is not changed.
     expect(lane[DISPATCHER_TASKS.invoke]).toMatchObject({ TimeoutSeconds: 960 });
     expect(definition.States[DISPATCHER_TASKS.acquire]).not.toHaveProperty('TimeoutSeconds');
-    // Nested Task states (a Map's item processor) get it too.
-    const nested = withAwsTaskTimeouts({
-      StartAt: 'M',
-      States: {
-        M: {
-          Type: 'Map',
-          ItemProcessor: { StartAt: 'T', States: { T: { Type: 'Task', Resource: 'x', End: true } } },
-          End: true,
-        },
-      },
-    }) as { States: { M: { ItemProcessor: { States: { T: object } } } } };
-    expect(nested.States.M.ItemProcessor.States.T).toMatchObject({ TimeoutSeconds: 2_147_483 });
   });
 
   it('StartExecution name rules: idempotent for a running execution with the same input, ExecutionAlreadyExists otherwise, forgotten after 10 minutes', async () => {
@@ -284,7 +272,7 @@ describe('LocalStateMachine', () => {
     expect(machine.stats().failed).toBe(0);
   });
 
-  it('runs the production dispatcher definition: lanes told to stop end the execution', async () => {
+  it('runs the production dispatcher definition: a lane told to stop ends its execution', async () => {
     const machine = new LocalStateMachine(
       dispatcherDefinition({ stepFunction: 'arn:aws:lambda:local:000000000000:function:step' }),
     );
@@ -295,17 +283,18 @@ describe('LocalStateMachine', () => {
     };
     const execution = machine.start({
       name: 'consumer-1-g1',
-      input: dispatcherInput('consumer-1', 1, 2),
+      input: dispatcherInput('consumer-1', 1),
       taskHandlers: {
         [DISPATCHER_TASKS.acquire]: step,
         [DISPATCHER_TASKS.invoke]: step,
         [DISPATCHER_TASKS.recover]: step,
+        [DISPATCHER_TASKS.handover]: step,
       },
     });
     await execution.result;
-    // One AcquireSlot per lane, each getting its resolved Parameters.Payload.
-    expect(payloads).toHaveLength(2);
-    expect(payloads).toContainEqual(expect.objectContaining({ consumerUid: 'consumer-1', generation: 1 }));
-    expect(execution.history().events).toBeGreaterThan(10);
+    // One AcquireSlot, with its resolved Parameters.Payload.
+    expect(payloads).toEqual([{ action: 'acquire', consumerUid: 'consumer-1', generation: 1, full: false }]);
+    // ExecutionStarted, AcquireSlot (5), SlotTaken (2), LaneDone (2), ExecutionSucceeded.
+    expect(execution.history().events).toBe(11);
   });
 });
