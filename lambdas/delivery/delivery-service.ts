@@ -482,18 +482,17 @@ export class DeliveryService {
   async settleMany(batchId: string, credential: string, calls: SettleCall[]): Promise<SettleAnswer[]> {
     const hash = hashCredential(credential);
     let results: Awaited<ReturnType<DeliveryStore['settleMany']>>;
+    let cause: unknown;
     try {
       results = await this.o.store.settleMany(batchId, hash, calls);
     } catch (err) {
       if (err instanceof NamedError) throw err;
-      log.warn('settlements could not be recorded', { batchId, err });
+      cause = err;
       results = calls.map(() => 'write_failed');
     }
-    if (results.includes('write_failed')) {
-      log.warn('settlements could not be recorded', {
-        batchId,
-        failed: results.filter((r) => r === 'write_failed').length,
-      });
+    const failed = results.filter((r) => r === 'write_failed').length;
+    if (failed > 0) {
+      log.warn('settlements could not be recorded', { batchId, failed, ...(cause ? { err: cause } : {}) });
       await this.o.store.markDoubtful(batchId).catch(() => undefined);
     }
     if (results.includes('ok')) crashPoint('delivery.after-settle');
