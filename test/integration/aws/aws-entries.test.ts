@@ -185,6 +185,66 @@ describe('the AWS entries', () => {
     expect(await refused({ action: 'drop-table' })).toBe('invalid_request');
   });
 
+  it('DL-03 DL-09 settleMany through the batch host: one answer per call in order; a forged credential or a closed batch settles nothing; a malformed group is a TypeError', async () => {
+    const c = await t.setupConsumer('group-settle');
+    await t.host.host.producer.sendBatch(c.queue, [{ body: 'g0' }]);
+    const { slot, credential, batchHost } = await openBatch(c.consumerUid, c.queue.sqsUrl);
+    const answer = (r: BatchHostResponse) => (r.ok ? r.value : r.error.name);
+    const group = (over: Partial<Extract<BatchHostRequest, { action: 'settleMany' }>> = {}) =>
+      batchHost({
+        action: 'settleMany',
+        batchId: slot.batchId,
+        credential,
+        calls: [
+          { kind: 'ack', index: 0 },
+          { kind: 'retry', index: 0 },
+          { kind: 'retry', index: 1, delaySeconds: 0 },
+          { kind: 'ackAll' },
+        ],
+        ...over,
+      });
+    const forged = `${credential.slice(0, -2)}AA`;
+    expect(answer(await group({ credential: forged }))).toEqual([
+      'unknown_batch',
+      'unknown_batch',
+      'unknown_batch',
+      'unknown_batch',
+    ]);
+    expect(
+      answer(
+        await group({
+          calls: [
+            { kind: 'ack', index: 0 },
+            { kind: 'ack', index: -1 },
+          ],
+        }),
+      ),
+    ).toBe('TypeError');
+    expect(
+      answer(await group({ calls: Array.from({ length: 101 }, () => ({ kind: 'ack', index: 0 })) })),
+    ).toBe('TypeError');
+    // The worker runtime's view of the same function.
+    const remote = remoteBatchHost(async (req) => batchHost(JSON.parse(JSON.stringify(req))));
+    expect(
+      await remote.settleMany(slot.batchId, credential, [
+        { kind: 'ack', index: 0 },
+        { kind: 'retry', index: 0 },
+        { kind: 'retry', index: 1, delaySeconds: 0 }, // beyond the batch of one
+        { kind: 'ackAll' },
+      ]),
+    ).toEqual(['ok', 'already_settled', 'unknown_batch', 'ok']);
+    expect(await batchHost({ action: 'finalize', slot, credential, outcome: 'returned' })).toEqual({
+      ok: true,
+      value: { deadLetter: [] },
+    });
+    expect(answer(await group())).toEqual([
+      'unknown_batch',
+      'unknown_batch',
+      'unknown_batch',
+      'unknown_batch',
+    ]);
+  });
+
   it('SEC-03: a producer batch over the 6 MB invocation payload is refused batch_too_large before any call', async () => {
     const transport = vi.fn(async () => ({ ok: true, value: [] }) as BatchHostResponse);
     const host = remoteBatchHost(transport);
