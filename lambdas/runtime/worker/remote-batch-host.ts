@@ -35,7 +35,7 @@ export interface ThrottleRetry {
   random?: () => number;
 }
 
-export const DEFAULT_THROTTLE_RETRY: ThrottleRetry = { budgetMs: 5_000, baseMs: 100, capMs: 1_000 };
+export const DEFAULT_THROTTLE_RETRY: ThrottleRetry = { budgetMs: 3_000, baseMs: 100, capMs: 1_000 };
 
 /** Lambda refused to start the function (429): it did not run, so trying again is safe. */
 const isThrottle = (err: unknown) =>
