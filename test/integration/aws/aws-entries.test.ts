@@ -306,6 +306,71 @@ describe('the AWS entries', () => {
     expect(attempts.get(id!)?.acked).toBeUndefined();
   });
 
+  it('DL-03: on the Lambda adapter a handler’s concurrent acknowledge() calls travel as one batch-host invoke per batch; all are acknowledged', async () => {
+    const c = await t.setupConsumer('grouped');
+    const ids = await t.host.host.producer.sendBatch(
+      c.queue,
+      Array.from({ length: 10 }, (_, i) => ({ body: `g${i}` })),
+    );
+    const step = createDispatcherStepHandler(t.host);
+    const acquired = (await step({ action: 'acquire', consumerUid: c.consumerUid, generation: 1 })) as {
+      slot: Slot;
+    };
+    const batchHost = createBatchHostHandler(t.host);
+    const requests: BatchHostRequest[] = [];
+    const answers: string[] = [];
+    const handler = createQueueWorkerHandler(
+      {
+        async queue(batch: { messages: { id: string }[]; acknowledge(id: string): Promise<void> }) {
+          const got = await Promise.all(
+            batch.messages.map((m) =>
+              batch.acknowledge(m.id).then(
+                () => 'resolved',
+                (e: Error) => e.name,
+              ),
+            ),
+          );
+          answers.push(...got);
+        },
+      },
+      {},
+      {
+        sqs: t.sqs,
+        host: () =>
+          remoteBatchHost(async (req) => {
+            requests.push(req);
+            return batchHost(JSON.parse(JSON.stringify(req)));
+          }),
+        idleWaitSeconds: 0,
+        exit: () => {},
+      },
+    );
+    await handler(
+      { kind: 'takoform.queue-batch.v1', slot: acquired.slot },
+      { getRemainingTimeInMillis: () => 30_000 },
+    );
+    expect(answers).toEqual(ids.map(() => 'resolved'));
+    const settling = requests.filter((r) => r.action === 'settle' || r.action === 'settleMany');
+    const batches = requests.filter((r) => r.action === 'finalize').length;
+    // One invoke per batch carries all of its acknowledgements.
+    expect(settling).toHaveLength(batches);
+    expect(batches).toBeLessThan(ids.length);
+    const carried = settling.flatMap((r) =>
+      r.action === 'settleMany' ? r.calls : r.action === 'settle' ? [r.call] : [],
+    );
+    expect(carried).toHaveLength(ids.length);
+    // Every one is recorded as acknowledged, and the batches ended as returned.
+    let acknowledged = 0;
+    for (const r of requests) {
+      if (r.action !== 'finalize') continue;
+      const head = await t.host.deliveryStore.getHead(r.slot.batchId);
+      expect(head).toMatchObject({ closed: true, outcome: 'returned', doubtful: false });
+      expect(Object.values(head?.settled ?? {}).every((code) => code === 'a')).toBe(true);
+      acknowledged += Object.keys(head?.settled ?? {}).length;
+    }
+    expect(acknowledged).toBe(ids.length);
+  });
+
   it('MW-02: a module without an own `queue` function ends its batch as thrown', async () => {
     const c = await t.setupConsumer('noqueue');
     await t.host.host.producer.sendBatch(c.queue, [{ body: 'x' }]);
