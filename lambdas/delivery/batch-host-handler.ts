@@ -1,6 +1,6 @@
 /**
  * Lambda entry of the batch host: the Host side of worker runtimes (`register`, `settle`,
- * `finalize`, `deadLetter`, `produce`; see batch-host-protocol.ts). Invoked synchronously by
+ * `settleMany`, `finalize`, `deadLetter`, `produce`; see batch-host-protocol.ts). Invoked synchronously by
  * worker functions, which may invoke this function and nothing else of the Host (SEC-02).
  *
  * Every input is validated; every answer is `{ok, value}` or `{ok: false, error: {name,
@@ -27,15 +27,17 @@ const RUNNER_ERRORS: Readonly<Record<string, string>> = {
 
 const obs = observability('takoform-batch-host');
 
+const isSettlement = (action: unknown) => action === 'settle' || action === 'settleMany';
+
 function errorTable(action: unknown) {
-  if (action === 'settle') return SETTLE_ERRORS;
+  if (isSettlement(action)) return SETTLE_ERRORS;
   if (action === 'produce') return PRODUCE_ERRORS;
   return RUNNER_ERRORS;
 }
 
 /** What a malformed call is refused as: the name its caller would get for a bad argument. */
 function malformed(action: unknown): BatchHostResponse {
-  if (action === 'settle') return { ok: false, error: wireError(new TypeError(), SETTLE_ERRORS) };
+  if (isSettlement(action)) return { ok: false, error: wireError(new TypeError(), SETTLE_ERRORS) };
   if (action === 'produce') {
     const err = Object.assign(new Error(), { name: 'invalid_body' });
     return { ok: false, error: wireError(err, PRODUCE_ERRORS) };
@@ -68,7 +70,7 @@ export function createBatchHostHandler(host: AwsHost) {
           consumerUid: request.slot.consumerUid,
           messageIds: r.deliver.map((d) => request.received[d.received]?.envelope.id),
         });
-      } else if (request.action !== 'settle') {
+      } else if (!isSettlement(request.action)) {
         obs.logger.info(`batch ${request.action}`, {
           batchId,
           ...(request.action === 'finalize' ? { outcome: request.outcome } : {}),

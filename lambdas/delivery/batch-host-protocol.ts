@@ -10,6 +10,7 @@
  */
 import { z } from 'zod';
 import { MESSAGE_LIMITS } from './limits.ts';
+import { SETTLE_GROUP_LIMIT } from './settlement-protocol.ts';
 
 /** What one call may carry: 6 MB less room for the JSON envelope around the bodies. */
 export const PAYLOAD_LIMIT_BYTES = 6_000_000;
@@ -81,6 +82,13 @@ export const batchHostRequestSchema = z.discriminatedUnion('action', [
     received: z.array(receivedSchema).max(MESSAGE_LIMITS.maxBatchMessages),
   }),
   z.strictObject({ action: z.literal('settle'), batchId: id, credential, call: settleCallSchema }),
+  // A group of settle calls of one batch, applied in order; answered with one result per call.
+  z.strictObject({
+    action: z.literal('settleMany'),
+    batchId: id,
+    credential,
+    calls: z.array(settleCallSchema).min(1).max(SETTLE_GROUP_LIMIT),
+  }),
   z.strictObject({
     action: z.literal('finalize'),
     slot: slotSchema,

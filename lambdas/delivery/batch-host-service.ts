@@ -51,6 +51,8 @@ export class BatchHostService {
       case 'settle':
         await this.o.delivery.settle(request.batchId, request.credential, request.call);
         return null;
+      case 'settleMany':
+        return this.o.delivery.settleMany(request.batchId, request.credential, request.calls);
       case 'finalize': {
         const out = await this.o.delivery.finalizeAsRunner(
           request.slot.batchId,

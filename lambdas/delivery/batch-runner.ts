@@ -9,7 +9,8 @@ import {
 } from './delivery-service.ts';
 import { decodeEnvelope, type Envelope } from './envelope.ts';
 import { MESSAGE_LIMITS } from './limits.ts';
-import type { BatchDelivery, InvocationOutcome, SettleCall } from './settlement-protocol.ts';
+import { coalescingSettle } from './settle-coalescer.ts';
+import type { BatchDelivery, InvocationOutcome, SettleAnswer, SettleCall } from './settlement-protocol.ts';
 
 /** The Host's delivery service as the runner reaches it: in-process locally, by Lambda invoke on AWS. */
 export interface BatchHostPort {
@@ -20,6 +21,8 @@ export interface BatchHostPort {
   acquire(previous: Slot, credential: string, evidence?: LaneEvidence): Promise<AcquireResult>;
   register(slot: Slot, received: Received[]): Promise<Registration>;
   settle(batchId: string, credential: string, call: SettleCall): Promise<void>;
+  /** Several settle calls of one batch, applied in order; one answer per call. */
+  settleMany(batchId: string, credential: string, calls: SettleCall[]): Promise<SettleAnswer[]>;
   /** Closes and applies the batch; returns the ids of messages to move (bodies needed). */
   finalize(slot: Slot, credential: string, outcome: InvocationOutcome): Promise<{ deadLetter: string[] }>;
   /** Bodies for the moves `finalize` asked for; resolves once the batch is finished. */
@@ -209,9 +212,14 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
     // failure — a lost request, a store that could not even mark the batch — leaves the outcome
     // unknown, and nothing of this batch may then be acknowledged implicitly (DL-08).
     let doubtful = false;
+    // The handler's calls are grouped: one Host call in flight per batch (see coalescingSettle).
+    const toHost = coalescingSettle({
+      one: (call) => deps.host.settle(slot.batchId, credential, call),
+      many: (calls) => deps.host.settleMany(slot.batchId, credential, calls),
+    });
     const settle = async (call: SettleCall): Promise<void> => {
       try {
-        await deps.host.settle(slot.batchId, credential, call);
+        await toHost(call);
       } catch (err) {
         if (!(err instanceof Error && DEFINITE_REFUSALS.has(err.name))) doubtful = true;
         throw err;

@@ -21,7 +21,7 @@ import type {
 import { type Envelope, encodeEnvelope } from './envelope.ts';
 import { MESSAGE_LIMITS, NamedError, recordExpiry } from './limits.ts';
 import type { CommitStore, QueueDirectory, QueueTarget } from './ports.ts';
-import type { InvocationOutcome, SettleCall } from './settlement-protocol.ts';
+import type { InvocationOutcome, SettleAnswer, SettleCall } from './settlement-protocol.ts';
 import { byCount, bySendLimits } from './sqs-batches.ts';
 
 /** A slot taken for one batch: everything the runner needs, nothing secret besides the credential. */
@@ -499,6 +499,31 @@ export class DeliveryService {
       throw new NamedError('unknown_batch', 'this batch is not open for settlement');
     if (result === 'already_settled')
       throw new NamedError('already_settled', 'this message is already settled');
+  }
+
+  /**
+   * A group of settlement calls of one batch, applied in order with the answers `settle` would
+   * give each in turn, in as few writes as the store can (DL-03, DL-04, DL-08, DL-09). A call
+   * whose write failed answers `backend_unavailable` and marks the batch doubtful.
+   */
+  async settleMany(batchId: string, credential: string, calls: SettleCall[]): Promise<SettleAnswer[]> {
+    const hash = hashCredential(credential);
+    let results: Awaited<ReturnType<DeliveryStore['settleMany']>>;
+    let cause: unknown;
+    try {
+      results = await this.o.store.settleMany(batchId, hash, calls);
+    } catch (err) {
+      if (err instanceof NamedError) throw err;
+      cause = err;
+      results = calls.map(() => 'write_failed');
+    }
+    const failed = results.filter((r) => r === 'write_failed').length;
+    if (failed > 0) {
+      log.warn('settlements could not be recorded', { batchId, failed, ...(cause ? { err: cause } : {}) });
+      await this.o.store.markDoubtful(batchId).catch(() => undefined);
+    }
+    if (results.includes('ok')) crashPoint('delivery.after-settle');
+    return results.map((r) => (r === 'write_failed' ? 'backend_unavailable' : r));
   }
 
   /**

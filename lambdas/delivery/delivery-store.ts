@@ -78,6 +78,11 @@ export interface DispatchState {
 }
 
 export type SettleResult = 'ok' | 'already_settled' | 'unknown_batch';
+/**
+ * One call of a group as the store applied it: `write_failed` when its write failed (its outcome
+ * is unknown) or was not attempted because an earlier write of the group failed.
+ */
+export type GroupSettleResult = SettleResult | 'write_failed';
 
 /** Durable delivery state (DynamoDB on AWS and locally). */
 export interface DeliveryStore {
@@ -117,6 +122,11 @@ export interface DeliveryStore {
   getManifest(batchId: string): Promise<Manifest | undefined>;
   /** First settlement wins; refused once the batch is closed or for a wrong credential. */
   settle(batchId: string, credentialHash: string, call: SettleCall): Promise<SettleResult>;
+  /**
+   * Applies `calls` in order with exactly the results of calling `settle` for each in turn, in as
+   * few writes as that allows; one result per call.
+   */
+  settleMany(batchId: string, credentialHash: string, calls: SettleCall[]): Promise<GroupSettleResult[]>;
   markDoubtful(batchId: string): Promise<void>;
   /** Closes the batch once; returns the head as closed (by this call or an earlier one). */
   closeBatch(batchId: string, outcome: string): Promise<BatchHead | undefined>;

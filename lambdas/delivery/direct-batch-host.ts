@@ -15,6 +15,7 @@ export function directBatchHost(
     acquire: (previous, credential, evidence) => loop.acquireNext(previous, credential, evidence),
     register: (slot, received) => service.register(slot, received),
     settle: (batchId, credential, call) => service.settle(batchId, credential, call),
+    settleMany: (batchId, credential, calls) => service.settleMany(batchId, credential, calls),
     finalize: (slot, credential, outcome) => service.finalizeAsRunner(slot.batchId, credential, outcome),
     deadLetter: (slot, credential, items) =>
       service.deadLetterAsRunner(slot.batchId, credential, items, true),

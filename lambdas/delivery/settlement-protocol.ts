@@ -9,6 +9,12 @@ export type SettleCall =
   | { kind: 'ackAll' }
   | { kind: 'retryAll'; delaySeconds?: number };
 
+/** How the Host answered one call of a group: in effect, or the name of its rejection. */
+export type SettleAnswer = 'ok' | 'unknown_batch' | 'already_settled' | 'backend_unavailable';
+
+/** The most settlement calls one `settleMany` request carries (the runner's group bound). */
+export const SETTLE_GROUP_LIMIT = 100;
+
 export interface DeliveredMessage {
   id: string;
   timestampMillis: number;

@@ -17,6 +17,7 @@ import type {
   BatchHead,
   DeliveryStore,
   DispatchState,
+  GroupSettleResult,
   Manifest,
   SettleResult,
 } from '../../delivery/delivery-store.ts';
@@ -57,6 +58,45 @@ const retryable = (err: unknown, codes = cancellationCodes(err)) =>
 const CONFLICT_TRIES = 6;
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const backoff = (round: number) => sleep(5 * 2 ** round + Math.random() * 10);
+
+/**
+ * Per-message settlements one combined write may carry: its condition grows by about 40
+ * characters per message, so 50 keep it near 2 KB, well under DynamoDB's 4 KB expression limit.
+ */
+export const COMBINED_SETTLE_MAX = 50;
+
+type PerMessageCall = Extract<SettleCall, { index: number }>;
+const isPerMessage = (call: SettleCall): call is PerMessageCall =>
+  call.kind === 'ack' || call.kind === 'retry';
+const validIndex = (call: PerMessageCall) => Number.isInteger(call.index) && call.index >= 0;
+
+/**
+ * Splits a group, keeping its order, into parts that are either one call (a batch-level call, an
+ * invalid index) or up to COMBINED_SETTLE_MAX per-message calls on distinct indexes, which one
+ * write can settle together exactly as one by one (none of them sees another's decision).
+ */
+function settleParts(calls: SettleCall[]): SettleCall[][] {
+  const parts: SettleCall[][] = [];
+  let current: PerMessageCall[] = [];
+  let indexes = new Set<number>();
+  const close = () => {
+    if (current.length > 0) parts.push(current);
+    current = [];
+    indexes = new Set();
+  };
+  for (const call of calls) {
+    if (!isPerMessage(call) || !validIndex(call)) {
+      close();
+      parts.push([call]);
+      continue;
+    }
+    if (indexes.has(call.index) || current.length >= COMBINED_SETTLE_MAX) close();
+    current.push(call);
+    indexes.add(call.index);
+  }
+  close();
+  return parts;
+}
 
 function toHead(item: Record<string, unknown>): BatchHead {
   return {
@@ -351,6 +391,81 @@ export class DynamoDeliveryStore implements DeliveryStore {
     // Open and ours: a per-message call lost to an earlier settlement; a batch-level call after
     // another batch-level call has nothing left to settle.
     return perMessage ? 'already_settled' : 'ok';
+  }
+
+  async settleMany(
+    batchId: string,
+    credentialHash: string,
+    calls: SettleCall[],
+  ): Promise<GroupSettleResult[]> {
+    const results: GroupSettleResult[] = [];
+    try {
+      for (const part of settleParts(calls)) {
+        const [only] = part;
+        if (part.length === 1 && only) {
+          results.push(await this.settle(batchId, credentialHash, only));
+          continue;
+        }
+        const combined = await this.settleDistinct(batchId, credentialHash, part as PerMessageCall[]);
+        if (combined === 'ok' || combined === 'unknown_batch') {
+          for (const _ of part) results.push(combined);
+          continue;
+        }
+        // Some message is settled already (or an index is out of range): each call gets its own
+        // answer from the single-call write.
+        for (const call of part) results.push(await this.settle(batchId, credentialHash, call));
+      }
+    } catch {
+      // This write's outcome is unknown; the rest of the group is not attempted.
+    }
+    while (results.length < calls.length) results.push('write_failed');
+    return results;
+  }
+
+  /**
+   * One conditional write settling per-message calls on distinct indexes: all or nothing, on
+   * condition that the batch is open and ours, every index is in it and none is settled yet.
+   * `unknown_batch` when the head shows the batch closed, gone or not ours (so is every call of
+   * the part, one by one); `mixed` when the calls need answers of their own.
+   */
+  private async settleDistinct(
+    batchId: string,
+    credentialHash: string,
+    calls: PerMessageCall[],
+  ): Promise<'ok' | 'unknown_batch' | 'mixed'> {
+    const names: Record<string, string> = { '#pk': PK, '#all': 'all', '#size': 'size', '#s': 'settled' };
+    const values: Record<string, unknown> = {
+      ':h': credentialHash,
+      ':false': false,
+      ':max': Math.max(...calls.map((c) => c.index)),
+    };
+    const codes = new Map<string, string>();
+    const sets: string[] = [];
+    const unsettled: string[] = [];
+    for (const [j, call] of calls.entries()) {
+      const code = codeOf(call);
+      let value = codes.get(code);
+      if (!value) {
+        value = `:c${codes.size}`;
+        codes.set(code, value);
+        values[value] = code;
+      }
+      names[`#i${j}`] = String(call.index);
+      sets.push(`#s.#i${j} = ${value}`);
+      unsettled.push(`attribute_not_exists(#s.#i${j})`);
+    }
+    const out = await this.update(deliveryKeys.head(batchId), {
+      UpdateExpression: `SET ${sets.join(', ')}`,
+      ConditionExpression: `attribute_exists(#pk) AND credentialHash = :h AND closed = :false AND #size > :max AND attribute_not_exists(#all) AND ${unsettled.join(' AND ')}`,
+      ExpressionAttributeNames: names,
+      ExpressionAttributeValues: marshall(values),
+      ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+    });
+    if (out.ok) return 'ok';
+    const old = out.old;
+    // Closed is for good and the credential never changes: every call would be refused alike.
+    if (!old || old.credentialHash !== credentialHash || old.closed === true) return 'unknown_batch';
+    return 'mixed';
   }
 
   async markDoubtful(batchId: string): Promise<void> {

@@ -1,7 +1,8 @@
 /**
  * The worker runtime's view of the Host on AWS: every BatchHostPort call (plus `produce`) is one
- * synchronous invocation of the batch-host function. The transport is a function so tests can
- * call the handler in process; `lambdaTransport` is the AWS one.
+ * synchronous invocation of the batch-host function (the runner groups a batch's settle calls
+ * into `settleMany`). The transport is a function so tests can call the handler in process;
+ * `lambdaTransport` is the AWS one.
  */
 import { InvokeCommand, type LambdaClient } from '@aws-sdk/client-lambda';
 import {
@@ -15,7 +16,7 @@ import {
 import type { BatchHostPort } from '../../delivery/batch-runner.ts';
 import type { AcquireResult, DeadLetterItem, Registration } from '../../delivery/delivery-service.ts';
 import { MESSAGE_LIMITS, NamedError } from '../../delivery/limits.ts';
-import type { ProduceCall } from '../../delivery/settlement-protocol.ts';
+import type { ProduceCall, SettleAnswer } from '../../delivery/settlement-protocol.ts';
 
 export type BatchHostTransport = (request: BatchHostRequest) => Promise<BatchHostResponse>;
 
@@ -23,19 +24,59 @@ export interface RemoteBatchHost extends BatchHostPort {
   produce(batchId: string, credential: string, call: ProduceCall): Promise<string[]>;
 }
 
-/** A synchronous invocation of the batch-host function. */
+/** How long, and how, an invocation Lambda throttled is tried again. */
+export interface ThrottleRetry {
+  /** Total time spent waiting between tries; then the throttle is the answer. */
+  budgetMs: number;
+  /** The first wait's upper bound; it doubles per try up to `capMs` (full jitter below it). */
+  baseMs: number;
+  capMs: number;
+  sleep?: (ms: number) => Promise<void>;
+  random?: () => number;
+}
+
+export const DEFAULT_THROTTLE_RETRY: ThrottleRetry = { budgetMs: 3_000, baseMs: 100, capMs: 1_000 };
+
+/** Lambda refused to start the function (429): it did not run, so trying again is safe. */
+const isThrottle = (err: unknown) =>
+  (err as Error)?.name === 'TooManyRequestsException' ||
+  (err as { $metadata?: { httpStatusCode?: number } })?.$metadata?.httpStatusCode === 429;
+
+/**
+ * A synchronous invocation of the batch-host function. A throttle (the account's concurrency is
+ * used up, e.g. by many lanes settling at once) is tried again with backoff and full jitter for a
+ * bounded time, on top of the SDK's own few retries. Nothing else is tried again here: after a
+ * FunctionError or a lost answer the function may have run, and a repeated settle would then
+ * see its own decision as `already_settled`.
+ */
 export function lambdaTransport(
   client: Pick<LambdaClient, 'send'>,
   functionName: string,
+  retry: ThrottleRetry = DEFAULT_THROTTLE_RETRY,
 ): BatchHostTransport {
+  const sleep = retry.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  const random = retry.random ?? Math.random;
+  const invoke = async (request: BatchHostRequest) => {
+    let waited = 0;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await client.send(
+          new InvokeCommand({
+            FunctionName: functionName,
+            InvocationType: 'RequestResponse',
+            Payload: new TextEncoder().encode(JSON.stringify(request)),
+          }),
+        );
+      } catch (err) {
+        const wait = random() * Math.min(retry.capMs, retry.baseMs * 2 ** attempt);
+        if (!isThrottle(err) || waited + wait > retry.budgetMs) throw err;
+        waited += wait;
+        await sleep(wait);
+      }
+    }
+  };
   return async (request) => {
-    const out = await client.send(
-      new InvokeCommand({
-        FunctionName: functionName,
-        InvocationType: 'RequestResponse',
-        Payload: new TextEncoder().encode(JSON.stringify(request)),
-      }),
-    );
+    const out = await invoke(request);
     if (out.FunctionError || !out.Payload) {
       return {
         ok: false,
@@ -103,6 +144,17 @@ export function remoteBatchHost(transport: BatchHostTransport): RemoteBatchHost 
     register: (slot, received) => call<Registration>({ action: 'register', slot, received }, 'runner'),
     settle: async (batchId, credential, settleCall) => {
       await call({ action: 'settle', batchId, credential, call: settleCall }, 'settle');
+    },
+    settleMany: async (batchId, credential, calls) => {
+      const answers = await call<unknown>({ action: 'settleMany', batchId, credential, calls }, 'settle');
+      if (!Array.isArray(answers) || answers.length !== calls.length) {
+        throw rebuild({ name: 'backend_unavailable' }, 'settle');
+      }
+      // Anything but a listed answer counts as not recorded.
+      return answers.map(
+        (a): SettleAnswer =>
+          a === 'ok' || a === 'unknown_batch' || a === 'already_settled' ? a : 'backend_unavailable',
+      );
     },
     finalize: (slot, credential, outcome) =>
       call<{ deadLetter: string[] }>({ action: 'finalize', slot, credential, outcome }, 'runner'),

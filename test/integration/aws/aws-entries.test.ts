@@ -185,6 +185,66 @@ describe('the AWS entries', () => {
     expect(await refused({ action: 'drop-table' })).toBe('invalid_request');
   });
 
+  it('DL-03 DL-09 settleMany through the batch host: one answer per call in order; a forged credential or a closed batch settles nothing; a malformed group is a TypeError', async () => {
+    const c = await t.setupConsumer('group-settle');
+    await t.host.host.producer.sendBatch(c.queue, [{ body: 'g0' }]);
+    const { slot, credential, batchHost } = await openBatch(c.consumerUid, c.queue.sqsUrl);
+    const answer = (r: BatchHostResponse) => (r.ok ? r.value : r.error.name);
+    const group = (over: Partial<Extract<BatchHostRequest, { action: 'settleMany' }>> = {}) =>
+      batchHost({
+        action: 'settleMany',
+        batchId: slot.batchId,
+        credential,
+        calls: [
+          { kind: 'ack', index: 0 },
+          { kind: 'retry', index: 0 },
+          { kind: 'retry', index: 1, delaySeconds: 0 },
+          { kind: 'ackAll' },
+        ],
+        ...over,
+      });
+    const forged = `${credential.slice(0, -2)}AA`;
+    expect(answer(await group({ credential: forged }))).toEqual([
+      'unknown_batch',
+      'unknown_batch',
+      'unknown_batch',
+      'unknown_batch',
+    ]);
+    expect(
+      answer(
+        await group({
+          calls: [
+            { kind: 'ack', index: 0 },
+            { kind: 'ack', index: -1 },
+          ],
+        }),
+      ),
+    ).toBe('TypeError');
+    expect(
+      answer(await group({ calls: Array.from({ length: 101 }, () => ({ kind: 'ack', index: 0 })) })),
+    ).toBe('TypeError');
+    // The worker runtime's view of the same function.
+    const remote = remoteBatchHost(async (req) => batchHost(JSON.parse(JSON.stringify(req))));
+    expect(
+      await remote.settleMany(slot.batchId, credential, [
+        { kind: 'ack', index: 0 },
+        { kind: 'retry', index: 0 },
+        { kind: 'retry', index: 1, delaySeconds: 0 }, // beyond the batch of one
+        { kind: 'ackAll' },
+      ]),
+    ).toEqual(['ok', 'already_settled', 'unknown_batch', 'ok']);
+    expect(await batchHost({ action: 'finalize', slot, credential, outcome: 'returned' })).toEqual({
+      ok: true,
+      value: { deadLetter: [] },
+    });
+    expect(answer(await group())).toEqual([
+      'unknown_batch',
+      'unknown_batch',
+      'unknown_batch',
+      'unknown_batch',
+    ]);
+  });
+
   it('SEC-03: a producer batch over the 6 MB invocation payload is refused batch_too_large before any call', async () => {
     const transport = vi.fn(async () => ({ ok: true, value: [] }) as BatchHostResponse);
     const host = remoteBatchHost(transport);
@@ -244,6 +304,71 @@ describe('the AWS entries', () => {
     const attempts = await t.host.deliveryStore.getAttempts(c.queue.queueUid, [id!]);
     expect(attempts.get(id!)).toMatchObject({ attempts: 1 });
     expect(attempts.get(id!)?.acked).toBeUndefined();
+  });
+
+  it('DL-03: on the Lambda adapter a handler’s concurrent acknowledge() calls travel as one batch-host invoke per batch; all are acknowledged', async () => {
+    const c = await t.setupConsumer('grouped');
+    const ids = await t.host.host.producer.sendBatch(
+      c.queue,
+      Array.from({ length: 10 }, (_, i) => ({ body: `g${i}` })),
+    );
+    const step = createDispatcherStepHandler(t.host);
+    const acquired = (await step({ action: 'acquire', consumerUid: c.consumerUid, generation: 1 })) as {
+      slot: Slot;
+    };
+    const batchHost = createBatchHostHandler(t.host);
+    const requests: BatchHostRequest[] = [];
+    const answers: string[] = [];
+    const handler = createQueueWorkerHandler(
+      {
+        async queue(batch: { messages: { id: string }[]; acknowledge(id: string): Promise<void> }) {
+          const got = await Promise.all(
+            batch.messages.map((m) =>
+              batch.acknowledge(m.id).then(
+                () => 'resolved',
+                (e: Error) => e.name,
+              ),
+            ),
+          );
+          answers.push(...got);
+        },
+      },
+      {},
+      {
+        sqs: t.sqs,
+        host: () =>
+          remoteBatchHost(async (req) => {
+            requests.push(req);
+            return batchHost(JSON.parse(JSON.stringify(req)));
+          }),
+        idleWaitSeconds: 0,
+        exit: () => {},
+      },
+    );
+    await handler(
+      { kind: 'takoform.queue-batch.v1', slot: acquired.slot },
+      { getRemainingTimeInMillis: () => 30_000 },
+    );
+    expect(answers).toEqual(ids.map(() => 'resolved'));
+    const settling = requests.filter((r) => r.action === 'settle' || r.action === 'settleMany');
+    const batches = requests.filter((r) => r.action === 'finalize').length;
+    // One invoke per batch carries all of its acknowledgements.
+    expect(settling).toHaveLength(batches);
+    expect(batches).toBeLessThan(ids.length);
+    const carried = settling.flatMap((r) =>
+      r.action === 'settleMany' ? r.calls : r.action === 'settle' ? [r.call] : [],
+    );
+    expect(carried).toHaveLength(ids.length);
+    // Every one is recorded as acknowledged, and the batches ended as returned.
+    let acknowledged = 0;
+    for (const r of requests) {
+      if (r.action !== 'finalize') continue;
+      const head = await t.host.deliveryStore.getHead(r.slot.batchId);
+      expect(head).toMatchObject({ closed: true, outcome: 'returned', doubtful: false });
+      expect(Object.values(head?.settled ?? {}).every((code) => code === 'a')).toBe(true);
+      acknowledged += Object.keys(head?.settled ?? {}).length;
+    }
+    expect(acknowledged).toBe(ids.length);
   });
 
   it('MW-02: a module without an own `queue` function ends its batch as thrown', async () => {

@@ -1,0 +1,171 @@
+/**
+ * Issue 12: the worker runtime's batch-host transport on AWS. A Lambda throttle (429: the
+ * function did not run) is tried again for a bounded time; anything after which the function may
+ * have run is not. `settleMany` answers one result per call, and the request is bounded.
+ */
+import { type InvokeCommand, TooManyRequestsException } from '@aws-sdk/client-lambda';
+import { describe, expect, it } from 'vitest';
+import { batchHostRequestSchema } from '../../../lambdas/delivery/batch-host-protocol.ts';
+import { SETTLE_GROUP_LIMIT } from '../../../lambdas/delivery/settlement-protocol.ts';
+import {
+  type BatchHostTransport,
+  lambdaTransport,
+  remoteBatchHost,
+} from '../../../lambdas/runtime/worker/remote-batch-host.ts';
+
+const throttle = () =>
+  new TooManyRequestsException({
+    message: 'Rate Exceeded.',
+    Reason: 'ConcurrentInvocationLimitExceeded',
+    Type: 'User',
+    $metadata: { httpStatusCode: 429 },
+  });
+const answer = (value: unknown) => ({
+  StatusCode: 200,
+  Payload: new TextEncoder().encode(JSON.stringify({ ok: true, value })),
+});
+
+/** A Lambda client that gives `outcomes` in turn (an Error is thrown), recording the requests. */
+function fakeLambda(outcomes: (Error | Record<string, unknown>)[], fallback?: () => Error) {
+  const requests: unknown[] = [];
+  return {
+    requests,
+    client: {
+      send: async (command: InvokeCommand) => {
+        requests.push(JSON.parse(new TextDecoder().decode(command.input.Payload as Uint8Array)));
+        const next = outcomes.shift() ?? fallback?.();
+        if (next instanceof Error) throw next;
+        return next;
+      },
+    } as unknown as Parameters<typeof lambdaTransport>[0],
+  };
+}
+
+/** Records the waits instead of waiting. */
+function fakeSleep() {
+  const waits: number[] = [];
+  return { waits, sleep: async (ms: number) => void waits.push(ms) };
+}
+
+const outcome = (p: Promise<unknown>) =>
+  p.then(
+    () => 'resolved',
+    (err: Error) => err.name,
+  );
+
+describe('lambdaTransport: throttles (issue 12)', () => {
+  it('DL-03 a settle throttled twice is sent again and resolves', async () => {
+    const lambda = fakeLambda([throttle(), throttle(), answer(null)]);
+    const s = fakeSleep();
+    const host = remoteBatchHost(
+      lambdaTransport(lambda.client, 'batch-host', {
+        budgetMs: 5_000,
+        baseMs: 100,
+        capMs: 1_000,
+        sleep: s.sleep,
+      }),
+    );
+    expect(await outcome(host.settle('b-1', 'cred', { kind: 'ack', index: 0 }))).toBe('resolved');
+    expect(lambda.requests).toHaveLength(3);
+    // Full jitter below 100 ms, then below 200 ms.
+    expect(s.waits).toHaveLength(2);
+    expect(s.waits[0]).toBeLessThanOrEqual(100);
+    expect(s.waits[1]).toBeLessThanOrEqual(200);
+  });
+
+  it('DL-08 a settle that keeps being throttled rejects backend_unavailable once the bounded time is spent', async () => {
+    const lambda = fakeLambda([], throttle);
+    const s = fakeSleep();
+    const host = remoteBatchHost(
+      lambdaTransport(lambda.client, 'batch-host', {
+        budgetMs: 3_000,
+        baseMs: 100,
+        capMs: 1_000,
+        sleep: s.sleep,
+        random: () => 1, // the longest waits: 100, 200, 400, 800, 1000 … within 3 s
+      }),
+    );
+    expect(await outcome(host.settle('b-1', 'cred', { kind: 'ack', index: 0 }))).toBe('backend_unavailable');
+    expect(s.waits).toEqual([100, 200, 400, 800, 1_000]);
+    expect(s.waits.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(3_000);
+    expect(lambda.requests).toHaveLength(6);
+  });
+
+  it('DL-08 a FunctionError or a failed request is not sent again (the function may have run)', async () => {
+    const functionError = fakeLambda([
+      { StatusCode: 200, FunctionError: 'Unhandled', Payload: new Uint8Array() },
+    ]);
+    const s = fakeSleep();
+    const viaError = remoteBatchHost(
+      lambdaTransport(functionError.client, 'batch-host', {
+        budgetMs: 5_000,
+        baseMs: 100,
+        capMs: 1_000,
+        sleep: s.sleep,
+      }),
+    );
+    expect(await outcome(viaError.settle('b-1', 'cred', { kind: 'ack', index: 0 }))).toBe(
+      'backend_unavailable',
+    );
+    expect(functionError.requests).toHaveLength(1);
+
+    const lost = fakeLambda([Object.assign(new Error('socket hang up'), { name: 'TimeoutError' })]);
+    const viaLoss = remoteBatchHost(
+      lambdaTransport(lost.client, 'batch-host', {
+        budgetMs: 5_000,
+        baseMs: 100,
+        capMs: 1_000,
+        sleep: s.sleep,
+      }),
+    );
+    expect(await outcome(viaLoss.settle('b-1', 'cred', { kind: 'ack', index: 0 }))).toBe(
+      'backend_unavailable',
+    );
+    expect(lost.requests).toHaveLength(1);
+    expect(s.waits).toEqual([]);
+  });
+});
+
+describe('remoteBatchHost.settleMany (issue 12)', () => {
+  const calls = [
+    { kind: 'ack', index: 0 },
+    { kind: 'retry', index: 1, delaySeconds: 5 },
+    { kind: 'ackAll' },
+  ] as const;
+
+  it('sends one settleMany request and returns one answer per call; unlisted answers count as backend_unavailable', async () => {
+    const sent: unknown[] = [];
+    const transport: BatchHostTransport = async (request) => {
+      sent.push(request);
+      return { ok: true, value: ['ok', 'already_settled', 'something_else'] };
+    };
+    expect(await remoteBatchHost(transport).settleMany('b-1', 'cred', [...calls])).toEqual([
+      'ok',
+      'already_settled',
+      'backend_unavailable',
+    ]);
+    expect(sent).toEqual([{ action: 'settleMany', batchId: 'b-1', credential: 'cred', calls }]);
+  });
+
+  it('DL-08 an answer of the wrong length rejects backend_unavailable', async () => {
+    const transport: BatchHostTransport = async () => ({ ok: true, value: ['ok'] });
+    expect(await outcome(remoteBatchHost(transport).settleMany('b-1', 'cred', [...calls]))).toBe(
+      'backend_unavailable',
+    );
+  });
+
+  it('the protocol takes 1 to SETTLE_GROUP_LIMIT valid calls', () => {
+    const request = (n: number) => ({
+      action: 'settleMany',
+      batchId: 'b-1',
+      credential: 'cred',
+      calls: Array.from({ length: n }, (_, index) => ({ kind: 'ack', index })),
+    });
+    expect(batchHostRequestSchema.safeParse(request(SETTLE_GROUP_LIMIT)).success).toBe(true);
+    expect(batchHostRequestSchema.safeParse(request(SETTLE_GROUP_LIMIT + 1)).success).toBe(false);
+    expect(batchHostRequestSchema.safeParse(request(0)).success).toBe(false);
+    expect(
+      batchHostRequestSchema.safeParse({ ...request(1), calls: [{ kind: 'ack', index: -1 }] }).success,
+    ).toBe(false);
+  });
+});
