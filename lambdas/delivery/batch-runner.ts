@@ -282,11 +282,7 @@ export interface LaneResult {
  * invocation instead of once per batch. Returns when the queue is idle, the consumer stops,
  * every slot is taken, or the limits are reached.
  */
-export async function runLane(
-  first: Slot,
-  deps: RunnerDeps,
-  limits: LaneLimits,
-): Promise<LaneResult> {
+export async function runLane(first: Slot, deps: RunnerDeps, limits: LaneLimits): Promise<LaneResult> {
   const clock = deps.clock ?? Date.now;
   const started = clock();
   let slot = first;

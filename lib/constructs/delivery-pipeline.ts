@@ -69,6 +69,9 @@ export class DeliveryPipeline extends Construct {
   readonly supervisorFunction: HostFunction;
   readonly stateMachine: StateMachine;
   readonly stateMachineLogs: LogGroup;
+  /** The dispatcher state machine's name and ARN (known before it is created). */
+  readonly dispatcherName: string;
+  readonly dispatcherArn: string;
   /** `arn:…:sqs:<region>:<account>:<prefix>*`. */
   readonly queueArnPattern: string;
   /** Worker functions must be named with this prefix for the dispatcher to invoke them. */
@@ -89,6 +92,13 @@ export class DeliveryPipeline extends Construct {
       service: 'sqs',
       resource: `${props.queueNamePrefix}*`,
       arnFormat: ArnFormat.NO_RESOURCE_NAME,
+    });
+    this.dispatcherName = `${props.queueNamePrefix}dispatcher`;
+    this.dispatcherArn = stack.formatArn({
+      service: 'states',
+      resource: 'stateMachine',
+      resourceName: this.dispatcherName,
+      arnFormat: ArnFormat.COLON_RESOURCE_NAME,
     });
     const workerTimeout = props.workerTimeout ?? Duration.minutes(14);
     this.workerTimeoutSeconds = workerTimeout.toSeconds();
@@ -126,7 +136,7 @@ export class DeliveryPipeline extends Construct {
     this.stepFunction = hostFunction(
       'StepFunction',
       'delivery/dispatcher-step-handler.ts',
-      'Takoform dispatcher steps (AcquireSlot, RecoverBatch)',
+      'Takoform dispatcher steps (AcquireSlot, RecoverBatch, HandOver)',
       Duration.seconds(60),
     );
     this.batchHostFunction = hostFunction(
@@ -160,6 +170,9 @@ export class DeliveryPipeline extends Construct {
       removalPolicy: props.removalPolicy,
     });
     this.stateMachine = new StateMachine(this, 'Dispatcher', {
+      // Named, so the functions that start lanes know its ARN without a reference cycle (the
+      // definition names the step function, and the step function starts lanes).
+      stateMachineName: this.dispatcherName,
       comment: 'Takoform QueueConsumer dispatcher',
       definitionBody: DefinitionBody.fromString(
         stack.toJsonString(dispatcherDefinition({ stepFunction: this.stepFunction.fn.functionArn })),
@@ -185,15 +198,10 @@ export class DeliveryPipeline extends Construct {
       }),
     );
 
-    // The supervisor starts executions and lists running ones; it reads SQS's metrics.
-    this.supervisorFunction.fn.addEnvironment(AWS_ENV.dispatcherArn, this.stateMachine.stateMachineArn);
-    this.supervisorFunction.role.addToPrincipalPolicy(
-      new iam.PolicyStatement({
-        sid: 'StartDispatchers',
-        actions: ['states:StartExecution', 'states:ListExecutions'],
-        resources: [this.stateMachine.stateMachineArn],
-      }),
-    );
+    // Lanes are started by the supervisor (backlog), the step function (hand-over, a full
+    // batch's next slot), the batch host (a full batch within an invocation) and the API (wake on
+    // send, in bindApi). Only StartExecution, only on this state machine.
+    for (const f of [this.supervisorFunction, this.stepFunction, this.batchHostFunction]) this.grantStartLanes(f);
     const metricsRead = new iam.Policy(this, 'SupervisorMetricsRead', {
       roles: [this.supervisorFunction.role],
       statements: [new iam.PolicyStatement({ actions: ['cloudwatch:GetMetricData'], resources: ['*'] })],
@@ -244,7 +252,20 @@ export class DeliveryPipeline extends Construct {
    * The API function: triggers the executor after an acceptance (asynchronous invoke of the
    * unqualified function only) and sends through the HTTP producer extension.
    */
+  /** Lets a Host function start dispatcher lanes (TAKOFORM_DISPATCHER_ARN + states:StartExecution). */
+  private grantStartLanes(f: HostFunction): void {
+    f.fn.addEnvironment(AWS_ENV.dispatcherArn, this.dispatcherArn);
+    f.role.addToPrincipalPolicy(
+      new iam.PolicyStatement({
+        sid: 'StartDispatcherLanes',
+        actions: ['states:StartExecution'],
+        resources: [this.dispatcherArn],
+      }),
+    );
+  }
+
   bindApi(api: HostFunction): void {
+    this.grantStartLanes(api);
     this.grantQueues(api.fn, SQS_ACTIONS.api);
     api.fn.addEnvironment(AWS_ENV.executorFunction, this.executorFunction.fn.functionArn);
     api.fn.addEnvironment(AWS_ENV.queuePrefix, this.queueNamePrefix);

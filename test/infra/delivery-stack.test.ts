@@ -162,9 +162,23 @@ describe('delivery on AWS: template', () => {
       });
       expect(props.Runtime).toBe('nodejs24.x');
     }
-    const supervisor =
-      template.findResources('AWS::Lambda::Function')[id(d.supervisorFunction.fn)]?.Properties;
-    expect(supervisor.Environment.Variables.TAKOFORM_DISPATCHER_ARN).toEqual({ Ref: id(d.stateMachine) });
+    // Every function that starts lanes knows the dispatcher by its ARN, built from its fixed name.
+    const dispatcherArn = Stack.of(d).resolve(d.dispatcherArn);
+    for (const f of [
+      d.supervisorFunction.fn,
+      d.stepFunction.fn,
+      d.batchHostFunction.fn,
+      stack.api.handler.fn,
+    ]) {
+      const props = template.findResources('AWS::Lambda::Function')[id(f)]?.Properties;
+      expect(props.Environment.Variables.TAKOFORM_DISPATCHER_ARN).toEqual(dispatcherArn);
+    }
+    expect(
+      template.findResources('AWS::StepFunctions::StateMachine')[id(d.stateMachine)]?.Properties,
+    ).toMatchObject({
+      StateMachineName: d.dispatcherName,
+    });
+    expect(JSON.stringify(dispatcherArn)).toContain(`:stateMachine:${d.dispatcherName}`);
     const api = template.findResources('AWS::Lambda::Function')[id(stack.api.handler.fn)]?.Properties;
     expect(api.Environment.Variables.TAKOFORM_EXECUTOR_FUNCTION).toEqual(arnOf(d.executorFunction.fn));
   });
@@ -308,22 +322,29 @@ describe('delivery on AWS: template', () => {
     expect(worker.functionName.startsWith(d.workerFunctionNamePrefix)).toBe(true);
   });
 
-  it('SEC-02: the supervisor starts and lists executions of its state machine only; the API may invoke only the executor', () => {
+  it('SEC-02: the supervisor, step function, batch host and API may only start executions of their own dispatcher; the API may invoke only the executor', () => {
     const d = stack.host.delivery;
-    const states = statementsOf(d.supervisorFunction.role).filter((s) =>
-      actionsOf(s).some((a) => a.startsWith('states:')),
-    );
-    expect(states.flatMap(actionsOf).sort()).toEqual(['states:ListExecutions', 'states:StartExecution']);
-    expect(states.flatMap(resourcesOf)).toEqual([{ Ref: id(d.stateMachine) }]);
+    const dispatcherArn = Stack.of(d).resolve(d.dispatcherArn);
+    for (const role of [
+      d.supervisorFunction.role,
+      d.stepFunction.role,
+      d.batchHostFunction.role,
+      stack.api.handler.role,
+    ]) {
+      const states = statementsOf(role).filter((s) => actionsOf(s).some((a) => a.startsWith('states:')));
+      expect(states.flatMap(actionsOf)).toEqual(['states:StartExecution']);
+      expect(states.flatMap(resourcesOf)).toEqual([dispatcherArn]);
+    }
     const reads = statementsOf(d.supervisorFunction.role).filter((s) =>
       actionsOf(s).includes('cloudwatch:GetMetricData'),
     );
     expect(reads.flatMap(actionsOf)).toEqual(['cloudwatch:GetMetricData']);
     for (const role of [d.stepFunction.role, d.batchHostFunction.role, d.executorFunction.role]) {
-      expect(statementsOf(role).filter((s) => actionsOf(s).some((a) => /^(lambda|states):/.test(a)))).toEqual(
-        [],
-      );
+      expect(statementsOf(role).filter((s) => actionsOf(s).some((a) => /^lambda:/.test(a)))).toEqual([]);
     }
+    expect(
+      statementsOf(d.executorFunction.role).filter((s) => actionsOf(s).some((a) => /^states:/.test(a))),
+    ).toEqual([]);
   });
 
   it('worker: bundles the fixed entry with its module aliased, and carries its config and the batch host', () => {

@@ -132,7 +132,7 @@ describe('TakoformHostStack template', () => {
     });
   });
 
-  it('SEC-02: the API function may touch only its table, indexes, log group, Host queues and the executor', () => {
+  it('SEC-02: the API function may touch only its table, indexes, log group, Host queues, the executor and StartExecution on its dispatcher', () => {
     const fnRoleRef = { Ref: stack.getLogicalId(stack.api.handler.role.node.defaultChild as CfnElement) };
     const policies = Object.values(template.findResources('AWS::IAM::Policy')).filter((p) =>
       JSON.stringify(p.Properties.Roles).includes(JSON.stringify(fnRoleRef)),
@@ -191,8 +191,13 @@ describe('TakoformHostStack template', () => {
     };
     const invoke = statements.filter((s) => [s.Action].flat().some((a: string) => a.startsWith('lambda:')));
     expect(invoke.map((s) => [s.Action, s.Resource])).toEqual([['lambda:InvokeFunction', executorArn]]);
+    // Step Functions: starting a lane of its own dispatcher (wake on send), nothing else.
+    const lanes = statements.filter((s) => [s.Action].flat().some((a: string) => a.startsWith('states:')));
+    expect(lanes.map((s) => [s.Action, s.Resource])).toEqual([
+      ['states:StartExecution', stack.resolve(stack.host.delivery.dispatcherArn)],
+    ]);
     // Nothing else: every statement is one of the above.
-    const known = new Set([...dynamo, ...logs, ...wildcard, ...sqs, ...invoke]);
+    const known = new Set([...dynamo, ...logs, ...wildcard, ...sqs, ...invoke, ...lanes]);
     expect(statements.filter((s) => !known.has(s))).toEqual([]);
 
     // No AWS-managed policies on the function role.

@@ -41,15 +41,19 @@
 
 import { StateMachine } from 'aws-local-stepfunctions';
 
+/** A Task state's local stand-in for the Lambda it invokes. */
+export type TaskHandler = (payload: unknown, call: { functionName?: string }) => Promise<unknown>;
+
 export interface LocalExecutionOptions {
   /** Execution name, as AWS allows: 1..80 characters of [A-Za-z0-9-_]. */
   name: string;
   input: unknown;
   /**
    * By Task state name. A `lambda:invoke` Task's handler gets the state's resolved
-   * `Parameters.Payload` and returns the Lambda's payload (see `asTaskHandler`).
+   * `Parameters.Payload` (and the function it names) and returns the Lambda's payload (see
+   * `asTaskHandler`).
    */
-  taskHandlers: Record<string, (payload: unknown) => Promise<unknown>>;
+  taskHandlers: Record<string, TaskHandler>;
   /** Milliseconds, by Wait state name. */
   waitTimeOverrides?: Record<string, number>;
 }
@@ -117,12 +121,16 @@ export function withAwsTaskTimeouts(definition: object): Definition {
  * What the library calls for a Task: a `lambda:invoke` Task gets what the Lambda returned as the
  * integration's `{Payload, StatusCode}`; a Task naming a function ARN gets the payload itself.
  */
-function asTaskHandler(resource: unknown, handler: (payload: unknown) => Promise<unknown>) {
+function asTaskHandler(resource: unknown, handler: TaskHandler) {
   const invoke = typeof resource === 'string' && resource.startsWith(LAMBDA_INVOKE);
   return async (input: Json): Promise<Json> => {
     let returned: unknown;
     try {
-      returned = await handler(invoke ? (input as { Payload?: unknown } | null)?.Payload : input);
+      const call = invoke ? (input as { Payload?: unknown; FunctionName?: unknown } | null) : undefined;
+      returned = await handler(
+        invoke ? call?.Payload : input,
+        typeof call?.FunctionName === 'string' ? { functionName: call.FunctionName } : {},
+      );
     } catch (err) {
       // Retry and Catch match on `name`; a thrown non-Error would have none.
       throw err instanceof Error ? err : named('Error', String(err));
@@ -219,7 +227,7 @@ export class LocalStateMachine {
     const handlers = Object.fromEntries(
       [...this.tasks].map(([state, resource]) => [
         state,
-        asTaskHandler(resource, o.taskHandlers[state] as (p: unknown) => Promise<unknown>),
+        asTaskHandler(resource, o.taskHandlers[state] as TaskHandler),
       ]),
     );
     const run = this.machine.run(JSON.parse(inputJson) as Json, {

@@ -8,7 +8,6 @@
  * by a recorder, since a real exit would end the test worker.
  */
 import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
-import { StateMachine } from 'aws-local-stepfunctions';
 import { beforeAll, describe, expect, it, vi } from 'vitest';
 
 // Powertools logs of the entries stay quiet here; they are asserted on nowhere.
@@ -25,6 +24,7 @@ import {
   dispatcherInput,
 } from '../../../lambdas/delivery/dispatcher-definition.ts';
 import { createDispatcherStepHandler } from '../../../lambdas/delivery/dispatcher-step-handler.ts';
+import { LocalStateMachine } from '../../../lambdas/local/standins/local-step-functions.ts';
 import {
   CUT_OFF_EXIT_CODE,
   createQueueWorkerHandler,
@@ -169,7 +169,7 @@ describe('DL-02 RC-01: the Lambda adapter ends its sandbox after a cut-off', () 
     const second = newRecord();
     const result = await invocation(module, await acquire(c.consumerUid), second);
     expect(seen).toEqual([1, 2]);
-    expect(result).toEqual({ idle: true, delivered: 1, batches: 2 });
+    expect(result).toEqual({ idle: true, delivered: 1, batches: 2, full: false });
     expect(second.exits).toEqual([]);
     expect(second.calls).toEqual([
       'register:ok',
@@ -190,7 +190,7 @@ describe('DL-02 RC-01: the Lambda adapter ends its sandbox after a cut-off', () 
     const result = await invocation(workerModule(seen, 'throw'), await acquire(c.consumerUid), record);
     // The same lane took a next slot and delivered the retry (attempt 2), then went idle.
     expect(seen).toEqual([1, 2]);
-    expect(result).toEqual({ idle: true, delivered: 2, batches: 3 });
+    expect(result).toEqual({ idle: true, delivered: 2, batches: 3, full: false });
     expect(record.exits).toEqual([]);
     expect(record.calls).toEqual([
       'register:ok',
@@ -215,31 +215,23 @@ describe('DL-02 RC-01: the Lambda adapter ends its sandbox after a cut-off', () 
     const record = newRecord();
     const invoked: string[] = [];
     const recovered: string[] = [];
-    const machine = new StateMachine(dispatcherDefinition({ stepFunction: stepArn }) as never, {
-      validationOptions: { checkArn: false },
-    });
-    const lambdaResult = (payload: unknown) => ({
-      Payload: JSON.parse(JSON.stringify(payload ?? null)),
-      StatusCode: 200,
-    });
-    const execution = machine.run(dispatcherInput(c.consumerUid, 1, 1), {
-      overrides: {
-        taskResourceLocalHandlers: {
-          [DISPATCHER_TASKS.acquire]: async (input) =>
-            lambdaResult(await stepHandler((input as unknown as { Payload: unknown }).Payload)),
-          [DISPATCHER_TASKS.recover]: async (input) => {
-            const payload = (input as unknown as { Payload: { batchId: string } }).Payload;
-            recovered.push(payload.batchId);
-            return lambdaResult(await stepHandler(payload));
-          },
-          [DISPATCHER_TASKS.invoke]: async (input) => {
-            const { slot } = (input as unknown as { Payload: { slot: Slot } }).Payload;
-            invoked.push(slot.batchId);
-            // Each invocation is a fresh sandbox (the previous one exited).
-            return lambdaResult(await invocation(module, JSON.parse(JSON.stringify(slot)), record));
-          },
+    const machine = new LocalStateMachine(dispatcherDefinition({ stepFunction: stepArn }));
+    const execution = machine.start({
+      name: `${c.consumerUid}-g1-cutoff`,
+      input: dispatcherInput(c.consumerUid, 1),
+      taskHandlers: {
+        [DISPATCHER_TASKS.acquire]: (payload) => stepHandler(payload),
+        [DISPATCHER_TASKS.handover]: (payload) => stepHandler(payload),
+        [DISPATCHER_TASKS.recover]: async (payload) => {
+          recovered.push((payload as { batchId: string }).batchId);
+          return stepHandler(payload);
         },
-        waitTimeOverrides: { WaitForSlot: 100 },
+        [DISPATCHER_TASKS.invoke]: async (payload) => {
+          const { slot } = payload as { slot: Slot };
+          invoked.push(slot.batchId);
+          // Each invocation is a fresh sandbox (the previous one exited).
+          return invocation(module, JSON.parse(JSON.stringify(slot)), record);
+        },
       },
     });
     await execution.result;

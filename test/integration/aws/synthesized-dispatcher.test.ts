@@ -1,5 +1,5 @@
 /**
- * The dispatcher exactly as `cdk synth` renders it, executed by aws-local-stepfunctions with the
+ * The dispatcher exactly as `cdk synth` renders it, executed by the local Step Functions stand-in with the
  * real Lambda handlers behind its Task states: the dispatcher-step handler (AcquireSlot,
  * RecoverBatch), the worker runtime adapter (InvokeWorker) and, behind the worker, the batch-host
  * handler — all over the AWS composition against DynamoDB Local and the SQS stand-in.
@@ -8,7 +8,6 @@ import { readFileSync } from 'node:fs';
 import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
-import { StateMachine } from 'aws-local-stepfunctions';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 
 // Powertools logs of the entries stay quiet here; they are asserted on nowhere.
@@ -25,6 +24,7 @@ import {
 } from '../../../lambdas/delivery/dispatcher-definition.ts';
 import { createDispatcherStepHandler } from '../../../lambdas/delivery/dispatcher-step-handler.ts';
 import { decodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
+import { LocalStateMachine } from '../../../lambdas/local/standins/local-step-functions.ts';
 import { createQueueWorkerHandler } from '../../../lambdas/runtime/worker/lambda-adapter.ts';
 import { remoteBatchHost } from '../../../lambdas/runtime/worker/remote-batch-host.ts';
 import { TakoformHostStack } from '../../../lib/host-stack.ts';
@@ -47,11 +47,6 @@ function synthesizedDispatcher() {
     stepArn: arnOf(stepId),
   };
 }
-
-const lambdaResult = (payload: unknown) => ({
-  Payload: JSON.parse(JSON.stringify(payload ?? null)),
-  StatusCode: 200,
-});
 
 describe('OPS-01: the synthesized dispatcher definition', () => {
   let t: AwsTestHost;
@@ -131,31 +126,28 @@ describe('OPS-01: the synthesized dispatcher definition', () => {
       },
     );
 
-    const machine = new StateMachine(definition as never, { validationOptions: { checkArn: false } });
+    // The strict stand-in: AWS's history limit, Task timeouts and StartExecution name rules.
+    const machine = new LocalStateMachine(definition as object);
     const stepCalls: string[] = [];
-    const execution = machine.run(dispatcherInput(consumer.body.resourceUid, 1, 1), {
-      overrides: {
-        taskResourceLocalHandlers: {
-          [DISPATCHER_TASKS.acquire]: async (input) => {
-            const { FunctionName, Payload } = input as { FunctionName: string; Payload: unknown };
-            stepCalls.push(FunctionName);
-            return lambdaResult(await stepHandler(Payload));
-          },
-          [DISPATCHER_TASKS.recover]: async (input) => {
-            const { FunctionName, Payload } = input as { FunctionName: string; Payload: unknown };
-            stepCalls.push(FunctionName);
-            return lambdaResult(await stepHandler(Payload));
-          },
-          [DISPATCHER_TASKS.invoke]: async (input) => {
-            const { FunctionName, Payload } = input as { FunctionName: string; Payload: unknown };
-            invoked.push(FunctionName);
-            return lambdaResult(await workerHandler(Payload, { getRemainingTimeInMillis: () => 60_000 }));
-          },
+    const step = async (payload: unknown, call: { functionName?: string }) => {
+      stepCalls.push(call.functionName ?? '');
+      return stepHandler(payload);
+    };
+    const execution = machine.start({
+      name: `${consumer.body.resourceUid}-g1-test`,
+      input: dispatcherInput(consumer.body.resourceUid, 1),
+      taskHandlers: {
+        [DISPATCHER_TASKS.acquire]: step,
+        [DISPATCHER_TASKS.recover]: step,
+        [DISPATCHER_TASKS.handover]: step,
+        [DISPATCHER_TASKS.invoke]: async (payload, call) => {
+          invoked.push(call.functionName ?? '');
+          return workerHandler(payload, { getRemainingTimeInMillis: () => 60_000 });
         },
-        waitTimeOverrides: { WaitForSlot: 100 },
       },
     });
     await execution.result;
+    expect(machine.stats().failed).toBe(0);
 
     expect(new Set(stepCalls)).toEqual(new Set([stepArn]));
     expect(new Set(invoked)).toEqual(new Set([workerArn]));

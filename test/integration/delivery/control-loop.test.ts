@@ -80,7 +80,9 @@ describe('one control loop: scale up, shed, wake on send', () => {
       expect(peakConcurrency(events)).toBeLessThanOrEqual(maxConcurrency);
       expect(peakConcurrency(events)).toBeGreaterThanOrEqual(maxConcurrency > 40 ? 41 : maxConcurrency);
       // Every message once (nothing lost, nothing duplicated on this clean run).
-      const bodies = events.filter((e) => e.ev === 'msg').map((e) => Buffer.from(e.body ?? '', 'base64').toString());
+      const bodies = events
+        .filter((e) => e.ev === 'msg')
+        .map((e) => Buffer.from(e.body ?? '', 'base64').toString());
       expect(new Set(bodies).size).toBe(total + 1);
 
       // Idle: every lane ends after its idle wait; no slot is left.
@@ -115,7 +117,9 @@ describe('one control loop: scale up, shed, wake on send', () => {
       const sentAt = Date.now();
       await d.host.producer.send(queue, `wake-${i}`);
       await waitFor(`wake ${i}`, () =>
-        readEvents(log).some((e) => e.ev === 'msg' && Buffer.from(e.body ?? '', 'base64').toString() === `wake-${i}`),
+        readEvents(log).some(
+          (e) => e.ev === 'msg' && Buffer.from(e.body ?? '', 'base64').toString() === `wake-${i}`,
+        ),
       );
       const at = readEvents(log).find(
         (e) => e.ev === 'msg' && Buffer.from(e.body ?? '', 'base64').toString() === `wake-${i}`,
