@@ -811,8 +811,17 @@ export class DeliveryService {
     batchId: string,
     opts: { ended?: boolean } = {},
   ): Promise<{ heldUntil?: number }> {
-    const deadline = (await this.o.store.slots(consumerUid))[batchId];
-    if (deadline === undefined) return {}; // finished meanwhile
+    const state = await this.o.store.dispatchState(consumerUid);
+    if (state.slots[batchId] === undefined) return {}; // finished meanwhile
+    // No batch registered in it: no handler runs in it, and a runner that registers late is
+    // refused (registration needs the slot), so it is freed now rather than at its deadline.
+    if (!state.registered[batchId] && (await this.o.store.releaseUnregistered(consumerUid, batchId)))
+      return {};
+    // Registered (perhaps just now, with a later deadline): read the deadline it holds now.
+    const deadline = state.registered[batchId]
+      ? state.slots[batchId]
+      : (await this.o.store.slots(consumerUid))[batchId];
+    if (deadline === undefined) return {};
     if (deadline > this.now() && !opts.ended) {
       // End settlement now, and keep the slot — and so the concurrency bound — until the
       // deadline, when recoverExpired applies what is owed.

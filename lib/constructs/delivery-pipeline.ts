@@ -201,7 +201,8 @@ export class DeliveryPipeline extends Construct {
     // Lanes are started by the supervisor (backlog), the step function (hand-over, a full
     // batch's next slot), the batch host (a full batch within an invocation) and the API (wake on
     // send, in bindApi). Only StartExecution, only on this state machine.
-    for (const f of [this.supervisorFunction, this.stepFunction, this.batchHostFunction]) this.grantStartLanes(f);
+    for (const f of [this.supervisorFunction, this.stepFunction, this.batchHostFunction])
+      this.grantStartLanes(f);
     const metricsRead = new iam.Policy(this, 'SupervisorMetricsRead', {
       roles: [this.supervisorFunction.role],
       statements: [new iam.PolicyStatement({ actions: ['cloudwatch:GetMetricData'], resources: ['*'] })],

@@ -1,4 +1,5 @@
 import type { SQSClient } from '@aws-sdk/client-sqs';
+import { withLambdaInvokeFaults } from '../../adapters/aws/fault-injection.ts';
 import { type BatchHostPort, type QueueInvoker, runLane } from '../../delivery/batch-runner.ts';
 import type {
   ControlLoop,
@@ -72,13 +73,20 @@ export class LocalLanes implements LaneLauncher {
     return 'started';
   }
 
+  /**
+   * The Lambda functions behind the Task states. With `TAKOFORM_FAULTS` (`localInvoke`) their
+   * invocations throttle, fail or hang as Lambda's do, so the state machine's Retry and Catch run.
+   */
   private taskHandlers(o: LocalLanesOptions): Record<string, (payload: unknown) => Promise<unknown>> {
-    const step = (payload: unknown) => o.loop.step(payload as DispatcherStepInput);
+    const step = withLambdaInvokeFaults(
+      async (payload: unknown) => o.loop.step(payload as DispatcherStepInput),
+      'step',
+    );
     return {
       [DISPATCHER_TASKS.acquire]: async (payload) => (this.stopped ? { status: 'stop' } : step(payload)),
       [DISPATCHER_TASKS.recover]: step,
       [DISPATCHER_TASKS.handover]: async (payload) => (this.stopped ? { handedOver: false } : step(payload)),
-      [DISPATCHER_TASKS.invoke]: async (payload) => {
+      [DISPATCHER_TASKS.invoke]: withLambdaInvokeFaults(async (payload: unknown) => {
         const slot = (payload as { slot: Slot }).slot;
         // Several batches per InvokeWorker, as on AWS: the state machine's transitions are
         // paid per invocation, not per batch.
@@ -94,7 +102,7 @@ export class LocalLanes implements LaneLauncher {
           },
           { maxBatches: 100, budgetMs: 30_000 },
         );
-      },
+      }, 'worker'),
     };
   }
 

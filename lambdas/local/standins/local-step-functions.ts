@@ -56,6 +56,8 @@ export interface LocalExecutionOptions {
   taskHandlers: Record<string, TaskHandler>;
   /** Milliseconds, by Wait state name. */
   waitTimeOverrides?: Record<string, number>;
+  /** Milliseconds between retries, by state name (tests shorten AWS's backoff; a clock). */
+  retryIntervalOverrides?: Record<string, number>;
 }
 
 export interface LocalExecution {
@@ -232,7 +234,11 @@ export class LocalStateMachine {
     );
     const run = this.machine.run(JSON.parse(inputJson) as Json, {
       noThrowOnAbort: true,
-      overrides: { taskResourceLocalHandlers: handlers, waitTimeOverrides: o.waitTimeOverrides ?? {} },
+      overrides: {
+        taskResourceLocalHandlers: handlers,
+        waitTimeOverrides: o.waitTimeOverrides ?? {},
+        ...(o.retryIntervalOverrides ? { retryIntervalOverrides: o.retryIntervalOverrides } : {}),
+      },
       context: {
         Execution: { Name: o.name, Id: `arn:aws:states:local:000000000000:execution:local:${o.name}` },
       },
