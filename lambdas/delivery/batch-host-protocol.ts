@@ -74,7 +74,6 @@ export const batchHostRequestSchema = z.discriminatedUnion('action', [
     action: z.literal('acquire'),
     previous: slotSchema,
     credential,
-    evidence: z.strictObject({ full: z.boolean() }).optional(),
   }),
   z.strictObject({
     action: z.literal('register'),

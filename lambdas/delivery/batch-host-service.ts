@@ -11,8 +11,8 @@ import type { QueueDirectory, QueueTarget } from './ports.ts';
 
 export interface BatchHostServiceOptions {
   delivery: DeliveryService;
-  /** A lane's next slot goes through the control loop, which may start another lane. */
-  loop: Pick<ControlLoop, 'acquireNext'>;
+  /** Registrations go through the control loop, which may start another lane for a full batch. */
+  loop: Pick<ControlLoop, 'register'>;
   /** Read-only use: batch heads, to tie a producer call to its batch's consumer. */
   store: Pick<DeliveryStore, 'getHead'>;
   attachments: Pick<AttachmentStore, 'get'>;
@@ -45,9 +45,9 @@ export class BatchHostService {
   async handle(request: BatchHostRequest): Promise<unknown> {
     switch (request.action) {
       case 'acquire':
-        return this.o.loop.acquireNext(request.previous, request.credential, request.evidence);
+        return this.o.delivery.acquireNext(request.previous, request.credential);
       case 'register':
-        return this.o.delivery.register(request.slot, request.received);
+        return this.o.loop.register(request.slot, request.received);
       case 'settle':
         await this.o.delivery.settle(request.batchId, request.credential, request.call);
         return null;

@@ -14,11 +14,8 @@ import type { BatchDelivery, InvocationOutcome, SettleAnswer, SettleCall } from 
 
 /** The Host's delivery service as the runner reaches it: in-process locally, by Lambda invoke on AWS. */
 export interface BatchHostPort {
-  /**
-   * The lane's next slot, proven by the credential of the batch it just ran. `full`: that batch
-   * reached maxBatchSize, evidence of a backlog the control loop may add a lane for.
-   */
-  acquire(previous: Slot, credential: string, evidence?: LaneEvidence): Promise<AcquireResult>;
+  /** The lane's next slot, proven by the credential of the batch it just ran. */
+  acquire(previous: Slot, credential: string): Promise<AcquireResult>;
   register(slot: Slot, received: Received[]): Promise<Registration>;
   settle(batchId: string, credential: string, call: SettleCall): Promise<void>;
   /** Several settle calls of one batch, applied in order; one answer per call. */
@@ -27,11 +24,6 @@ export interface BatchHostPort {
   finalize(slot: Slot, credential: string, outcome: InvocationOutcome): Promise<{ deadLetter: string[] }>;
   /** Bodies for the moves `finalize` asked for; resolves once the batch is finished. */
   deadLetter(slot: Slot, credential: string, items: DeadLetterItem[]): Promise<void>;
-}
-
-/** What a lane tells the control loop about the batch it just ran. */
-export interface LaneEvidence {
-  full: boolean;
 }
 
 /** Runs the worker's `queue` handler on one batch and reports how it ended. */
@@ -61,8 +53,6 @@ export interface RunResult {
   /** Nothing arrived while waiting: the lane may rest. */
   idle: boolean;
   delivered: number;
-  /** The receive filled the batch (maxBatchSize): likely more is waiting. */
-  full?: boolean;
   /** The batch credential (empty when nothing was registered); proves the lane to `acquire`. */
   credential?: string;
 }
@@ -188,9 +178,8 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
   // Idle after a failed receive too: the lane rests instead of spinning while SQS is away —
   // unless a send through the Host came after the slot was taken (it may have missed this receive).
   if (held.length === 0) return { idle: !registration.woken, delivered: 0 };
-  const full = held.length >= slot.maxBatchSize;
   const { credential } = registration;
-  if (!credential) return { idle: false, delivered: 0, full };
+  if (!credential) return { idle: false, delivered: 0 };
   const bodies = new Map<string, Uint8Array>();
   for (const h of held) if (!bodies.has(h.received.envelope.id)) bodies.set(h.received.envelope.id, h.body);
 
@@ -254,10 +243,10 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
         batchId: slot.batchId,
         error: (err as Error)?.name,
       });
-      return { idle: false, delivered: batch.length, full };
+      return { idle: false, delivered: batch.length };
     }
   }
-  return { idle: false, delivered: batch.length, full, credential };
+  return { idle: false, delivered: batch.length, credential };
 }
 
 export interface LaneLimits {
@@ -272,8 +261,6 @@ export interface LaneResult {
   idle: boolean;
   delivered: number;
   batches: number;
-  /** The last batch filled up: the next AcquireSlot may start another lane. */
-  full: boolean;
 }
 
 /**
@@ -290,15 +277,13 @@ export async function runLane(first: Slot, deps: RunnerDeps, limits: LaneLimits)
   for (let batches = 1; ; batches++) {
     const run = await runBatch(slot, deps);
     delivered += run.delivered;
-    // Always a boolean: the state machine reads it (a missing path fails the execution).
-    const full = run.full === true;
-    if (run.idle) return { idle: true, delivered, batches, full };
+    if (run.idle) return { idle: true, delivered, batches };
     const over = batches >= limits.maxBatches || clock() - started >= limits.budgetMs;
     if (!run.credential || over || deps.signal?.aborted) {
-      return { idle: false, delivered, batches, full };
+      return { idle: false, delivered, batches };
     }
-    const next = await deps.host.acquire(slot, run.credential, { full });
-    if (next.status !== 'acquired') return { idle: false, delivered, batches, full };
+    const next = await deps.host.acquire(slot, run.credential);
+    if (next.status !== 'acquired') return { idle: false, delivered, batches };
     slot = next.slot;
   }
 }

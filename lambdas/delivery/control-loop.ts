@@ -10,8 +10,9 @@
  * bounds how many batches run (DL-02: `size(slots) < maxConcurrency`, in the store). Lanes start:
  *
  * - **on send** (`wake`): a send through the Host to a consumer with no lane receiving starts one;
- * - **on backlog** (`afterBatch`): a lane whose batch came back full starts one more while a slot
- *   is free, so the lanes double per batch round until the backlog or maxConcurrency is reached;
+ * - **on backlog** (`register`): a lane whose receive filled its batch starts one more lane while
+ *   a slot is free — before its handler runs, so slow handlers scale as fast as quick ones — and
+ *   the lanes double per batch round until the backlog or maxConcurrency is reached;
  * - **by the supervisor** (`supervise`, every minute on AWS): for a visible backlog no lane is
  *   receiving — messages sent straight to SQS, and lanes lost to failures;
  * - **by hand-over**: a lane that ran `ROUNDS_PER_EXECUTION` rounds starts its successor and ends,
@@ -22,8 +23,7 @@
  */
 import { newToken } from '../engine/ids.ts';
 import { log } from '../shared/log.ts';
-import type { LaneEvidence } from './batch-runner.ts';
-import type { AcquireResult, DeliveryService, Slot } from './delivery-service.ts';
+import type { AcquireResult, DeliveryService, Received, Registration, Slot } from './delivery-service.ts';
 import type { DispatchState } from './delivery-store.ts';
 import { dispatcherInput } from './dispatcher-definition.ts';
 
@@ -35,7 +35,6 @@ export interface LaneInput {
   generation: number;
   /** Rounds (worker invocations) this execution has run; it hands over at the bound. */
   round: number;
-  full: boolean;
   idle: boolean;
 }
 
@@ -47,8 +46,7 @@ export interface LaneLauncher {
 
 /** The dispatcher step Lambda's actions (what the state machine's Host tasks send). */
 export type DispatcherStepInput =
-  /** `full`: the lane's last batch filled up (evidence of a backlog). */
-  | { action: 'acquire'; consumerUid: string; generation: number; full?: boolean }
+  | { action: 'acquire'; consumerUid: string; generation: number }
   | { action: 'recover'; consumerUid: string; batchId: string }
   | { action: 'handover'; consumerUid: string; generation: number };
 
@@ -73,8 +71,8 @@ export function lanesForBacklog(p: {
 }
 
 /** A full batch is evidence of a backlog: one more lane while a slot is free. */
-export function lanesAfterBatch(p: { full: boolean; held: number; maxConcurrency: number }): number {
-  return p.full && p.held < p.maxConcurrency ? 1 : 0;
+export function lanesAfterBatch(p: { full: boolean; room: boolean }): number {
+  return p.full && p.room ? 1 : 0;
 }
 
 /** Slots taken by lanes that are still receiving (not yet holding a registered batch). */
@@ -82,21 +80,29 @@ export function gatheringSlots(state: DispatchState): number {
   return Object.keys(state.slots).filter((b) => !state.registered[b]).length;
 }
 
-/** A send wakes the consumer only when no lane is receiving and a slot is free. */
-export function lanesOnWake(state: DispatchState, maxConcurrency: number): number {
-  return gatheringSlots(state) === 0 && Object.keys(state.slots).length < maxConcurrency ? 1 : 0;
+/**
+ * A send wakes the consumer only when no lane is receiving or about to (a lane a wake started
+ * that has not taken its slot yet) and a slot is free.
+ */
+export function lanesOnWake(state: DispatchState, maxConcurrency: number, now: number): number {
+  const starting = state.starting !== undefined && state.starting > now;
+  return !starting && gatheringSlots(state) === 0 && Object.keys(state.slots).length < maxConcurrency ? 1 : 0;
 }
+
+/** How long a wake's start lease lasts if its lane never takes a slot (a failed start). */
+export const WAKE_START_LEASE_MS = 30_000;
 
 const consumerKey = (consumerUid: string, generation: number) => `${consumerUid}-g${generation}`;
 
 /**
- * Execution names (≤ 80 characters of `[A-Za-z0-9_-]`). Wakes of one second and the supervisor's
- * starts of one minute share names, so concurrent callers start each lane once.
+ * Execution names (≤ 80 characters of `[A-Za-z0-9_-]`). A wake's lane is named by the wake count
+ * that started it; a supervisor round's by its second, so a repeated round (EventBridge delivers
+ * at least once) starts each lane once.
  */
 export const laneNames = {
-  wake: (c: string, g: number, now: number) => `${consumerKey(c, g)}-w${Math.floor(now / 1000)}`,
+  wake: (c: string, g: number, wakes: number) => `${consumerKey(c, g)}-w${wakes}`,
   supervisor: (c: string, g: number, now: number, i: number) =>
-    `${consumerKey(c, g)}-t${Math.floor(now / 60_000)}-${i}`,
+    `${consumerKey(c, g)}-t${Math.floor(now / 1000)}-${i}`,
   spawn: (c: string, g: number) => `${consumerKey(c, g)}-s${newToken(12)}`,
   handover: (c: string, g: number) => `${consumerKey(c, g)}-h${newToken(12)}`,
 };
@@ -126,10 +132,7 @@ export class ControlLoop {
   async step(input: DispatcherStepInput): Promise<DispatcherStepResult> {
     switch (input.action) {
       case 'acquire':
-        return this.afterBatch(
-          await this.o.service.acquire(input.consumerUid, input.generation),
-          input.full === true,
-        );
+        return this.o.service.acquire(input.consumerUid, input.generation);
       case 'recover': {
         const { heldUntil } = await this.o.service.recoverLane(input.consumerUid, input.batchId);
         const wait = heldUntil === undefined ? 0 : Math.ceil((heldUntil - this.clock()) / 1000) + 1;
@@ -147,23 +150,27 @@ export class ControlLoop {
     }
   }
 
-  /** A lane's next slot within one worker invocation; a full batch may start another lane. */
-  async acquireNext(previous: Slot, credential: string, evidence?: LaneEvidence): Promise<AcquireResult> {
-    return this.afterBatch(await this.o.service.acquireNext(previous, credential), evidence?.full === true);
-  }
-
-  /** A lane that took its next slot after a full batch may start one more lane. */
-  private async afterBatch(next: AcquireResult, full: boolean): Promise<AcquireResult> {
-    if (next.status !== 'acquired') return next;
-    if (lanesAfterBatch({ full, held: next.held, maxConcurrency: next.capacity }) === 0) return next;
-    const { consumerUid, generation } = next.slot;
-    try {
-      await this.launch(laneNames.spawn(consumerUid, generation), consumerUid, generation, 'backlog');
-    } catch (err) {
-      // Scaling is an optimisation: this lane runs its batch either way.
-      log.warn('could not start another lane for a backlog', { consumerUid, err });
+  /**
+   * Registers a lane's batch. A receive that filled the batch (maxBatchSize) is evidence of a
+   * backlog: while a slot is free, one more lane starts, before this batch's handler runs.
+   */
+  async register(slot: Slot, received: Received[]): Promise<Registration> {
+    const r = await this.o.service.register(slot, received);
+    const full = received.length >= slot.maxBatchSize;
+    if (r.credential && lanesAfterBatch({ full, room: r.room === true })) {
+      try {
+        await this.launch(
+          laneNames.spawn(slot.consumerUid, slot.generation),
+          slot.consumerUid,
+          slot.generation,
+          'backlog',
+        );
+      } catch (err) {
+        // Scaling is an optimisation: this batch runs either way.
+        log.warn('could not start another lane for a backlog', { consumerUid: slot.consumerUid, err });
+      }
     }
-    return next;
+    return r;
   }
 
   /**
@@ -176,9 +183,11 @@ export class ControlLoop {
       const consumer = await this.o.consumerOfQueue?.(queueUid);
       if (!consumer) return;
       const state = await this.o.service.countWake(consumer.consumerUid);
-      if (lanesOnWake(state, consumer.maxConcurrency) === 0) return;
+      if (lanesOnWake(state, consumer.maxConcurrency, this.clock()) === 0) return;
+      // Of concurrent sends to an idle consumer, one starts the lane.
+      if (!(await this.o.service.claimStart(consumer.consumerUid, WAKE_START_LEASE_MS))) return;
       await this.launch(
-        laneNames.wake(consumer.consumerUid, consumer.generation, this.clock()),
+        laneNames.wake(consumer.consumerUid, consumer.generation, state.wakes),
         consumer.consumerUid,
         consumer.generation,
         'send',

@@ -89,6 +89,8 @@ export interface Registration {
   deliver: { received: number; attempts: number }[];
   /** The queue was empty, but a send through the Host came after the slot was taken. */
   woken?: boolean;
+  /** Fewer than maxConcurrency slots were held when it registered: another lane may start. */
+  room?: boolean;
   /**
    * Received messages that already had their last delivery. They belong to the batch and are
    * moved when it is finalised (the runner holds their bodies).
@@ -457,7 +459,13 @@ export class DeliveryService {
       });
     }
     crashPoint('delivery.after-register');
-    return { credential, deadline: slot.deadline, deliver, moves: moved.length };
+    return {
+      credential,
+      deadline: slot.deadline,
+      deliver,
+      moves: moved.length,
+      room: Object.keys(slots).length < spec.maxConcurrency,
+    };
   }
 
   /**
@@ -813,15 +821,15 @@ export class DeliveryService {
   ): Promise<{ heldUntil?: number }> {
     const state = await this.o.store.dispatchState(consumerUid);
     if (state.slots[batchId] === undefined) return {}; // finished meanwhile
-    // No batch registered in it: no handler runs in it, and a runner that registers late is
-    // refused (registration needs the slot), so it is freed now rather than at its deadline.
-    if (!state.registered[batchId] && (await this.o.store.releaseUnregistered(consumerUid, batchId)))
+    if (!state.registered[batchId]) {
+      // No batch registered in it: no handler runs in it, and a runner that registers late is
+      // refused (registration needs the slot), so it is freed now rather than at its deadline.
+      // If the release fails, a registration won the race: its runner is alive and runs the
+      // batch, and recovery at its deadline covers it should that runner be lost later (DL-02).
+      await this.o.store.releaseUnregistered(consumerUid, batchId);
       return {};
-    // Registered (perhaps just now, with a later deadline): read the deadline it holds now.
-    const deadline = state.registered[batchId]
-      ? state.slots[batchId]
-      : (await this.o.store.slots(consumerUid))[batchId];
-    if (deadline === undefined) return {};
+    }
+    const deadline = state.slots[batchId] as number;
     if (deadline > this.now() && !opts.ended) {
       // End settlement now, and keep the slot — and so the concurrency bound — until the
       // deadline, when recoverExpired applies what is owed.
@@ -843,11 +851,8 @@ export class DeliveryService {
       await this.o.store.releaseSlot(consumerUid, batchId);
       return {};
     }
-    // No batch in it yet: freed only while that is still so. A registration that won the race
-    // holds a batch (and a new deadline) now, and keeps its slot (DL-02).
-    if (await this.o.store.releaseUnregistered(consumerUid, batchId)) return {};
     // Marked registered without a batch (only an older Host wrote the two apart): nothing runs.
-    if (!(await this.o.store.getHead(batchId))) await this.o.store.releaseSlot(consumerUid, batchId);
+    await this.o.store.releaseSlot(consumerUid, batchId);
     return {};
   }
 
@@ -875,6 +880,11 @@ export class DeliveryService {
   /** Counts a send through the Host to the consumer's queue; returns the state after it. */
   countWake(consumerUid: string) {
     return this.o.store.wake(consumerUid);
+  }
+
+  /** One wake at a time starts a lane: the lease lasts until that lane takes a slot. */
+  claimStart(consumerUid: string, leaseMs: number) {
+    return this.o.store.claimStart(consumerUid, this.now(), leaseMs);
   }
 
   /** The running batches of a consumer and their deadlines (for operators and tests). */

@@ -75,6 +75,8 @@ export interface DispatchState {
   slots: Record<string, number>;
   registered: Record<string, boolean>;
   wakes: number;
+  /** A lane started by a wake has not taken its slot yet (until then; a lease). */
+  starting?: number;
 }
 
 export type SettleResult = 'ok' | 'already_settled' | 'unknown_batch';
@@ -102,6 +104,11 @@ export interface DeliveryStore {
   releaseSlot(consumerUid: string, batchId: string): Promise<number>;
   /** Counts one wake (a message was sent through the Host); returns the state after it. */
   wake(consumerUid: string): Promise<DispatchState>;
+  /**
+   * Takes the consumer's start lease until `now + leaseMs` unless another holds it: one wake at a
+   * time starts a lane. The lane's first slot ends the lease (`acquireSlot`).
+   */
+  claimStart(consumerUid: string, now: number, leaseMs: number): Promise<boolean>;
   /** Releases a slot that holds no batch; false when it was registered (or is gone) meanwhile. */
   releaseUnregistered(consumerUid: string, batchId: string): Promise<boolean>;
   /** Marks a slot as holding a batch (its messages are about to be delivered); false if revoked. */

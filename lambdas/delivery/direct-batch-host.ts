@@ -9,11 +9,11 @@ import type { DeliveryService } from './delivery-service.ts';
  */
 export function directBatchHost(
   service: DeliveryService,
-  loop: Pick<ControlLoop, 'acquireNext'>,
+  loop: Pick<ControlLoop, 'register'>,
 ): BatchHostPort {
   return {
-    acquire: (previous, credential, evidence) => loop.acquireNext(previous, credential, evidence),
-    register: (slot, received) => service.register(slot, received),
+    acquire: (previous, credential) => service.acquireNext(previous, credential),
+    register: (slot, received) => loop.register(slot, received),
     settle: (batchId, credential, call) => service.settle(batchId, credential, call),
     settleMany: (batchId, credential, calls) => service.settleMany(batchId, credential, calls),
     finalize: (slot, credential, outcome) => service.finalizeAsRunner(slot.batchId, credential, outcome),

@@ -98,7 +98,7 @@ export function dispatcherDefinition(arns: DispatcherArns) {
       [DISPATCHER_TASKS.acquire]: {
         Type: 'Task',
         Resource: 'arn:aws:states:::lambda:invoke',
-        Parameters: step({ action: 'acquire', ...lane, 'full.$': '$.full' }),
+        Parameters: step({ action: 'acquire', ...lane }),
         ResultSelector: { 'value.$': '$.Payload' },
         ResultPath: '$.acquire',
         Retry: [...lambdaRetry, ...stepRetry],
@@ -133,7 +133,6 @@ export function dispatcherDefinition(arns: DispatcherArns) {
         Parameters: {
           ...lane,
           'round.$': 'States.MathAdd($.round, 1)',
-          'full.$': '$.run.value.full',
           'idle.$': '$.run.value.idle',
         },
         Next: 'Continue',
@@ -169,7 +168,6 @@ export function dispatcherDefinition(arns: DispatcherArns) {
         Parameters: {
           ...lane,
           'round.$': 'States.MathAdd($.round, 1)',
-          full: false,
           idle: false,
           'waitSeconds.$': '$.recovered.value.waitSeconds',
         },
@@ -196,5 +194,5 @@ export function dispatcherDefinition(arns: DispatcherArns) {
 
 /** The input of one lane execution. */
 export function dispatcherInput(consumerUid: string, generation: number, round = 0) {
-  return { consumerUid, generation, round, full: false, idle: false };
+  return { consumerUid, generation, round, idle: false };
 }

@@ -14,7 +14,6 @@ const stepInput = z.discriminatedUnion('action', [
     action: z.literal('acquire'),
     consumerUid: uid,
     generation: z.number().int().nonnegative(),
-    full: z.boolean().optional(),
   }),
   z.strictObject({ action: z.literal('recover'), consumerUid: uid, batchId: z.string().min(1).max(256) }),
   z.strictObject({

@@ -127,6 +127,8 @@ export async function createAwsTestHost(
       vars?: Record<string, unknown>;
       deadLetter?: boolean;
       maxRetries?: number;
+      maxConcurrency?: number;
+      maxBatchSize?: number;
     } = {},
   ) {
     const space = opts.space ?? 'team';
@@ -152,9 +154,9 @@ export async function createAwsTestHost(
     const spec: Record<string, unknown> = {
       queue: { resourceUid: queue.body.resourceUid },
       worker: { resourceUid: worker.body.resourceUid },
-      maxBatchSize: 10,
+      maxBatchSize: opts.maxBatchSize ?? 10,
       maxBatchTimeoutSeconds: 0,
-      maxConcurrency: 2,
+      maxConcurrency: opts.maxConcurrency ?? 2,
       maxRetries: opts.maxRetries ?? 2,
       retryDelaySeconds: 0,
     };

@@ -125,6 +125,7 @@ function toDispatchState(item: Record<string, unknown> | undefined): DispatchSta
     slots: (item?.slots ?? {}) as Record<string, number>,
     registered: (item?.registered ?? {}) as Record<string, boolean>,
     wakes: typeof item?.wakes === 'number' ? item.wakes : 0,
+    ...(typeof item?.starting === 'number' ? { starting: item.starting } : {}),
   };
 }
 
@@ -199,7 +200,8 @@ export class DynamoDeliveryStore implements DeliveryStore {
   ): Promise<DispatchState | undefined> {
     for (let round = 0; round < 2; round++) {
       const out = await this.update(deliveryKeys.slots(consumerUid), {
-        UpdateExpression: 'SET slots.#b = :deadline',
+        // A lane that takes a slot is receiving: a wake's start lease is no longer needed.
+        UpdateExpression: 'SET slots.#b = :deadline REMOVE starting',
         // `<`, not `<>`: a lowered maxConcurrency must not let the count run past it.
         ConditionExpression: 'size(slots) < :max AND attribute_not_exists(slots.#b)',
         ExpressionAttributeNames: { '#b': batchId },
@@ -222,6 +224,15 @@ export class DynamoDeliveryStore implements DeliveryStore {
       ReturnValues: 'ALL_NEW',
     });
     return out.ok ? toDispatchState(out.item).wakes : 0;
+  }
+
+  async claimStart(consumerUid: string, now: number, leaseMs: number): Promise<boolean> {
+    const out = await this.update(deliveryKeys.slots(consumerUid), {
+      UpdateExpression: 'SET starting = :until',
+      ConditionExpression: 'attribute_not_exists(starting) OR starting < :now',
+      ExpressionAttributeValues: marshall({ ':until': now + leaseMs, ':now': now }),
+    });
+    return out.ok;
   }
 
   async wake(consumerUid: string): Promise<DispatchState> {

@@ -42,6 +42,13 @@ if (persistence) {
   for (const queue of sqsStore.allQueues()) queue.persistence = persistence;
 }
 const app = buildApp({ logger: false, stores: { sqsStore, snsStore, s3Store } });
+// fauxqs returns a message whose visibility ran out to the visible set only when its queue is
+// next received from, so GetQueueAttributes counted it as in flight until then. SQS counts it as
+// visible again, and the dispatcher's supervisor starts lanes from that count: bring the queues
+// up to date before every request.
+app.addHook('onRequest', async () => {
+  sqsStore.processAllTimers();
+});
 if (persistence) app.addHook('preClose', () => persistence.close());
 const address: string = await app.listen({ host: '127.0.0.1', port: Number(values.port ?? 0) });
 process.stdout.write(`${JSON.stringify({ port: Number(new URL(address).port) })}\n`);

@@ -136,11 +136,8 @@ export function remoteBatchHost(transport: BatchHostTransport): RemoteBatchHost 
   };
 
   return {
-    acquire: (previous, credential, evidence) =>
-      call<AcquireResult>(
-        { action: 'acquire', previous, credential, ...(evidence ? { evidence } : {}) },
-        'runner',
-      ),
+    acquire: (previous, credential) =>
+      call<AcquireResult>({ action: 'acquire', previous, credential }, 'runner'),
     register: (slot, received) => call<Registration>({ action: 'register', slot, received }, 'runner'),
     settle: async (batchId, credential, settleCall) => {
       await call({ action: 'settle', batchId, credential, call: settleCall }, 'settle');

@@ -432,7 +432,6 @@ describe('the AWS entries', () => {
       consumerUid: c.consumerUid,
       generation: 1,
       round: 0,
-      full: false,
       idle: false,
     });
     const dlq = await own.host.host.queueDirectory.queue(c.dlqUid!);
@@ -453,10 +452,10 @@ describe('the AWS entries', () => {
       'MAX(queues)',
     ]);
     expect(starts.slice(1).map((s) => s.name)).toEqual([
-      `${c.consumerUid}-g1-t${Math.floor(now / 60_000)}-0`,
-      `${c.consumerUid}-g1-t${Math.floor(now / 60_000)}-1`,
+      `${c.consumerUid}-g1-t${Math.floor(now / 1000)}-0`,
+      `${c.consumerUid}-g1-t${Math.floor(now / 1000)}-1`,
     ]);
-    // Same minute again: Step Functions refuses the names; nothing new starts.
+    // The same round again (EventBridge delivers at least once): Step Functions refuses the names; nothing new starts.
     expect((await superviseOnce(deps as never)).started).toBe(0);
     // A lane is receiving (its slot is not registered yet): neither the minute nor a send starts one.
     const later = { ...deps, clock: () => now + 60_000 };

@@ -169,7 +169,7 @@ describe('DL-02 RC-01: the Lambda adapter ends its sandbox after a cut-off', () 
     const second = newRecord();
     const result = await invocation(module, await acquire(c.consumerUid), second);
     expect(seen).toEqual([1, 2]);
-    expect(result).toEqual({ idle: true, delivered: 1, batches: 2, full: false });
+    expect(result).toEqual({ idle: true, delivered: 1, batches: 2 });
     expect(second.exits).toEqual([]);
     expect(second.calls).toEqual([
       'register:ok',
@@ -190,7 +190,7 @@ describe('DL-02 RC-01: the Lambda adapter ends its sandbox after a cut-off', () 
     const result = await invocation(workerModule(seen, 'throw'), await acquire(c.consumerUid), record);
     // The same lane took a next slot and delivered the retry (attempt 2), then went idle.
     expect(seen).toEqual([1, 2]);
-    expect(result).toEqual({ idle: true, delivered: 2, batches: 3, full: false });
+    expect(result).toEqual({ idle: true, delivered: 2, batches: 3 });
     expect(record.exits).toEqual([]);
     expect(record.calls).toEqual([
       'register:ok',

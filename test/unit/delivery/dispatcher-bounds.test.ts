@@ -42,7 +42,7 @@ describe('dispatcher bounds', () => {
         [DISPATCHER_TASKS.invoke]: async () => {
           if (invokeCalls++ % 6 < 5) throw named('Lambda.TooManyRequestsException');
           rounds++;
-          return { idle: false, delivered: 10, batches: 1, full: false };
+          return { idle: false, delivered: 10, batches: 1 };
         },
         [DISPATCHER_TASKS.recover]: async () => ({ recovered: true, waitSeconds: 0 }),
         [DISPATCHER_TASKS.handover]: async (payload) => {
@@ -99,7 +99,7 @@ describe('dispatcher bounds', () => {
         [DISPATCHER_TASKS.invoke]: async () => {
           calls.push('invoke');
           if (invokes++ === 0) throw named('States.Timeout');
-          return { idle: true, delivered: 0, batches: 1, full: false };
+          return { idle: true, delivered: 0, batches: 1 };
         },
         [DISPATCHER_TASKS.recover]: async (payload) => {
           calls.push(`recover:${(payload as { batchId: string }).batchId}`);
@@ -122,7 +122,7 @@ describe('dispatcher bounds', () => {
       },
       [DISPATCHER_TASKS.invoke]: async () => {
         siblingRounds++;
-        return { idle: siblingRounds >= 3, delivered: 1, batches: 1, full: false };
+        return { idle: siblingRounds >= 3, delivered: 1, batches: 1 };
       },
       [DISPATCHER_TASKS.recover]: async () => ({ recovered: true, waitSeconds: 0 }),
       [DISPATCHER_TASKS.handover]: async () => ({}),
