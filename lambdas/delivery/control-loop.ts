@@ -36,6 +36,8 @@ export interface LaneInput {
   /** Rounds (worker invocations) this execution has run; it hands over at the bound. */
   round: number;
   idle: boolean;
+  /** Seconds to wait before the first AcquireSlot (a lane for messages hidden until then). */
+  startAfter?: number;
 }
 
 /** Starts dispatcher executions: Step Functions on AWS, the in-process runner locally. */
@@ -92,6 +94,14 @@ export function lanesOnWake(state: DispatchState, maxConcurrency: number, now: n
 /** How long a wake's start lease lasts if its lane never takes a slot (a failed start). */
 export const WAKE_START_LEASE_MS = 30_000;
 
+/**
+ * Messages due within this long get a lane of their own; later ones (up to SQS's 12 h) are left
+ * to the supervisor's minute, so a waiting execution never lasts long.
+ */
+export const WAKE_LATER_MAX_SECONDS = 900;
+/** Distinct return times one call starts lanes for. */
+export const WAKE_LATER_MAX_LANES = 3;
+
 const consumerKey = (consumerUid: string, generation: number) => `${consumerUid}-g${generation}`;
 
 /**
@@ -104,6 +114,7 @@ export const laneNames = {
   supervisor: (c: string, g: number, now: number, i: number) =>
     `${consumerKey(c, g)}-t${Math.floor(now / 1000)}-${i}`,
   spawn: (c: string, g: number) => `${consumerKey(c, g)}-s${newToken(12)}`,
+  later: (c: string, g: number, dueSecond: number) => `${consumerKey(c, g)}-d${dueSecond}`,
   handover: (c: string, g: number) => `${consumerKey(c, g)}-h${newToken(12)}`,
 };
 
@@ -203,11 +214,13 @@ export class ControlLoop {
    */
   async superviseConsumer(
     c: { consumerUid: string; generation: number; maxBatchSize: number; maxConcurrency: number },
-    visible: number,
-  ): Promise<{ recovered: number; started: number }> {
+    visibleNow: () => Promise<number>,
+  ): Promise<{ recovered: number; started: number; visible: number }> {
     const recovered = await this.o.service.recoverExpired(c.consumerUid);
+    // Read after recovery, which may have returned messages to the queue.
+    const visible = await visibleNow();
     const state = await this.o.service.dispatchState(c.consumerUid);
-    if (visible <= 0 || gatheringSlots(state) > 0) return { recovered, started: 0 };
+    if (visible <= 0 || gatheringSlots(state) > 0) return { recovered, started: 0, visible };
     const count = lanesForBacklog({
       visible,
       maxBatchSize: c.maxBatchSize,
@@ -220,11 +233,44 @@ export class ControlLoop {
       const name = laneNames.supervisor(c.consumerUid, c.generation, now, i);
       if (await this.launch(name, c.consumerUid, c.generation, 'backlog')) started++;
     }
-    return { recovered, started };
+    return { recovered, started, visible };
   }
 
-  private async launch(name: string, consumerUid: string, generation: number, reason: string) {
-    const out = await this.o.launcher.start(name, dispatcherInput(consumerUid, generation));
+  /**
+   * Messages of a consumer's queue were hidden until later (retry delays, commit waits, postponed
+   * moves): a lane starts for each distinct second they return in (the earliest few), so they are
+   * delivered when due rather than at the supervisor's next minute. Lanes are named by that
+   * second, so a batch of retries with one delay starts one lane.
+   */
+  async wakeLater(consumerUid: string, generation: number, seconds: number[]): Promise<void> {
+    const now = this.clock();
+    const due = [...new Set(seconds.filter((x) => x > 0 && x <= WAKE_LATER_MAX_SECONDS))]
+      .sort((a, b) => a - b)
+      .slice(0, WAKE_LATER_MAX_LANES);
+    for (const after of due) {
+      const at = Math.floor(now / 1000) + after;
+      try {
+        await this.launch(
+          laneNames.later(consumerUid, generation, at),
+          consumerUid,
+          generation,
+          'due',
+          after,
+        );
+      } catch (err) {
+        log.warn('could not start a lane for messages due later; the supervisor will', { consumerUid, err });
+      }
+    }
+  }
+
+  private async launch(
+    name: string,
+    consumerUid: string,
+    generation: number,
+    reason: string,
+    startAfter?: number,
+  ) {
+    const out = await this.o.launcher.start(name, dispatcherInput(consumerUid, generation, 0, startAfter));
     if (out === 'started') log.debug('lane starts', { consumerUid, generation, reason, name });
     return out === 'started';
   }

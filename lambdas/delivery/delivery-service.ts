@@ -135,6 +135,20 @@ export interface DeliveryServiceOptions {
   slotMarginMs?: number;
   /** Multi-message sends not committed after this long are discarded (their producer failed). */
   commitTimeoutMs?: number;
+  /**
+   * Told when the Host hid messages of a consumer's queue until a later time (a retry delay, a
+   * wait for a commit, a postponed move, a `notBefore`) and when it moved messages to a queue:
+   * the control loop starts lanes then, rather than at the supervisor's next minute. Must not throw.
+   */
+  delivery?: DeliveryEvents;
+}
+
+/** What the delivery service tells the control loop. */
+export interface DeliveryEvents {
+  /** Messages of this consumer's queue become visible again after these many seconds. */
+  hidden(consumerUid: string, generation: number, seconds: number[]): Promise<void>;
+  /** Messages were sent to this queue (a dead-letter move). */
+  sent(queueUid: string): Promise<void>;
 }
 
 const hashCredential = (c: string) => createHash('sha256').update(c).digest('hex');
@@ -175,6 +189,7 @@ export class DeliveryService {
       slotMarginMs: 30_000,
       commitTimeoutMs: 15 * 60_000,
       workerTimeoutMsOf: async () => undefined,
+      delivery: { hidden: async () => {}, sent: async () => {} },
       ...opts,
     };
   }
@@ -398,6 +413,11 @@ export class DeliveryService {
       entries.push({ ...entry, attempts });
     }
     await this.changeVisibility(slot.sqsUrl, hide);
+    await this.o.delivery.hidden(
+      slot.consumerUid,
+      slot.generation,
+      hide.map((h) => h.seconds),
+    );
     const notRemoved = await this.deleteMessages(slot.sqsUrl, remove);
     for (const d of removeAcked) {
       // A copy that could not be deleted comes back: its record must still say it is done.
@@ -621,6 +641,11 @@ export class DeliveryService {
       }
       crashPoint('delivery.mid-finalize');
       await this.changeVisibility(queue.sqsUrl, toHide);
+      await this.o.delivery.hidden(
+        head.consumerUid,
+        head.generation,
+        toHide.map((h) => h.seconds),
+      );
     }
     await this.o.store.markApplied(batchId, deadLetter);
     if (deadLetter.length === 0) await this.o.store.releaseSlot(head.consumerUid, batchId);
@@ -698,10 +723,14 @@ export class DeliveryService {
         messages: kept.length,
         retryInSeconds: MOVE_RETRY_SECONDS,
       });
-      return this.changeVisibility(
+      const hidden = this.changeVisibility(
         queue.sqsUrl,
         kept.flatMap((m) => (m.handles ?? []).map((handle) => ({ handle, seconds: MOVE_RETRY_SECONDS }))),
       );
+      return hidden.then(async (failed) => {
+        await this.o.delivery.hidden(head.consumerUid, head.generation, [MOVE_RETRY_SECONDS]);
+        return failed;
+      });
     };
     if (!a) {
       // The consumer was deleted meanwhile: its messages stay where they are (QC-08).
@@ -752,6 +781,7 @@ export class DeliveryService {
         }
       }
       crashPoint('delivery.after-dead-letter-send');
+      if (done.length > 0) await this.o.delivery.sent(dlq.queueUid);
       await keep(refused, 'the dead-letter queue refused messages');
     } else {
       log.info('messages dropped after their last delivery (the consumer has no dead-letter queue)', {

@@ -93,8 +93,15 @@ export function dispatcherDefinition(arns: DispatcherArns) {
     QueryLanguage: 'JSONPath',
     // A round lasts at most the worker invocation (960 s) or the wait for a kept slot (3,600 s).
     TimeoutSeconds: 86_400 * 7,
-    StartAt: DISPATCHER_TASKS.acquire,
+    StartAt: 'Start',
     States: {
+      // A lane started for messages hidden until a time (a retry delay) waits for it first.
+      Start: {
+        Type: 'Choice',
+        Choices: [{ Variable: '$.startAfter', IsPresent: true, Next: 'WaitToStart' }],
+        Default: DISPATCHER_TASKS.acquire,
+      },
+      WaitToStart: { Type: 'Wait', SecondsPath: '$.startAfter', Next: DISPATCHER_TASKS.acquire },
       [DISPATCHER_TASKS.acquire]: {
         Type: 'Task',
         Resource: 'arn:aws:states:::lambda:invoke',
@@ -192,7 +199,7 @@ export function dispatcherDefinition(arns: DispatcherArns) {
   };
 }
 
-/** The input of one lane execution. */
-export function dispatcherInput(consumerUid: string, generation: number, round = 0) {
-  return { consumerUid, generation, round, idle: false };
+/** The input of one lane execution; `startAfter` (seconds) delays its first AcquireSlot. */
+export function dispatcherInput(consumerUid: string, generation: number, round = 0, startAfter?: number) {
+  return { consumerUid, generation, round, idle: false, ...(startAfter !== undefined ? { startAfter } : {}) };
 }

@@ -54,12 +54,7 @@ async function superviseConsumer(deps: SupervisionDeps, a: Attachment, result: S
     result.deadLetter += c.visible + c.delayed;
   }
   const queue = await deps.queueDirectory.queue(spec.queue.resourceUid);
-  let visible = 0;
-  if (queue) {
-    await deps.beforeQueue?.(queue);
-    visible = (await queueCounts(deps.sqs, queue.sqsUrl)).visible;
-    result.backlog += visible;
-  }
+  if (queue) await deps.beforeQueue?.(queue);
   const r = await deps.loop.superviseConsumer(
     {
       consumerUid: a.consumerUid,
@@ -67,8 +62,9 @@ async function superviseConsumer(deps: SupervisionDeps, a: Attachment, result: S
       maxBatchSize: spec.maxBatchSize,
       maxConcurrency: spec.maxConcurrency,
     },
-    visible,
+    async () => (queue ? (await queueCounts(deps.sqs, queue.sqsUrl)).visible : 0),
   );
+  result.backlog += r.visible;
   result.recovered += r.recovered;
   result.started += r.started;
 }

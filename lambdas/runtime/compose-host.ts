@@ -71,7 +71,19 @@ export function composeHost(deps: HostDeps) {
     getResource: (uid) => store.getResource(uid),
     queueUrl: (uid) => queues.queueUrl(uid),
   });
+  // The delivery service tells the control loop about messages hidden until later and moved to
+  // other queues; the loop, built on the service, is bound once both exist.
+  let loopRef: ControlLoop | undefined;
   const delivery = new DeliveryService({
+    ...(deps.lanes
+      ? {
+          delivery: {
+            hidden: async (consumerUid, generation, seconds) =>
+              loopRef?.wakeLater(consumerUid, generation, seconds),
+            sent: async (queueUid) => loopRef?.wake(queueUid),
+          },
+        }
+      : {}),
     store: new DynamoDeliveryStore(deps.dynamodb, deps.tableName),
     sqs: deps.sqs,
     directory: queueDirectory,
@@ -119,6 +131,7 @@ export function composeHost(deps: HostDeps) {
     consumerOfQueue: consumerOfQueue(store, attachments, deps.clock),
     ...(deps.clock ? { clock: deps.clock } : {}),
   });
+  loopRef = loop;
   const producer = new QueueProducer({
     sqs: deps.sqs,
     commits,

@@ -32,12 +32,14 @@ export const CHAOS_TUNING: Tuning = {
     TAKOFORM_DELIVERY_GRACE_MS: '1000',
     TAKOFORM_IDLE_WAIT_SECONDS: '1',
     TAKOFORM_SLOT_MARGIN_MS: '2000',
+    // A clock like the others: the supervisor round every 5 s instead of AWS's minute.
+    TAKOFORM_SUPERVISOR_SECONDS: '5',
   },
 };
 
 /**
  * The local Host's own defaults: nothing shortened (worker timeout 900 s, slot margin 30 s,
- * grace 60 s, idle wait 10 s, operation lease 60 s).
+ * grace 60 s, idle wait 10 s, operation lease 60 s, supervisor round every 60 s).
  */
 /** The armed crash point was reached before the ready line (in start-up recovery). */
 class CrashedDuringStart extends Error {
