@@ -249,6 +249,20 @@ export function summarise(config: BenchConfig, s: BenchSamples): Summary {
         digits: 0,
       });
     }
+    const idle = runs.flatMap((r) => (r.afterIdle ? [r.afterIdle] : []));
+    if (idle.length > 0) {
+      const host = spread(idle.map((x) => x.ms));
+      rows.push({
+        group: 'Latency',
+        figure: 'send → handler after the consumer sat idle (no lane running, no supervisor round)',
+        setting: `maxBatchTimeoutSeconds ${a.maxBatchTimeoutSeconds}, idle ${idle[0]!.idleMinutes} min`,
+        unit: 'ms',
+        host,
+        target: `≤ ${bound} ms (timeout + 1 s)`,
+        verdict: judge(host.max, (v) => v <= bound),
+        digits: 0,
+      });
+    }
   }
   const cp = s.controlPlane.filter((x) => x.ok);
   if (cp.length > 0) {
@@ -705,8 +719,8 @@ export function markdown(meta: BenchMeta, config: BenchConfig, summary: Summary,
     '',
     '## Idle consumer',
     '',
-    "While a queue is empty nothing of its consumer runs on AWS except the supervisor's round every minute, which this bench runs for real (`superviseOnce` from lambdas/delivery/supervisor-handler.ts) against the stand-ins; Step Functions (ListExecutions) and CloudWatch (GetMetricData) are counted by recording stubs. " +
-      'ListExecutions is not billed (Standard workflows bill transitions only); GetMetricData is billed per metric (one per queue here). ' +
+    "While a queue is empty nothing of its consumer runs on AWS except the supervisor's round every minute, which this bench runs for real (`superviseOnce` from lambdas/delivery/supervisor-handler.ts) against the stand-ins; CloudWatch (GetMetricData) is counted by a recording stub. " +
+      'GetMetricData is billed per metric (one per queue here). ' +
       `A round took ${fmtSpread(idle.roundMs, 1)} ms locally, billed as one Lambda invocation at 512 MB.`,
     '',
     `- A Host whose only consumer is idle: **$${fmtSpread(idle.hostWithOneIdleConsumer, 3)} per month** (43,200 rounds).`,

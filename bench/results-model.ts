@@ -11,7 +11,7 @@ export interface BenchConfig {
   drainTimeoutMs: number;
   utilisation: { maxConcurrency: number; batchSize: number; messages: number };
   settle: { ackMessages: number; ackAllBatches: number };
-  arrival: { maxBatchTimeoutSeconds: number; samples: number }[];
+  arrival: { maxBatchTimeoutSeconds: number; samples: number; idleMinutes: number }[];
   controlPlane: { creates: number; gets: number; bareWrites: number };
   supervisor: { rounds: number };
   laneEnd: { idleWaitSeconds: number };

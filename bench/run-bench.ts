@@ -48,8 +48,8 @@ const FULL: BenchConfig = {
   utilisation: { maxConcurrency: 10, batchSize: 10, messages: 1_500 },
   settle: { ackMessages: 200, ackAllBatches: 100 },
   arrival: [
-    { maxBatchTimeoutSeconds: 0, samples: 12 },
-    { maxBatchTimeoutSeconds: 1, samples: 10 },
+    { maxBatchTimeoutSeconds: 0, samples: 12, idleMinutes: 3 },
+    { maxBatchTimeoutSeconds: 1, samples: 10, idleMinutes: 3 },
   ],
   controlPlane: { creates: 30, gets: 200, bareWrites: 200 },
   supervisor: { rounds: 20 },
@@ -71,8 +71,8 @@ const QUICK: BenchConfig = {
   utilisation: { maxConcurrency: 10, batchSize: 10, messages: 600 },
   settle: { ackMessages: 100, ackAllBatches: 40 },
   arrival: [
-    { maxBatchTimeoutSeconds: 0, samples: 5 },
-    { maxBatchTimeoutSeconds: 1, samples: 4 },
+    { maxBatchTimeoutSeconds: 0, samples: 5, idleMinutes: 0.25 },
+    { maxBatchTimeoutSeconds: 1, samples: 4, idleMinutes: 0.25 },
   ],
   controlPlane: { creates: 10, gets: 50, bareWrites: 100 },
   supervisor: { rounds: 10 },

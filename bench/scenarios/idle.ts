@@ -1,11 +1,11 @@
 /**
  * What an idle consumer costs. On AWS nothing of a consumer runs while its queue is empty except
  * the supervisor's round every minute (lambdas/delivery/supervisor-handler.ts): it lists active
- * consumers, lists running executions, and per consumer recovers expired batches, reads the
- * attachment and queue and asks SQS for the queue's depth; it starts an execution only when
- * messages are visible. This scenario runs that very function (`superviseOnce`) against the
- * stand-ins: its DynamoDB and SQS calls are real and counted by the SDK middleware; Step Functions
- * and CloudWatch are not emulated, so their calls are counted by recording stubs. Each round is
+ * consumers, and per consumer recovers expired batches, reads the attachment, queue and slot map
+ * and asks SQS for the queue's depth; it starts a lane only when messages are visible and no lane
+ * receives. This scenario runs that very function (`superviseOnce`) against the stand-ins: its
+ * DynamoDB and SQS calls are real and counted by the SDK middleware; CloudWatch is not emulated,
+ * so its calls are counted by a recording stub. Each round is
  * given the clock of the next minute, so work the supervisor does only every few minutes (the
  * oldest-message-age query) is counted at its real rate.
  *
@@ -53,8 +53,6 @@ export async function supervisorRun(endpoints: Endpoints, o: { rounds: number })
         clients: { dynamodb: bench.dynamodb, sqs: bench.sqs },
         config: { queueNamePrefix: bench.queueNamePrefix },
       },
-      stateMachineArn: 'arn:aws:states:us-east-1:000000000000:stateMachine:bench-dispatcher',
-      sfn: recordingStub(meter, 'StepFunctions', (op) => (op === 'ListExecutions' ? { executions: [] } : {})),
       cloudwatch: recordingStub(meter, 'CloudWatch', () => ({
         MetricDataResults: [{ Id: 'oldest', Values: [] }],
       })),

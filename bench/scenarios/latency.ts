@@ -179,17 +179,21 @@ export interface ArrivalSample {
   ok: boolean;
   maxBatchTimeoutSeconds: number;
   sendToHandler: number[];
+  /** One send after the consumer sat idle `idleMinutes` with no lane running. */
+  afterIdle?: { idleMinutes: number; ms: number };
 }
 
 /**
- * Send-to-handler on an idle consumer: one message at a time, each sent after a random pause
- * (0.2–4 s) once the previous one reached its handler. A lane that finds the queue empty for
- * idleWaitSeconds (3 s) ends and the dispatcher starts a new execution at its next check (every
- * 500 ms, as `npm start` does), so some sends meet a waiting long poll and some the restart.
+ * Send-to-handler on an idle consumer, through the control loop as the deployment runs it: one
+ * message at a time, each sent after a random pause (0.2–4 s) once the previous one reached its
+ * handler. A lane that finds the queue empty for idleWaitSeconds (3 s) ends; the next send wakes
+ * the consumer (a new lane), so some sends meet a waiting long poll and some the wake. Then the
+ * consumer sits idle for `idleMinutes` with every lane ended and no supervisor round (its period
+ * is longer than the run), and one more send measures the wake alone.
  */
 export async function arrivalRun(
   endpoints: Endpoints,
-  o: { samples: number; maxBatchTimeoutSeconds: number; timeoutMs: number },
+  o: { samples: number; maxBatchTimeoutSeconds: number; idleMinutes: number; timeoutMs: number },
 ): Promise<ArrivalSample> {
   const idleWaitSeconds = 3;
   const bench = await createBenchHost(endpoints, { idleWaitSeconds });
@@ -201,17 +205,13 @@ export async function arrivalRun(
       { maxBatchSize: 10, maxBatchTimeoutSeconds: o.maxBatchTimeoutSeconds, maxConcurrency: 1 },
       { RECORDS: records },
     );
-    const dispatcher = bench.startDispatcher({ idleWaitSeconds, supervisorMs: 500 });
-    await sleep(1_500); // the consumer is idle: its lane waits on the empty queue
+    const dispatcher = bench.startDispatcher({ idleWaitSeconds, supervisorMs: 3_600_000 });
     const arrivals = new Map<string, number>();
     const seen = () => {
       for (const r of readRecords<{ at: number; ids: string[] }>(records))
         for (const id of r.ids) if (!arrivals.has(id)) arrivals.set(id, r.at);
     };
-    const out: number[] = [];
-    let ok = true;
-    for (let i = 0; i < o.samples; i++) {
-      await sleep(200 + Math.random() * 3_800);
+    const sendOne = async (): Promise<number | undefined> => {
       const sentAt = performance.timeOrigin + performance.now();
       const id = await attribute('producer', () => bench.host.producer.send(queue, 'x'));
       const arrived = await until(
@@ -222,14 +222,34 @@ export async function arrivalRun(
         o.timeoutMs,
         2,
       );
-      if (!arrived) {
+      return arrived ? (arrivals.get(id) as number) - sentAt : undefined;
+    };
+    const out: number[] = [];
+    let ok = true;
+    for (let i = 0; i < o.samples; i++) {
+      await sleep(200 + Math.random() * 3_800);
+      const ms = await sendOne();
+      if (ms === undefined) {
         ok = false;
         break;
       }
-      out.push((arrivals.get(id) as number) - sentAt);
+      out.push(ms);
+    }
+    let afterIdle: ArrivalSample['afterIdle'];
+    if (ok) {
+      await sleep(o.idleMinutes * 60_000);
+      if (dispatcher.running().length > 0) ok = false; // a lane still running would not be idle
+      const ms = await sendOne();
+      if (ms === undefined) ok = false;
+      else afterIdle = { idleMinutes: o.idleMinutes, ms };
     }
     await dispatcher.stop(10_000);
-    return { ok, maxBatchTimeoutSeconds: o.maxBatchTimeoutSeconds, sendToHandler: out };
+    return {
+      ok,
+      maxBatchTimeoutSeconds: o.maxBatchTimeoutSeconds,
+      sendToHandler: out,
+      ...(afterIdle ? { afterIdle } : {}),
+    };
   } finally {
     await bench.close();
   }

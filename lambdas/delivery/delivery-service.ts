@@ -154,6 +154,14 @@ export interface DeliveryEvents {
 const hashCredential = (c: string) => createHash('sha256').update(c).digest('hex');
 
 /**
+ * The longest visibility SQS still accepts for a message received at `receivedAt`: 12 hours from
+ * its receive, less what has passed (rounded up) and a second for the receive's own round trip,
+ * which SQS counts from before the runner saw the answer.
+ */
+const visibilityLeft = (receivedAt: number, now: number) =>
+  Math.max(1, MESSAGE_LIMITS.sqsMaxVisibilitySeconds - Math.ceil((now - receivedAt) / 1000) - 1);
+
+/**
  * Receipt handles are used only until this long before the batch's messages may become visible
  * again (or half the grace, if shorter): after that a handle may be stale, and decisions are
  * written as attempts records instead.
@@ -399,7 +407,7 @@ export class DeliveryService {
       }
       const notBefore = Math.max(e.notBefore ?? 0, rec?.notBefore ?? 0);
       if (notBefore > now) {
-        const seconds = Math.min(MESSAGE_LIMITS.sqsMaxVisibilitySeconds, Math.ceil((notBefore - now) / 1000));
+        const seconds = Math.min(visibilityLeft(r.receivedAt, now), Math.ceil((notBefore - now) / 1000));
         for (const handle of handles) hide.push({ handle, seconds });
         continue;
       }
@@ -495,9 +503,8 @@ export class DeliveryService {
   private async holdUntil(slot: Slot, owned: ManifestEntry[], now: number): Promise<Set<string>> {
     const lost = new Set<string>();
     const items = owned.flatMap((m) => {
-      const elapsed = Math.floor((now - (m.receivedAt ?? now)) / 1000);
       const seconds = Math.min(
-        MESSAGE_LIMITS.sqsMaxVisibilitySeconds - elapsed - 1,
+        visibilityLeft(m.receivedAt ?? now, now),
         Math.ceil((slot.invisibleUntil - now) / 1000),
       );
       return (m.handles ?? []).map((handle) => ({ handle, seconds: Math.max(1, seconds), id: m.id }));
@@ -618,8 +625,7 @@ export class DeliveryService {
         { id: m.id, attempts: m.attempts, notBefore: delay > 0 ? now + delay * 1000 : undefined },
         expires,
       );
-      const elapsed = Math.floor((now - (m.receivedAt ?? now)) / 1000);
-      const seconds = Math.max(0, Math.min(delay, MESSAGE_LIMITS.sqsMaxVisibilitySeconds - elapsed - 1));
+      const seconds = Math.max(0, Math.min(delay, visibilityLeft(m.receivedAt ?? now, now)));
       for (const handle of handles) toHide.push({ handle, seconds });
     }
     for (const m of manifest.moves) owesMove(m, handlesOf(m));

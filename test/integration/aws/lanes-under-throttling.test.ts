@@ -123,7 +123,7 @@ describe('lanes on the AWS path under Lambda throttling', () => {
   it('DL-02 DL-05: a sustained backlog with throttled invocations: nothing lost, never above maxConcurrency, no execution fails or nears the history limit, lanes scale from one', async () => {
     const maxConcurrency = 6;
     const c = await t.setupConsumer('throttled', { maxConcurrency, maxBatchSize: 5, maxRetries: 10 });
-    const total = 900;
+    const total = 500;
     const ids: string[] = [];
     // A steady stream, through the Host (each send wakes the consumer if no lane receives).
     for (let sent = 0; sent < total; sent += 50) {
