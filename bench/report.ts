@@ -10,7 +10,7 @@ import { addTallies, type SdkTally, sumSdk, type Tally } from './support/meter.t
 import { type Spread, spread } from './support/stats.ts';
 
 /** Contexts whose calls are not part of delivering messages (setup, local-only polling). */
-const NOT_DELIVERY = new Set(['setup', 'control-plane', 'teardown', 'local-dispatcher-check']);
+const NOT_DELIVERY = new Set(['setup', 'control-plane', 'teardown', 'supervisor']);
 export const isDelivery = (context: string) => !NOT_DELIVERY.has(context);
 
 export const MINUTES_PER_MONTH = 30 * 24 * 60;

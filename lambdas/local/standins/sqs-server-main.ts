@@ -44,10 +44,12 @@ if (persistence) {
 const app = buildApp({ logger: false, stores: { sqsStore, snsStore, s3Store } });
 // fauxqs returns a message whose visibility ran out to the visible set only when its queue is
 // next received from, so GetQueueAttributes counted it as in flight until then. SQS counts it as
-// visible again, and the dispatcher's supervisor starts lanes from that count: bring the queues
-// up to date before every request.
-app.addHook('onRequest', async () => {
-  sqsStore.processAllTimers();
+// visible again, and the dispatcher's supervisor starts lanes from that count: bring the asked
+// queue up to date first.
+app.addHook('preHandler', async (request: { headers: Record<string, unknown>; body: unknown }) => {
+  if (request.headers['x-amz-target'] !== 'AmazonSQS.GetQueueAttributes') return;
+  const url = (request.body as { QueueUrl?: unknown } | undefined)?.QueueUrl;
+  if (typeof url === 'string') sqsStore.getQueue(url)?.processTimers();
 });
 if (persistence) app.addHook('preClose', () => persistence.close());
 const address: string = await app.listen({ host: '127.0.0.1', port: Number(values.port ?? 0) });

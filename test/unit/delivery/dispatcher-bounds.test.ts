@@ -79,7 +79,8 @@ describe('dispatcher bounds', () => {
       });
       await execution.result;
       expect(acquires).toBe(1);
-      expect(execution.history().events).toBe(11);
+      // ExecutionStarted, Start (2), AcquireSlot (5), SlotTaken (2), LaneDone (2), ExecutionSucceeded.
+      expect(execution.history().events).toBe(13);
     }
   });
 

@@ -294,7 +294,7 @@ describe('LocalStateMachine', () => {
     await execution.result;
     // One AcquireSlot, with its resolved Parameters.Payload.
     expect(payloads).toEqual([{ action: 'acquire', consumerUid: 'consumer-1', generation: 1 }]);
-    // ExecutionStarted, AcquireSlot (5), SlotTaken (2), LaneDone (2), ExecutionSucceeded.
-    expect(execution.history().events).toBe(11);
+    // ExecutionStarted, Start (2), AcquireSlot (5), SlotTaken (2), LaneDone (2), ExecutionSucceeded.
+    expect(execution.history().events).toBe(13);
   });
 });
