@@ -464,10 +464,19 @@ export class DeliveryService {
     try {
       created = await this.o.store.createBatch(head, { entries: delivered, moves: moved });
     } catch (err) {
-      // Not registered (or not known to be): what was held for this batch goes back now, so it
-      // is not hidden until the deadline of a batch that may not exist.
-      await this.changeVisibility(slot.sqsUrl, returnAll([...delivered, ...moved]));
-      throw err;
+      // The transaction may have committed with its answer lost: then the batch exists and its
+      // messages must not go back (another batch would deliver them with the same attempt).
+      const committed = await this.o.store.getHead(slot.batchId).then(
+        (h) => h !== undefined,
+        () => false,
+      );
+      if (!committed) {
+        // Not registered (or not known to be): what was held for this batch goes back now, so
+        // it is not hidden until the deadline of a batch that may not exist.
+        await this.changeVisibility(slot.sqsUrl, returnAll([...delivered, ...moved]));
+        throw err;
+      }
+      created = true;
     }
     if (!created) {
       await this.changeVisibility(slot.sqsUrl, returnAll([...delivered, ...moved]));

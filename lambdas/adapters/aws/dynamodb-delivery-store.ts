@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import {
   type AttributeValue,
   BatchGetItemCommand,
@@ -346,10 +347,13 @@ export class DynamoDeliveryStore implements DeliveryStore {
       },
     ];
     // One transaction, so a handler never runs without the records that settle and recover it
-    // (a BatchWriteItem may leave items unprocessed under throttling).
+    // (a BatchWriteItem may leave items unprocessed under throttling). The token makes a retry of
+    // a transaction that committed but whose answer was lost (a connection that dropped) succeed
+    // instead of failing its conditions against its own writes.
+    const ClientRequestToken = createHash('sha256').update(head.batchId).digest('base64url').slice(0, 36);
     for (let round = 1; ; round++) {
       try {
-        await this.client.send(new TransactWriteItemsCommand({ TransactItems: items }));
+        await this.client.send(new TransactWriteItemsCommand({ TransactItems: items, ClientRequestToken }));
         return true;
       } catch (err) {
         const codes = cancellationCodes(err);

@@ -127,7 +127,9 @@ describe('one control loop: scale up, shed, wake on send', () => {
       latencies.push(at - sentAt);
       await waitFor('the lane ended again', () => lanes.running().length === 0, 30_000);
     }
-    console.info(`wake on send: send → handler ${latencies.map((ms) => `${ms} ms`).join(', ')} (no lane running)`);
+    console.info(
+      `wake on send: send → handler ${latencies.map((ms) => `${ms} ms`).join(', ')} (no lane running)`,
+    );
     // maxBatchTimeoutSeconds (1 s) + 1 s.
     for (const ms of latencies) expect(ms).toBeLessThan(2_000);
   }, 90_000);
