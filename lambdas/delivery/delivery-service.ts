@@ -466,10 +466,7 @@ export class DeliveryService {
     } catch (err) {
       // The transaction may have committed with its answer lost: then the batch exists and its
       // messages must not go back (another batch would deliver them with the same attempt).
-      const committed = await this.o.store.getHead(slot.batchId).then(
-        (h) => h !== undefined,
-        () => false,
-      );
+      const committed = await this.batchExists(slot.batchId);
       if (!committed) {
         // Not registered (or not known to be): what was held for this batch goes back now, so
         // it is not hidden until the deadline of a batch that may not exist.
@@ -503,6 +500,22 @@ export class DeliveryService {
       moves: moved.length,
       room: Object.keys(slots).length < spec.maxConcurrency,
     };
+  }
+
+  /**
+   * Whether a batch’s head exists, asked a few times over ~12 s: after a lost answer the table
+   * may be unreachable for a moment (a restarting stand-in, a network blip). False when it
+   * cannot be told.
+   */
+  private async batchExists(batchId: string): Promise<boolean> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      try {
+        return (await this.o.store.getHead(batchId)) !== undefined;
+      } catch {
+        await new Promise((r) => setTimeout(r, 400 * 2 ** attempt));
+      }
+    }
+    return false;
   }
 
   /**
