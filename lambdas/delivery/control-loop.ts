@@ -27,8 +27,6 @@ import type { AcquireResult, DeliveryService, Received, Registration, Slot } fro
 import type { DispatchState } from './delivery-store.ts';
 import { dispatcherInput } from './dispatcher-definition.ts';
 
-export { ROUNDS_PER_EXECUTION } from './dispatcher-definition.ts';
-
 /** What an execution of the dispatcher state machine starts from (`dispatcherInput`). */
 export interface LaneInput {
   consumerUid: string;
