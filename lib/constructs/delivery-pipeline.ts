@@ -32,8 +32,19 @@ export const SQS_ACTIONS = {
   ],
   /** Backlog and dead-letter depth per consumer; the Space tag on queues made before it existed. */
   supervisor: ['sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:TagQueue'],
-  /** The HTTP producer extension (`/ext/queues/v1/…`). */
-  api: ['sqs:GetQueueUrl', 'sqs:SendMessage'],
+  /**
+   * The HTTP producer extension and the operator endpoints (`/ext/queues/v1/…`): send; counts;
+   * peek (receive, then visible again); redrive (receive, send, delete); purge.
+   */
+  api: [
+    'sqs:ChangeMessageVisibility',
+    'sqs:DeleteMessage',
+    'sqs:GetQueueAttributes',
+    'sqs:GetQueueUrl',
+    'sqs:PurgeQueue',
+    'sqs:ReceiveMessage',
+    'sqs:SendMessage',
+  ],
   /** Worker runtimes receive their own batches; everything else goes through the batch host. */
   worker: ['sqs:ReceiveMessage'],
 } as const;

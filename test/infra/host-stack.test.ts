@@ -163,9 +163,18 @@ describe('TakoformHostStack template', () => {
     ]);
     expect(statements.flatMap((s) => [s.Action].flat()).filter((a: string) => a.includes('*'))).toEqual([]);
 
-    // SQS: only what the producer extension calls, only on the Host's queue prefix.
+    // SQS: only what the producer extension and the operator endpoints call, only on the Host's
+    // queue prefix.
     const sqs = statements.filter((s) => [s.Action].flat().some((a: string) => a.startsWith('sqs:')));
-    expect(sqs.flatMap((s) => [s.Action].flat()).sort()).toEqual(['sqs:GetQueueUrl', 'sqs:SendMessage']);
+    expect(sqs.flatMap((s) => [s.Action].flat()).sort()).toEqual([
+      'sqs:ChangeMessageVisibility',
+      'sqs:DeleteMessage',
+      'sqs:GetQueueAttributes',
+      'sqs:GetQueueUrl',
+      'sqs:PurgeQueue',
+      'sqs:ReceiveMessage',
+      'sqs:SendMessage',
+    ]);
     expect(sqs.flatMap((s) => [s.Resource].flat())).toEqual([
       {
         'Fn::Join': [

@@ -119,7 +119,10 @@ export async function createTestHost(
     for (const [k, v] of Object.entries(r.headers ?? {}))
       headers[k.toLowerCase()] = Array.isArray(v) ? v : [v];
     const path =
-      r.path.startsWith('/.well-known') || r.path.startsWith('/docs') || r.path.startsWith('/ext/')
+      r.path.startsWith('/.well-known') ||
+      r.path.startsWith('/docs') ||
+      r.path.startsWith('/ext/') ||
+      r.path === '/healthz'
         ? r.path
         : `${API_ROOT}${r.path}`;
     const out: HttpResponse = await host.http({
