@@ -182,6 +182,7 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
     await host.delivery.recoverAfterRestart();
     server = await startNodeServer(host.http, config.port);
     origin ||= `http://127.0.0.1:${server.port}`;
+    dir.recordConnection({ listen: `http://127.0.0.1:${server.port}`, origin, pid: process.pid });
     loop.start();
     supervisor.start();
     const apiKey = devKey;
