@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -57,9 +58,14 @@ describe('operator endpoints', () => {
     await host.settle();
   });
 
-  it('counts messages (OPS-04) and peeks without consuming: ids, previews, counts unchanged', async () => {
+  it('counts messages and the oldest age (OPS-04); peeks without consuming: ids, previews, counts unchanged', async () => {
+    expect(await stats(source)).toMatchObject({ visible: 0, oldestAgeSeconds: null });
     const ids = await send(source, ['first', 'second', 'third']);
-    expect(await stats(source)).toMatchObject({
+    await sleep(2_100);
+    const counted = await stats(source);
+    expect(counted.oldestAgeSeconds).toBeGreaterThanOrEqual(2);
+    expect(counted.oldestAgeSeconds).toBeLessThan(30);
+    expect(counted).toMatchObject({
       queueUid: source,
       name: 'orders-dlq',
       space: 'team',

@@ -171,8 +171,9 @@ describe('takoform CLI against npm start', () => {
     await ok(['send', 'orders-dlq', '--file', '-'], 'from stdin');
     await ok(['send', 'orders-dlq', 'later', '--delay', '600']);
     const s = await json(['status']);
-    const byName = new Map(s.queues.map((q: JsonBody) => [q.name, q]));
+    const byName = new Map<string, JsonBody>(s.queues.map((q: JsonBody) => [q.name, q]));
     expect(byName.get('orders-dlq')).toMatchObject({ visible: 2, inFlight: 0, delayed: 1, consumer: null });
+    expect(byName.get('orders-dlq').oldestAgeSeconds).toBeGreaterThanOrEqual(0);
     expect(byName.get('orders')).toMatchObject({
       visible: 0,
       consumer: {
