@@ -25,6 +25,16 @@ import type { InvocationOutcome, SettleAnswer, SettleCall } from './settlement-p
 import { byCount, bySendLimits } from './sqs-batches.ts';
 import type { UnfinishedBatch } from './unfinished-batch.ts';
 
+/** How a moved message's last delivery ended, for its dead-letter record (`threw`, `returned/retry`). */
+function lastOutcomeOf(head: BatchHead, manifest: Manifest, id: string): string {
+  const index = manifest.entries.findIndex((m) => m.id === id);
+  // A move in the manifest was out of retries when it arrived: its last delivery was earlier.
+  if (index < 0) return 'out of retries on arrival';
+  const code = head.settled[String(index)] ?? head.all;
+  const outcome = head.outcome ?? 'abandoned';
+  return code?.startsWith('r') ? `${outcome}/retry` : outcome;
+}
+
 /** A slot taken for one batch: everything the runner needs, nothing secret besides the credential. */
 export interface Slot {
   batchId: string;
@@ -650,6 +660,13 @@ export class DeliveryService {
       );
       const seconds = Math.max(0, Math.min(delay, visibilityLeft(m.receivedAt ?? now, now)));
       for (const handle of handles) toHide.push({ handle, seconds });
+      log.info('message retried', {
+        consumerUid: head.consumerUid,
+        messageId: m.id,
+        attempts: m.attempts,
+        delaySeconds: delay,
+        ...(mode === 'recovery' ? { recovery: true } : {}),
+      });
     }
     for (const m of manifest.moves) owesMove(m, handlesOf(m));
     if (queue) {
@@ -719,7 +736,11 @@ export class DeliveryService {
     const bodies = new Map(items.map((i) => [i.id, i.body]));
     await this.moveToDeadLetter(
       head,
-      [...bodies].map(([id, body]) => ({ entry: byId.get(id) as ManifestEntry, body })),
+      [...bodies].map(([id, body]) => ({
+        entry: byId.get(id) as ManifestEntry,
+        body,
+        lastOutcome: lastOutcomeOf(head, manifest, id),
+      })),
     );
     if (last) {
       // Owed moves the runner did not send go back to the queue and are moved on their return.
@@ -739,7 +760,7 @@ export class DeliveryService {
    */
   private async moveToDeadLetter(
     head: BatchHead,
-    items: { entry: ManifestEntry; body: Uint8Array }[],
+    items: { entry: ManifestEntry; body: Uint8Array; lastOutcome: string }[],
   ): Promise<void> {
     if (items.length === 0) return;
     const a = await this.consumer(head.consumerUid);
@@ -788,10 +809,34 @@ export class DeliveryService {
         if (delay > MESSAGE_LIMITS.sqsMaxDelaySeconds) env.notBefore = now + delay * 1000;
         return {
           entry: item.entry,
+          copyId: env.id,
+          lastOutcome: item.lastOutcome,
           body: encodeEnvelope(env),
           delay: Math.min(delay, MESSAGE_LIMITS.sqsMaxDelaySeconds),
         };
       });
+      // Where each copy came from, for operators (`dlq peek`); written first, so a copy never
+      // exists without it. A record whose copy is never sent is harmless and expires.
+      try {
+        await this.o.store.putDeadLetterRecords(
+          dlq.queueUid,
+          outgoing.map((o) => ({
+            copyId: o.copyId,
+            record: {
+              sourceQueueUid: queue.queueUid,
+              sourceQueueName: queue.queueName,
+              originalId: o.entry.id,
+              attempts: o.entry.attempts,
+              lastOutcome: o.lastOutcome,
+              movedAt: now,
+            },
+          })),
+          Math.ceil(now / 1000) + dlq.retentionSeconds + dlq.defaultDelaySeconds + 86_400,
+        );
+      } catch (err) {
+        // An aid for operators, not part of the move: the move goes on without it.
+        log.warn('dead-letter records could not be written', { consumerUid: head.consumerUid, err });
+      }
       const refused: ManifestEntry[] = [];
       // Split by bytes as well as by count: ten large bodies exceed one request's payload limit.
       for (const part of bySendLimits(outgoing, (o) => o.body)) {
@@ -803,7 +848,20 @@ export class DeliveryService {
             }),
           );
           const failed = new Set((out.Failed ?? []).map((f) => Number(f.Id)));
-          for (const [n, o] of part.entries()) (failed.has(n) ? refused : done).push(o.entry);
+          for (const [n, o] of part.entries()) {
+            if (failed.has(n)) {
+              refused.push(o.entry);
+              continue;
+            }
+            done.push(o.entry);
+            log.info('message moved to the dead-letter queue', {
+              consumerUid: head.consumerUid,
+              messageId: o.entry.id,
+              attempts: o.entry.attempts,
+              deadLetterQueueUid: dlq.queueUid,
+              copyId: o.copyId,
+            });
+          }
         } catch (err) {
           log.warn('the dead-letter queue refused a request', { consumerUid: head.consumerUid, err });
           refused.push(...part.map((o) => o.entry));
@@ -813,11 +871,13 @@ export class DeliveryService {
       if (done.length > 0) await this.o.delivery.sent(dlq.queueUid);
       await keep(refused, 'the dead-letter queue refused messages');
     } else {
-      log.info('messages dropped after their last delivery (the consumer has no dead-letter queue)', {
-        consumerUid: head.consumerUid,
-        queueUid: head.queueUid,
-        messages: done.length,
-      });
+      for (const m of done)
+        log.info('message dropped after its last delivery (the consumer has no dead-letter queue)', {
+          consumerUid: head.consumerUid,
+          queueUid: head.queueUid,
+          messageId: m.id,
+          attempts: m.attempts,
+        });
     }
     const failed = await this.deleteMessages(
       queue.sqsUrl,
@@ -905,6 +965,12 @@ export class DeliveryService {
       // Unsettled messages are retried, never acknowledged — unless the runner reported how its
       // ended handler finished; pending dead-letter moves return.
       await this.finalize(batchId, opts.outcome ?? 'abandoned', 'recovery');
+      log.info('batch recovered', {
+        consumerUid,
+        batchId,
+        outcome: head.outcome ?? opts.outcome ?? 'abandoned',
+        ...(opts.ended ? { handlerEnded: true } : {}),
+      });
       return {};
     }
     if (head) {

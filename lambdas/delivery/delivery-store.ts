@@ -25,6 +25,25 @@ export interface ManifestEntry {
   receivedAt?: number;
 }
 
+/**
+ * The Host's own record of one message it moved to a dead-letter queue: where it came from and
+ * why. Kept in the Host's table, never in the copy's body, so the batch object a dead-letter
+ * consumer's handler sees stays exactly as the Form specifies.
+ */
+export interface DeadLetterRecord {
+  /** The queue Resource the message ran out of retries on, and its name then. */
+  sourceQueueUid: string;
+  sourceQueueName: string;
+  /** The message id it had there (the copy has a new id). */
+  originalId: string;
+  /** Deliveries counted there (1 + maxRetries). */
+  attempts: number;
+  /** How its last delivery ended: the batch outcome and this message's settlement, e.g. `threw`, `returned/retry`. */
+  lastOutcome: string;
+  /** When the copy was sent, epoch ms. */
+  movedAt: number;
+}
+
 /** What registration recorded for a batch: the delivered messages and the dead-letter moves. */
 export interface Manifest {
   /** Delivered, in batch order (settlement indexes). */
@@ -146,4 +165,11 @@ export interface DeliveryStore {
   /** Creates or replaces a record, counting it in `outstanding` exactly once. */
   putAttempts(queueUid: string, record: AttemptsRecord, expiresAtSeconds: number): Promise<void>;
   clearAttempts(queueUid: string, id: string): Promise<void>;
+
+  /** Records of dead-letter copies by the copy's message id, kept until `expiresAtSeconds`. */
+  putDeadLetterRecords(
+    deadLetterQueueUid: string,
+    records: { copyId: string; record: DeadLetterRecord }[],
+    expiresAtSeconds: number,
+  ): Promise<void>;
 }

@@ -1,27 +1,11 @@
 import { type DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
+import type { DeadLetterRecord } from '../../delivery/delivery-store.ts';
 import { TABLE_KEYS } from '../../shared/table-schema.ts';
 
-const { pk: PK, sk: SK } = TABLE_KEYS;
+export type { DeadLetterRecord };
 
-/**
- * The Host's own record of one message it moved to a dead-letter queue: where it came from and
- * why. Kept in the Host's table, never in the copy's body, so the batch object a dead-letter
- * consumer's handler sees stays exactly as the Form specifies.
- */
-export interface DeadLetterRecord {
-  /** The queue Resource the message ran out of retries on, and its name then. */
-  sourceQueueUid: string;
-  sourceQueueName: string;
-  /** The message id it had there (the copy has a new id). */
-  originalId: string;
-  /** Deliveries counted there (1 + maxRetries). */
-  attempts: number;
-  /** How its last delivery ended: the batch outcome and this message's settlement, e.g. `threw`, `returned/retry`. */
-  lastOutcome: string;
-  /** When the copy was sent, epoch ms. */
-  movedAt: number;
-}
+const { pk: PK, sk: SK } = TABLE_KEYS;
 
 /**
  * `DLMOVE#<dead-letter queue uid>#<copy's message id>` / `_`, TTL = the dead-letter queue's

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import {
   type AttributeValue,
   BatchGetItemCommand,
+  BatchWriteItemCommand,
   ConditionalCheckFailedException,
   type DynamoDBClient,
   GetItemCommand,
@@ -16,6 +17,7 @@ import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import type {
   AttemptsRecord,
   BatchHead,
+  DeadLetterRecord,
   DeliveryStore,
   DispatchState,
   GroupSettleResult,
@@ -25,6 +27,7 @@ import type {
 import { codeOf } from '../../delivery/delivery-store.ts';
 import type { SettleCall } from '../../delivery/settlement-protocol.ts';
 import { TABLE_KEYS } from '../../shared/table-schema.ts';
+import { deadLetterRecordKey } from './dynamodb-dead-letter-records.ts';
 
 const { pk: PK, sk: SK, ttl: TTL } = TABLE_KEYS;
 
@@ -605,6 +608,36 @@ export class DynamoDeliveryStore implements DeliveryStore {
         if (codes[0] === 'ConditionalCheckFailed') return; // already cleared
         if (!retryable(err, codes) || round >= CONFLICT_TRIES) throw err;
         await backoff(round);
+      }
+    }
+  }
+
+  async putDeadLetterRecords(
+    deadLetterQueueUid: string,
+    records: { copyId: string; record: DeadLetterRecord }[],
+    expiresAtSeconds: number,
+  ): Promise<void> {
+    for (let i = 0; i < records.length; i += 25) {
+      let requests: { PutRequest: { Item: Record<string, AttributeValue> } }[] = records
+        .slice(i, i + 25)
+        .map(({ copyId, record }) => ({
+          PutRequest: {
+            Item: marshall({
+              ...deadLetterRecordKey(deadLetterQueueUid, copyId),
+              ...record,
+              [TTL]: expiresAtSeconds,
+            }),
+          },
+        }));
+      // What DynamoDB leaves unprocessed (throttling) is sent again, a bounded number of times.
+      for (let round = 1; requests.length > 0; round++) {
+        const out = await this.client.send(
+          new BatchWriteItemCommand({ RequestItems: { [this.table]: requests } }),
+        );
+        requests = (out.UnprocessedItems?.[this.table] ?? []) as typeof requests;
+        if (requests.length > 0 && round >= CONFLICT_TRIES)
+          throw new Error(`${requests.length} dead-letter records left unprocessed`);
+        if (requests.length > 0) await backoff(round);
       }
     }
   }

@@ -8,6 +8,7 @@
  * Worker threads share the process, so this is fault isolation (a throw, hang, `process.exit()`
  * or out-of-memory ends at most this thread), not a security sandbox.
  */
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { pathToFileURL } from 'node:url';
@@ -15,6 +16,7 @@ import { types } from 'node:util';
 import { parentPort } from 'node:worker_threads';
 import { NamedError } from '../../delivery/limits.ts';
 import type { DeliveredMessage, ProduceCall, SettleCall } from '../../delivery/settlement-protocol.ts';
+import { errorText } from '../../runtime/worker/error-report.ts';
 import { createInvocationContext } from '../../runtime/worker/invocation-context.ts';
 import { createQueueBatch } from '../../runtime/worker/queue-batch.ts';
 import { createWorkerEnv } from '../../runtime/worker/worker-env.ts';
@@ -64,8 +66,23 @@ function diagnostic(text: string): void {
   process.stderr.write(`${text}\n`);
 }
 
-function errorName(err: unknown): string {
-  return err instanceof Error ? err.name : typeof err;
+/**
+ * Where a module's syntax error is: a dynamic import's SyntaxError carries no file or line, so
+ * the module is checked once more by `node --check`, whose report starts with `file:line`, the
+ * line and a caret. Only after a failed load; bounded in time and size.
+ */
+function syntaxErrorLocation(file: string): string | undefined {
+  const check = spawnSync(process.execPath, ['--check', file], { encoding: 'utf8', timeout: 5_000 });
+  const report = (check.stderr ?? '').split('\n');
+  const at = report.findIndex(
+    (l) => l.startsWith(`${file}:`) || l.startsWith(`${pathToFileURL(file).href}:`),
+  );
+  return at < 0
+    ? undefined
+    : report
+        .slice(at, at + 3)
+        .join('\n')
+        .slice(0, 1_000);
 }
 
 // --- module loading -------------------------------------------------------------------------
@@ -203,15 +220,18 @@ async function invoke(message: Extract<ToThread, { type: 'invoke' }>): Promise<v
         await Reflect.apply(handler.fn, handler.self, [batch, env, context.ctx]);
         outcome = 'returned';
       } catch (err) {
-        diagnostic(`queue handler failed: ${errorName(err)}`);
+        diagnostic(`queue handler failed: ${errorText(err)}`);
       }
       await context.settled();
       context.expire();
       for (const reason of context.rejections)
-        diagnostic(`ctx.waitUntil promise rejected: ${errorName(reason)}`);
+        diagnostic(`ctx.waitUntil promise rejected: ${errorText(reason)}`);
     }
   } catch (err) {
-    diagnostic(`the invocation could not start (module load or env): ${errorName(err)}`);
+    const where = err instanceof SyntaxError ? syntaxErrorLocation(message.file) : undefined;
+    diagnostic(
+      `the invocation could not start (module load or env): ${where ? `${where}\n` : ''}${errorText(err)}`,
+    );
   }
   await link.drain();
   link.ended = true;
@@ -224,7 +244,7 @@ function isObject(value: unknown): value is Record<string, unknown> {
 
 if (port) {
   // Like a Workers isolate, an unawaited rejected Promise is reported, not fatal to the thread.
-  process.on('unhandledRejection', (reason) => diagnostic(`unhandled rejection: ${errorName(reason)}`));
+  process.on('unhandledRejection', (reason) => diagnostic(`unhandled rejection: ${errorText(reason)}`));
   port.on('message', (raw: unknown) => {
     if (!isObject(raw)) return;
     const message = raw as ToThread;

@@ -29,6 +29,7 @@ import type { AcquireResult, Slot } from '../../delivery/delivery-service.ts';
 import { NamedError } from '../../delivery/limits.ts';
 import type { InvocationOutcome } from '../../delivery/settlement-protocol.ts';
 import { AWS_ENV } from '../../shared/aws-env.ts';
+import { errorReport } from './error-report.ts';
 import { createInvocationContext } from './invocation-context.ts';
 import { createQueueBatch } from './queue-batch.ts';
 import { lambdaTransport, type RemoteBatchHost, remoteBatchHost } from './remote-batch-host.ts';
@@ -179,12 +180,12 @@ function inProcessInvoker(
           await Reflect.apply(handler.fn, handler.self, [batch, env, context.ctx]);
           outcome = 'returned';
         } catch (err) {
-          log('queue handler failed', { batchId: delivery.batchId, error: errorName(err) });
+          log('queue handler failed', { batchId: delivery.batchId, ...errorReport(err) });
         }
         await context.settled();
         context.expire();
         for (const reason of context.rejections) {
-          log('ctx.waitUntil promise rejected', { batchId: delivery.batchId, error: errorName(reason) });
+          log('ctx.waitUntil promise rejected', { batchId: delivery.batchId, ...errorReport(reason) });
         }
         while (pending.size > 0) await Promise.all([...pending]);
         return outcome;

@@ -139,7 +139,24 @@ describe('WorkerPool: outcomes (MW-03, DL-05 inputs)', () => {
     const r = await invoke(pool, file);
     expect(r.outcome).toBe('threw');
     expect(r.settles).toEqual([]);
-    await vi.waitFor(() => expect(output.join('\n')).toContain('queue handler failed: Error'));
+    // The worker's own log gets the message and the stack (the batch credential never reaches
+    // the thread; this one is only the text the worker threw).
+    await vi.waitFor(() =>
+      expect(output.join('\n')).toContain(`queue handler failed: Error: sync failure ${CREDENTIAL}`),
+    );
+    expect(output.join('\n')).toMatch(
+      new RegExp(`\\] +at (Object\\.)?queue \\(.*${path.basename(file)}(\\?[^:]*)?:1:`),
+    );
+  });
+
+  it('a module with a syntax error: threw, and its log names the error, the file and the line', async () => {
+    const { pool, output } = newPool();
+    const file = await moduleFile('export default {\n  async queue(batch) {\n    const = 1;\n  },\n};\n');
+    expect((await invoke(pool, file)).outcome).toBe('threw');
+    await vi.waitFor(() => expect(output.join('\n')).toContain('the invocation could not start'));
+    const text = output.join('\n');
+    expect(text).toContain('SyntaxError');
+    expect(text).toContain(`${path.basename(file)}:3`);
   });
 
   it('threw when the handler returns a rejected Promise, with settlements made before it standing', async () => {

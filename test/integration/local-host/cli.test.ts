@@ -209,9 +209,16 @@ describe('takoform CLI against npm start', () => {
     expect(peeked.messages).toHaveLength(1);
     expect(peeked.messages[0]).toMatchObject({ preview: 'boom', sizeBytes: 4, committed: true });
     expect(peeked.messages[0].id).not.toBe(id); // a dead-letter copy is a new message
+    // The Host's own record of the move: where the copy came from and why.
+    expect(peeked.messages[0].deadLetter).toMatchObject({
+      sourceQueueName: 'jobs',
+      originalId: id,
+      attempts: 1,
+      lastOutcome: 'threw',
+    });
     const human = await ok(['dlq', 'peek', 'jobs-dlq']);
     expect(human).toContain(`${peeked.messages[0].id}  `);
-    expect(human).toContain('4 B  "boom"');
+    expect(human).toContain(`4 B  "boom"  from jobs (id ${id}), 1 attempts, last threw`);
     // Peeking consumed nothing.
     expect((await json(['status', 'jobs-dlq'])).queues[0]).toMatchObject({ visible: 1, inFlight: 0 });
     expect((await json(['status', 'jobs'])).queues[0].consumer.deadLetterQueue).toEqual({
