@@ -230,7 +230,7 @@ export class ModuleWorkerFunction extends Construct {
       installLatestAwsSdk: false,
       logGroup: registrationLogs(stack, host),
     });
-    this.registration.node.addDependency(fn);
+    // No explicit dependency on the function: the item names its ARN, which orders the two already.
     acknowledgeRegistrationProvider(stack);
   }
 }
