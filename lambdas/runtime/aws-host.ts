@@ -31,7 +31,7 @@ const int = (min: number, max: number) =>
 
 const configSchema = z.object({
   [AWS_ENV.table]: z.string().min(3).max(255),
-  [AWS_ENV.queuePrefix]: z.string().regex(/^[a-z0-9-]{1,49}$/, 'must be 1..49 characters of [a-z0-9-]'),
+  [AWS_ENV.queuePrefix]: z.string().regex(/^[a-z0-9_-]{1,49}$/, 'must be 1..49 characters of [a-z0-9_-]'),
   [AWS_ENV.publicOrigin]: z.string().transform((v, ctx) => {
     try {
       return parsePublicOrigin(v);

@@ -17,6 +17,8 @@ import { HostFunction } from './host-function.ts';
 const API_ENTRY = fileURLToPath(new URL('../../lambdas/http/api-gateway-handler.ts', import.meta.url));
 
 export interface ControlPlaneApiProps {
+  /** The REST API's name, also the `ApiName` dimension of its metrics: one per Host. @default 'Api' */
+  readonly restApiName?: string;
   /**
    * The origin clients use (`https://host[:port]`, no path), normally a custom domain mapped at
    * the root. @default the execute-api host, which is not conformant: its stage prefix is missing.
@@ -59,6 +61,7 @@ export class ControlPlaneApi extends Construct {
 
     this.accessLogs = new LogGroup(this, 'AccessLogs', { retention, removalPolicy: props.removalPolicy });
     this.api = new RestApi(this, 'Api', {
+      ...(props.restApiName ? { restApiName: props.restApiName } : {}),
       description: 'Takoform Host API v2',
       endpointConfiguration: { types: [EndpointType.REGIONAL] },
       cloudWatchRole: props.cloudWatchRole ?? true,

@@ -40,7 +40,9 @@ export const SQS_ACTIONS = {
 
 export interface DeliveryPipelineProps {
   readonly table: HostTable;
-  /** Prefix of every SQS queue name, ending with `-` (e.g. `takoform-host-`). */
+  /** The Host's name: the `host` dimension of the metrics its functions emit. */
+  readonly hostName: string;
+  /** Prefix of every SQS queue name, ending with `_` (e.g. `takoform-host_`). */
   readonly queueNamePrefix: string;
   /** The public origin (every Host function composes the same Host). */
   readonly publicOrigin: string;
@@ -77,6 +79,7 @@ export class DeliveryPipeline extends Construct {
   /** Worker functions must be named with this prefix for the dispatcher to invoke them. */
   readonly workerFunctionNamePrefix: string;
   readonly queueNamePrefix: string;
+  readonly hostName: string;
   readonly idleWaitSeconds: number;
   /** The Host's bound on one worker invocation, in seconds. */
   readonly workerTimeoutSeconds: number;
@@ -86,6 +89,7 @@ export class DeliveryPipeline extends Construct {
     const stack = Stack.of(this);
     const retention = props.logRetention ?? RetentionDays.ONE_MONTH;
     this.queueNamePrefix = props.queueNamePrefix;
+    this.hostName = props.hostName;
     this.idleWaitSeconds = props.idleWaitSeconds ?? 20;
     this.workerFunctionNamePrefix = `${props.queueNamePrefix}wkr-`;
     this.queueArnPattern = stack.formatArn({
@@ -109,6 +113,7 @@ export class DeliveryPipeline extends Construct {
     };
     const environment = {
       [AWS_ENV.queuePrefix]: props.queueNamePrefix,
+      [AWS_ENV.hostName]: props.hostName,
       [AWS_ENV.publicOrigin]: props.publicOrigin,
       [AWS_ENV.workerTimeoutSeconds]: String(workerTimeout.toSeconds()),
       [AWS_ENV.idleWaitSeconds]: String(this.idleWaitSeconds),
@@ -270,6 +275,7 @@ export class DeliveryPipeline extends Construct {
     this.grantQueues(api.fn, SQS_ACTIONS.api);
     api.fn.addEnvironment(AWS_ENV.executorFunction, this.executorFunction.fn.functionArn);
     api.fn.addEnvironment(AWS_ENV.queuePrefix, this.queueNamePrefix);
+    api.fn.addEnvironment(AWS_ENV.hostName, this.hostName);
     api.fn.addEnvironment(AWS_ENV.idleWaitSeconds, String(this.idleWaitSeconds));
     api.fn.addEnvironment(AWS_ENV.metricsNamespace, METRICS_NAMESPACE);
     api.fn.addToRolePolicy(

@@ -26,9 +26,12 @@ export interface TakoformHostProps {
   /** The ACM certificate of `domainName` (same region, REGIONAL endpoint). Required with `domainName`. */
   readonly certificate?: ICertificate;
   /**
-   * Stem of every SQS queue name (`<stem>-<uid>`) and worker function name (`<stem>-wkr-…`), so
-   * IAM can be scoped to it. 1..40 characters of `[a-z0-9-]`, not ending in `-`.
-   * @default derived from the stack name
+   * The Host's name: stem of every SQS queue name (`<stem>_<uid>`), of worker function names
+   * (`<stem>_wkr-…`) and of the dispatcher (`<stem>_dispatcher`), so IAM can be scoped to
+   * `<stem>_*`; it also names the REST API, the alarms and the dashboard, and is the `host`
+   * dimension of the Host's metrics. 1..40 characters of `[a-z0-9-]`, not ending in `-`. It never
+   * contains `_`, so no other Host's prefix extends this one's: give every Host in an account and
+   * region its own. @default derived from the stack name
    */
   readonly queueNamePrefix?: string;
   /** For the table and the log groups; DESTROY also lifts the table's deletion protection. @default RETAIN */
@@ -48,6 +51,11 @@ export interface TakoformHostProps {
 }
 
 const QUEUE_NAME_PREFIX = /^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$/;
+/**
+ * Ends every name prefix of a Host (`<stem>_`). Stems cannot contain it, so the prefix of one Host
+ * is never a prefix of another's (`takoform-host_` vs `takoform-host-staging_`).
+ */
+export const HOST_NAME_DELIMITER = '_';
 
 /** `TakoformHost` → `takoform-host`: lowercase kebab case, cut to 40 characters. */
 export function deriveQueueNamePrefix(stackName: string): string {
@@ -114,7 +122,7 @@ export function validateTakoformHostProps(props: TakoformHostProps, queueNamePre
  * operator's dashboard and alarms. Workers join with `ModuleWorkerFunction` and `workerBinding`.
  */
 export class TakoformHost extends Construct {
-  /** The queue name stem (without the trailing `-`). */
+  /** The Host's name: the queue name stem (without the trailing `_`). */
   readonly queueNamePrefix: string;
   readonly table: HostTable;
   readonly api: ControlPlaneApi;
@@ -142,7 +150,9 @@ export class TakoformHost extends Construct {
       removalPolicy,
       deletionProtection: removalPolicy !== RemovalPolicy.DESTROY,
     });
+    const prefix = `${this.queueNamePrefix}${HOST_NAME_DELIMITER}`;
     this.api = new ControlPlaneApi(this, 'Api', {
+      restApiName: `${prefix}api`,
       publicOrigin: origin,
       removalPolicy,
       logRetention,
@@ -165,7 +175,8 @@ export class TakoformHost extends Construct {
 
     this.delivery = new DeliveryPipeline(this, 'Delivery', {
       table: this.table,
-      queueNamePrefix: `${this.queueNamePrefix}-`,
+      hostName: this.queueNamePrefix,
+      queueNamePrefix: prefix,
       publicOrigin: this.publicOrigin,
       workerTimeout: props.workerTimeout,
       idleWaitSeconds: props.idleWaitSeconds,
@@ -184,7 +195,8 @@ export class TakoformHost extends Construct {
         supervisor: this.delivery.supervisorFunction.fn,
       },
       stateMachine: this.delivery.stateMachine,
-      queueNamePrefix: `${this.queueNamePrefix}-`,
+      hostName: this.queueNamePrefix,
+      queueNamePrefix: prefix,
       alarmTopic: props.alarmTopic,
       thresholds: props.alarmThresholds,
     });

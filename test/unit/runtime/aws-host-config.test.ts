@@ -58,8 +58,8 @@ describe('AWS Host configuration (read once, fail fast)', () => {
 
 describe('supervisor metrics', () => {
   it('searches SQS metrics by the queue name prefix', () => {
-    expect(sqsSearchExpression('takoform-host-', 'ApproximateAgeOfOldestMessage', 'Maximum', 300)).toBe(
-      `SEARCH('{AWS/SQS,QueueName} MetricName="ApproximateAgeOfOldestMessage" QueueName:"takoform-host"', 'Maximum', 300)`,
+    expect(sqsSearchExpression('takoform-host_', 'ApproximateAgeOfOldestMessage', 'Maximum', 300)).toBe(
+      `SEARCH('{AWS/SQS,QueueName} MetricName="ApproximateAgeOfOldestMessage" QueueName=takoform-host_r', 'Maximum', 300)`,
     );
   });
 });
