@@ -9,7 +9,7 @@ import { DefinitionBody, LogLevel, StateMachine, StateMachineType } from 'aws-cd
 import { Construct } from 'constructs';
 import { dispatcherDefinition } from '../../lambdas/delivery/dispatcher-definition.ts';
 import { AWS_ENV, METRICS_NAMESPACE } from '../../lambdas/shared/aws-env.ts';
-import { HostFunction } from './host-function.ts';
+import { type FunctionSizing, HostFunction } from './host-function.ts';
 import type { HostTable } from './host-table.ts';
 import { nagResource } from './nag.ts';
 
@@ -54,6 +54,15 @@ export interface DeliveryPipelineProps {
   readonly logRetention?: RetentionDays;
   /** For the log groups. @default RETAIN */
   readonly removalPolicy?: RemovalPolicy;
+  /** Active X-Ray tracing of the functions and the state machine. @default true */
+  readonly tracing?: boolean;
+  /** Memory and reserved concurrency per function. @default 512 MB (batch host 1024), none reserved */
+  readonly functions?: {
+    readonly step?: FunctionSizing;
+    readonly batchHost?: FunctionSizing;
+    readonly executor?: FunctionSizing;
+    readonly supervisor?: FunctionSizing;
+  };
 }
 
 /**
@@ -119,19 +128,23 @@ export class DeliveryPipeline extends Construct {
       [AWS_ENV.idleWaitSeconds]: String(this.idleWaitSeconds),
       [AWS_ENV.metricsNamespace]: METRICS_NAMESPACE,
     };
+    const tracing = props.tracing ?? true;
     const hostFunction = (
       fid: string,
       path: string,
       description: string,
       timeout: Duration,
-      memorySize = 512,
+      sizing: FunctionSizing | undefined,
+      defaultMemory = 512,
     ) => {
       const f = new HostFunction(this, fid, {
         ...common,
         entry: entry(path),
         description,
         timeout,
-        memorySize,
+        memorySize: sizing?.memorySize ?? defaultMemory,
+        reservedConcurrentExecutions: sizing?.reservedConcurrentExecutions,
+        tracing,
         environment,
       });
       props.table.bind(f.fn);
@@ -143,12 +156,14 @@ export class DeliveryPipeline extends Construct {
       'delivery/dispatcher-step-handler.ts',
       'Takoform dispatcher steps (AcquireSlot, RecoverBatch, HandOver)',
       Duration.seconds(60),
+      props.functions?.step,
     );
     this.batchHostFunction = hostFunction(
       'BatchHostFunction',
       'delivery/batch-host-handler.ts',
       'Takoform batch host (register, settle, finalize, deadLetter, produce)',
       Duration.seconds(60),
+      props.functions?.batchHost,
       1024,
     );
     this.executorFunction = hostFunction(
@@ -156,12 +171,14 @@ export class DeliveryPipeline extends Construct {
       'engine/executor-handler.ts',
       'Takoform Operation executor',
       Duration.minutes(5),
+      props.functions?.executor,
     );
     this.supervisorFunction = hostFunction(
       'SupervisorFunction',
       'delivery/supervisor-handler.ts',
       'Takoform dispatcher supervisor',
       Duration.minutes(2),
+      props.functions?.supervisor,
     );
 
     this.grantQueues(this.stepFunction.fn, SQS_ACTIONS.step);
@@ -186,8 +203,14 @@ export class DeliveryPipeline extends Construct {
       // Errors only and no execution data: slots (queue URLs, receipt-free ids) pass through
       // every state, and ALL would log each transition of every batch.
       logs: { destination: this.stateMachineLogs, level: LogLevel.ERROR, includeExecutionData: false },
-      tracingEnabled: true,
+      tracingEnabled: tracing,
     });
+    if (!tracing) {
+      Validations.of(this.stateMachine).acknowledge({
+        id: 'AwsSolutions-SF2',
+        reason: 'X-Ray tracing is turned off on purpose by the tracing prop of the Host.',
+      });
+    }
     this.stateMachine.addToRolePolicy(
       new iam.PolicyStatement({
         sid: 'InvokeDispatcherSteps',

@@ -45,6 +45,8 @@ export interface WorkerHostBinding {
   readonly workerTimeoutSeconds?: number;
   readonly logRetention?: RetentionDays;
   readonly removalPolicy?: RemovalPolicy;
+  /** Active X-Ray tracing of worker functions, as the Host's. @default true */
+  readonly tracing?: boolean;
 }
 
 export interface ModuleWorkerFunctionProps {
@@ -157,6 +159,7 @@ export class ModuleWorkerFunction extends Construct {
       memorySize: props.memorySize ?? 512,
       logRetention: host.logRetention,
       removalPolicy: host.removalPolicy,
+      tracing: host.tracing,
       esbuildArgs: { '--alias:takoform-worker-module': entry },
       environment: {
         [AWS_ENV.batchHostFunction]: host.batchHostFunction.functionArn,

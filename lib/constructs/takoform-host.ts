@@ -3,6 +3,8 @@ import { BasePathMapping, DomainName, EndpointType, SecurityPolicy } from 'aws-c
 import type { ICertificate } from 'aws-cdk-lib/aws-certificatemanager';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import { RetentionDays } from 'aws-cdk-lib/aws-logs';
+import { AaaaRecord, ARecord, type IHostedZone, RecordTarget } from 'aws-cdk-lib/aws-route53';
+import { ApiGatewayDomain } from 'aws-cdk-lib/aws-route53-targets';
 import type { ITopic } from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { commitKey } from '../../lambdas/adapters/aws/dynamodb-commit-store.ts';
@@ -10,6 +12,7 @@ import { parsePublicOrigin } from '../../lambdas/http/origin.ts';
 import { TABLE_KEYS } from '../../lambdas/shared/table-schema.ts';
 import { ControlPlaneApi } from './control-plane-api.ts';
 import { DeliveryPipeline } from './delivery-pipeline.ts';
+import { type FunctionSizing, validateSizing } from './host-function.ts';
 import { type AlarmThresholds, HostObservability } from './host-observability.ts';
 import { HostTable } from './host-table.ts';
 import type { WorkerHostBinding } from './module-worker-function.ts';
@@ -48,9 +51,48 @@ export interface TakoformHostProps {
   readonly workerTimeout?: Duration;
   /** How long an idle lane long-polls before resting, 0..20 s. @default 20 */
   readonly idleWaitSeconds?: number;
+  /**
+   * Create the account-wide API Gateway CloudWatch role (`AWS::ApiGateway::Account`), which the
+   * stage's execution logging needs. It is one setting per account and region, so the last stack
+   * that sets it wins: set `false` where the account has one already (landing zones usually
+   * manage it); the stage then logs through that role. @default true, so a fresh account works
+   */
+  readonly cloudWatchRole?: boolean;
+  /**
+   * Turn off the execute-api endpoint, so the API is reachable only through `domainName`.
+   * Only with `domainName`. @default false
+   */
+  readonly disableExecuteApiEndpoint?: boolean;
+  /**
+   * The public hosted zone that holds `domainName`: it gets A and AAAA alias records to the
+   * custom domain, so the origin resolves after `cdk deploy`. Only with `domainName`.
+   * @default no DNS records (point the name at the domain's regional endpoint yourself)
+   */
+  readonly hostedZone?: IHostedZone;
+  /**
+   * A regional WAFv2 web ACL (`arn:aws:wafv2:<region>:<account>:regional/webacl/<name>/<id>`),
+   * associated with the API stage. @default none
+   */
+  readonly webAclArn?: string;
+  /** Active X-Ray tracing of the Host and worker functions, the dispatcher and the API stage. @default true */
+  readonly tracing?: boolean;
+  /**
+   * Memory (MB) and reserved concurrency of each Host function.
+   * @default 512 MB each (the batch host 1024), no reserved concurrency
+   */
+  readonly hostFunctions?: {
+    readonly api?: FunctionSizing;
+    readonly step?: FunctionSizing;
+    readonly batchHost?: FunctionSizing;
+    readonly executor?: FunctionSizing;
+    readonly supervisor?: FunctionSizing;
+  };
 }
 
 const QUEUE_NAME_PREFIX = /^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$/;
+const WEB_ACL_ARN =
+  /^arn:aws[a-z-]*:wafv2:[a-z0-9-]+:\d{12}:regional\/webacl\/[A-Za-z0-9_-]{1,128}\/[a-f0-9-]{36}$/;
+const HOST_FUNCTION_ROLES = ['api', 'step', 'batchHost', 'executor', 'supervisor'];
 /**
  * Ends every name prefix of a Host (`<stem>_`). Stems cannot contain it, so the prefix of one Host
  * is never a prefix of another's (`takoform-host_` vs `takoform-host-staging_`).
@@ -112,6 +154,30 @@ export function validateTakoformHostProps(props: TakoformHostProps, queueNamePre
   if (idle !== undefined && !(Number.isInteger(idle) && idle >= 0 && idle <= 20)) {
     errors.push('idleWaitSeconds must be an integer in 0..20');
   }
+  if (props.domainName === undefined) {
+    if (props.disableExecuteApiEndpoint) {
+      errors.push('disableExecuteApiEndpoint needs domainName: the API would have no endpoint');
+    }
+    if (props.hostedZone) errors.push('hostedZone needs domainName: there is no record to make');
+  } else if (props.hostedZone && !Token.isUnresolved(props.domainName)) {
+    const zone = props.hostedZone.zoneName;
+    const name = props.domainName.toLowerCase();
+    if (
+      !Token.isUnresolved(zone) &&
+      name !== zone.toLowerCase() &&
+      !name.endsWith(`.${zone.toLowerCase()}`)
+    ) {
+      errors.push(`domainName ${props.domainName} is not in hostedZone ${zone}`);
+    }
+  }
+  const acl = props.webAclArn;
+  if (acl !== undefined && !Token.isUnresolved(acl) && !WEB_ACL_ARN.test(acl)) {
+    errors.push(`webAclArn ${JSON.stringify(acl)} is not a regional WAFv2 web ACL ARN`);
+  }
+  for (const [role, sizing] of Object.entries(props.hostFunctions ?? {})) {
+    if (!HOST_FUNCTION_ROLES.includes(role)) errors.push(`hostFunctions.${role} is not a Host function`);
+    errors.push(...validateSizing(`hostFunctions.${role}`, sizing));
+  }
   return errors;
 }
 
@@ -134,6 +200,7 @@ export class TakoformHost extends Construct {
   private readonly domainName: string | undefined;
   private readonly logRetention: RetentionDays;
   private readonly removalPolicy: RemovalPolicy;
+  private readonly tracing: boolean;
 
   constructor(scope: Construct, id: string, props: TakoformHostProps = {}) {
     super(scope, id);
@@ -158,6 +225,11 @@ export class TakoformHost extends Construct {
       logRetention,
       throttlingRateLimit: props.throttling?.rateLimit,
       throttlingBurstLimit: props.throttling?.burstLimit,
+      cloudWatchRole: props.cloudWatchRole,
+      disableExecuteApiEndpoint: props.disableExecuteApiEndpoint,
+      webAclArn: props.webAclArn,
+      tracing: props.tracing,
+      sizing: props.hostFunctions?.api,
     });
     this.publicOrigin = this.api.publicOrigin;
     this.table.bind(this.api.handler.fn);
@@ -171,6 +243,12 @@ export class TakoformHost extends Construct {
       });
       // The root mapping: discovery lives at https://<domain>/.well-known/takoform/v2.
       new BasePathMapping(this, 'RootMapping', { domainName: this.domain, restApi: this.api.api });
+      if (props.hostedZone) {
+        const target = RecordTarget.fromAlias(new ApiGatewayDomain(this.domain));
+        const record = { zone: props.hostedZone, recordName: props.domainName, target };
+        new ARecord(this, 'AliasRecord', record);
+        new AaaaRecord(this, 'AliasRecordIpv6', record);
+      }
     }
 
     this.delivery = new DeliveryPipeline(this, 'Delivery', {
@@ -182,6 +260,8 @@ export class TakoformHost extends Construct {
       idleWaitSeconds: props.idleWaitSeconds,
       logRetention,
       removalPolicy,
+      tracing: props.tracing,
+      functions: props.hostFunctions,
     });
     this.delivery.bindApi(this.api.handler);
 
@@ -202,6 +282,7 @@ export class TakoformHost extends Construct {
     });
     this.logRetention = logRetention;
     this.removalPolicy = removalPolicy;
+    this.tracing = props.tracing ?? true;
     this.domainName = props.domainName?.toLowerCase();
   }
 
@@ -218,6 +299,7 @@ export class TakoformHost extends Construct {
       workerTimeoutSeconds: this.delivery.workerTimeoutSeconds,
       logRetention: this.logRetention,
       removalPolicy: this.removalPolicy,
+      tracing: this.tracing,
     };
   }
 

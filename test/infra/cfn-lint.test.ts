@@ -7,7 +7,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { App } from 'aws-cdk-lib';
+import { App, Stack } from 'aws-cdk-lib';
+import { HostedZone, type IHostedZone } from 'aws-cdk-lib/aws-route53';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ModuleWorkerFunction } from '../../lib/constructs/module-worker-function.ts';
 import { TakoformHostStack, type TakoformHostStackProps } from '../../lib/host-stack.ts';
@@ -27,17 +28,34 @@ const ALLOWED: AllowedFinding[] = JSON.parse(
 );
 const ECHO_WORKER = fileURLToPath(new URL('../../examples/workers/echo.mjs', import.meta.url));
 
-/** The variants bin/app.ts can synthesize: plain, with the example worker, with a custom domain. */
-const VARIANTS: Record<string, { props?: TakoformHostStackProps; worker?: boolean }> = {
-  default: {},
-  exampleWorker: { worker: true },
-  customDomain: {
-    props: {
-      domainName: 'api.example.com',
-      certificateArn: 'arn:aws:acm:us-east-1:111111111111:certificate/abc',
-    },
-  },
+const CUSTOM_DOMAIN = {
+  domainName: 'api.example.com',
+  certificateArn: 'arn:aws:acm:us-east-1:111111111111:certificate/abc',
 };
+
+/**
+ * The variants bin/app.ts can synthesize (plain, with the example worker, with a custom domain),
+ * and one with every landing-zone prop set.
+ */
+const VARIANTS: Record<string, { props?: (zone: IHostedZone) => TakoformHostStackProps; worker?: boolean }> =
+  {
+    default: {},
+    exampleWorker: { worker: true },
+    customDomain: { props: () => CUSTOM_DOMAIN },
+    landingZone: {
+      worker: true,
+      props: (zone) => ({
+        ...CUSTOM_DOMAIN,
+        cloudWatchRole: false,
+        disableExecuteApiEndpoint: true,
+        hostedZone: zone,
+        webAclArn:
+          'arn:aws:wafv2:us-east-1:111111111111:regional/webacl/takoform/0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b',
+        tracing: false,
+        hostFunctions: { api: { memorySize: 1024, reservedConcurrentExecutions: 50 } },
+      }),
+    },
+  };
 
 const root = mkdtempSync(join(tmpdir(), 'takoform-cfn-lint-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -47,7 +65,12 @@ function synthVariant(name: string): string {
   const { props, worker } = VARIANTS[name]!;
   const outdir = join(root, name);
   const app = new App({ outdir, context: NO_BUNDLING });
-  const stack = new TakoformHostStack(app, 'TakoformHost', props);
+  // An imported zone is two literals: no reference between the stacks, only the Host's is linted.
+  const zone = HostedZone.fromHostedZoneAttributes(new Stack(app, 'Zones'), 'Zone', {
+    hostedZoneId: 'Z0123456789ABCDEFGHIJ',
+    zoneName: 'example.com',
+  });
+  const stack = new TakoformHostStack(app, 'TakoformHost', props?.(zone));
   if (worker) {
     new ModuleWorkerFunction(stack, 'EchoWorker', {
       host: stack.host.workerBinding,
@@ -83,7 +106,7 @@ describe('OPS-01: cfn-lint', () => {
     brokenFindings = all.filter((f) => f.file === broken);
   });
 
-  it('OPS-01: no template variant has a cfn-lint error', () => {
+  it('OPS-01: no template variant (default, example worker, custom domain, landing-zone props) has a cfn-lint error', () => {
     expect(findings.filter((f) => f.level === 'Error')).toEqual([]);
   });
 
