@@ -13,6 +13,12 @@ export const AWS_ENV = {
   queuePrefix: 'TAKOFORM_QUEUE_PREFIX',
   /** The Host's name (its queue name stem): the `host` dimension of every Host metric. */
   hostName: 'TAKOFORM_HOST_NAME',
+  /** `arn:<partition>:sqs:<region>:<account>:`, for the TLS-only policy of the queues the Host creates. */
+  queueArnPrefix: 'TAKOFORM_QUEUE_ARN_PREFIX',
+  /** A customer-managed KMS key (ARN) for the queues the Host creates (else SQS-managed SSE). */
+  queueKmsKey: 'TAKOFORM_QUEUE_KMS_KEY',
+  /** Tags (a JSON object) for the queues the Host creates. */
+  queueTags: 'TAKOFORM_QUEUE_TAGS',
   publicOrigin: 'TAKOFORM_PUBLIC_ORIGIN',
   /** The bound on one worker invocation, in seconds (the Host's slot deadlines derive from it). */
   workerTimeoutSeconds: 'TAKOFORM_WORKER_TIMEOUT_SECONDS',

@@ -3,6 +3,7 @@ import { ArnFormat, Duration, type RemovalPolicy, Stack, Validations } from 'aws
 import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import type { IKey } from 'aws-cdk-lib/aws-kms';
 import type { Function as LambdaFn } from 'aws-cdk-lib/aws-lambda';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { DefinitionBody, LogLevel, StateMachine, StateMachineType } from 'aws-cdk-lib/aws-stepfunctions';
@@ -11,6 +12,7 @@ import { dispatcherDefinition } from '../../lambdas/delivery/dispatcher-definiti
 import { AWS_ENV, METRICS_NAMESPACE } from '../../lambdas/shared/aws-env.ts';
 import { type FunctionSizing, HostFunction } from './host-function.ts';
 import type { HostTable } from './host-table.ts';
+import { grantKeyUse } from './key-grants.ts';
 import { nagResource } from './nag.ts';
 
 const entry = (path: string) => fileURLToPath(new URL(`../../lambdas/${path}`, import.meta.url));
@@ -56,6 +58,10 @@ export interface DeliveryPipelineProps {
   readonly removalPolicy?: RemovalPolicy;
   /** Active X-Ray tracing of the functions and the state machine. @default true */
   readonly tracing?: boolean;
+  /** A customer-managed KMS key for the queues the executor creates. @default SQS-managed SSE */
+  readonly queueEncryptionKey?: IKey;
+  /** Tags for the queues the executor creates (already validated). @default none */
+  readonly queueTags?: Readonly<Record<string, string>>;
   /** Memory and reserved concurrency per function. @default 512 MB (batch host 1024), none reserved */
   readonly functions?: {
     readonly step?: FunctionSizing;
@@ -92,6 +98,8 @@ export class DeliveryPipeline extends Construct {
   readonly idleWaitSeconds: number;
   /** The Host's bound on one worker invocation, in seconds. */
   readonly workerTimeoutSeconds: number;
+  /** The queues' customer-managed key, when one was given. */
+  readonly queueEncryptionKey?: IKey;
 
   constructor(scope: Construct, id: string, props: DeliveryPipelineProps) {
     super(scope, id);
@@ -181,6 +189,21 @@ export class DeliveryPipeline extends Construct {
       props.functions?.supervisor,
     );
 
+    this.queueEncryptionKey = props.queueEncryptionKey;
+    // Queues are created at run time, so their encryption, TLS-only policy and tags travel to the
+    // executor (the one function that creates and updates them) as configuration.
+    const executor = this.executorFunction.fn;
+    executor.addEnvironment(
+      AWS_ENV.queueArnPrefix,
+      stack.formatArn({ service: 'sqs', resource: '', arnFormat: ArnFormat.NO_RESOURCE_NAME }),
+    );
+    if (props.queueEncryptionKey)
+      executor.addEnvironment(AWS_ENV.queueKmsKey, props.queueEncryptionKey.keyArn);
+    if (props.queueTags && Object.keys(props.queueTags).length > 0) {
+      executor.addEnvironment(AWS_ENV.queueTags, JSON.stringify(props.queueTags));
+    }
+    this.grantQueueKey(this.batchHostFunction.fn, 'send'); // dead-letter moves and produce
+
     this.grantQueues(this.stepFunction.fn, SQS_ACTIONS.step);
     this.grantQueues(this.batchHostFunction.fn, SQS_ACTIONS.batchHost);
     this.grantQueues(this.executorFunction.fn, SQS_ACTIONS.executor);
@@ -265,6 +288,16 @@ export class DeliveryPipeline extends Construct {
     });
   }
 
+  /**
+   * With a customer-managed queue key: what SQS needs of the caller's key rights to send
+   * (GenerateDataKey, Decrypt) or to receive (Decrypt). Nothing without one.
+   */
+  grantQueueKey(grantee: iam.IGrantable, use: 'send' | 'receive'): void {
+    const key = this.queueEncryptionKey;
+    if (!key) return;
+    grantKeyUse(grantee, key, use === 'send' ? ['kms:GenerateDataKey', 'kms:Decrypt'] : ['kms:Decrypt']);
+  }
+
   /** Lets `fn` call `actions` on the Host's queues (by name prefix) and nothing else of SQS. */
   grantQueues(fn: LambdaFn, actions: readonly string[]): void {
     fn.addToRolePolicy(new iam.PolicyStatement({ actions: [...actions], resources: [this.queueArnPattern] }));
@@ -296,6 +329,7 @@ export class DeliveryPipeline extends Construct {
   bindApi(api: HostFunction): void {
     this.grantStartLanes(api);
     this.grantQueues(api.fn, SQS_ACTIONS.api);
+    this.grantQueueKey(api.fn, 'send');
     api.fn.addEnvironment(AWS_ENV.executorFunction, this.executorFunction.fn.functionArn);
     api.fn.addEnvironment(AWS_ENV.queuePrefix, this.queueNamePrefix);
     api.fn.addEnvironment(AWS_ENV.hostName, this.hostName);

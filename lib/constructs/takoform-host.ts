@@ -2,19 +2,22 @@ import { ArnFormat, type Duration, RemovalPolicy, Stack, Token, Validations } fr
 import { BasePathMapping, DomainName, EndpointType, SecurityPolicy } from 'aws-cdk-lib/aws-apigateway';
 import type { ICertificate } from 'aws-cdk-lib/aws-certificatemanager';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import type { IKey } from 'aws-cdk-lib/aws-kms';
 import { RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { AaaaRecord, ARecord, type IHostedZone, RecordTarget } from 'aws-cdk-lib/aws-route53';
 import { ApiGatewayDomain } from 'aws-cdk-lib/aws-route53-targets';
 import type { ITopic } from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { commitKey } from '../../lambdas/adapters/aws/dynamodb-commit-store.ts';
+import { queueTagProblems } from '../../lambdas/adapters/aws/sqs-queue-backend.ts';
 import { parsePublicOrigin } from '../../lambdas/http/origin.ts';
 import { TABLE_KEYS } from '../../lambdas/shared/table-schema.ts';
 import { ControlPlaneApi } from './control-plane-api.ts';
 import { DeliveryPipeline } from './delivery-pipeline.ts';
 import { type FunctionSizing, validateSizing } from './host-function.ts';
 import { type AlarmThresholds, HostObservability } from './host-observability.ts';
-import { HostTable } from './host-table.ts';
+import { HostTable, TABLE_KEY_WRITE_ACTIONS } from './host-table.ts';
+import { grantKeyUse } from './key-grants.ts';
 import type { WorkerHostBinding } from './module-worker-function.ts';
 import { nagResource } from './nag.ts';
 
@@ -74,6 +77,25 @@ export interface TakoformHostProps {
    * associated with the API stage. @default none
    */
   readonly webAclArn?: string;
+  /**
+   * A customer-managed KMS key for the Host table; the Host functions, worker registrations and
+   * `grantProduce` get the key rights their table calls need. Needs a stack with an explicit
+   * region. @default an AWS-owned key
+   */
+  readonly tableEncryptionKey?: IKey;
+  /**
+   * A customer-managed KMS key for the queues the Host creates at run time; senders get
+   * GenerateDataKey and Decrypt, workers Decrypt. Queues are encrypted in any case.
+   * @default SQS-managed server-side encryption
+   */
+  readonly queueEncryptionKey?: IKey;
+  /**
+   * Tags on every queue the Host creates at run time (they are set at `sqs:CreateQueue`, so an
+   * SCP that requires tags there is met). At most 48 (the Host adds `takoform:resource-uid` and
+   * `takoform:space`), SQS's key and value rules, no `aws:`/`takoform:` keys, ≤ 2,048 bytes of
+   * JSON. @default none
+   */
+  readonly queueTags?: Readonly<Record<string, string>>;
   /** Active X-Ray tracing of the Host and worker functions, the dispatcher and the API stage. @default true */
   readonly tracing?: boolean;
   /**
@@ -174,6 +196,11 @@ export function validateTakoformHostProps(props: TakoformHostProps, queueNamePre
   if (acl !== undefined && !Token.isUnresolved(acl) && !WEB_ACL_ARN.test(acl)) {
     errors.push(`webAclArn ${JSON.stringify(acl)} is not a regional WAFv2 web ACL ARN`);
   }
+  if (props.queueTags !== undefined) {
+    errors.push(...queueTagProblems(props.queueTags).map((p) => `queueTags: ${p}`));
+    if (Buffer.byteLength(JSON.stringify(props.queueTags)) > 2048)
+      errors.push('queueTags: at most 2048 bytes of JSON');
+  }
   for (const [role, sizing] of Object.entries(props.hostFunctions ?? {})) {
     if (!HOST_FUNCTION_ROLES.includes(role)) errors.push(`hostFunctions.${role} is not a Host function`);
     errors.push(...validateSizing(`hostFunctions.${role}`, sizing));
@@ -206,6 +233,10 @@ export class TakoformHost extends Construct {
     super(scope, id);
     this.queueNamePrefix = props.queueNamePrefix ?? deriveQueueNamePrefix(Stack.of(this).stackName);
     const errors = validateTakoformHostProps(props, this.queueNamePrefix);
+    if (props.tableEncryptionKey && Token.isUnresolved(Stack.of(this).region)) {
+      // DynamoDB global tables name the key per replica region.
+      errors.push('tableEncryptionKey needs a stack with an explicit region (env)');
+    }
     if (errors.length > 0) throw new Error(`TakoformHost ${this.node.path}: ${errors.join('; ')}`);
 
     const removalPolicy = props.removalPolicy ?? RemovalPolicy.RETAIN;
@@ -214,6 +245,7 @@ export class TakoformHost extends Construct {
       props.publicOrigin ?? (props.domainName ? `https://${props.domainName.toLowerCase()}` : undefined);
 
     this.table = new HostTable(this, 'Table', {
+      encryptionKey: props.tableEncryptionKey,
       removalPolicy,
       deletionProtection: removalPolicy !== RemovalPolicy.DESTROY,
     });
@@ -262,6 +294,8 @@ export class TakoformHost extends Construct {
       removalPolicy,
       tracing: props.tracing,
       functions: props.hostFunctions,
+      queueEncryptionKey: props.queueEncryptionKey,
+      queueTags: props.queueTags,
     });
     this.delivery.bindApi(this.api.handler);
 
@@ -300,6 +334,8 @@ export class TakoformHost extends Construct {
       logRetention: this.logRetention,
       removalPolicy: this.removalPolicy,
       tracing: this.tracing,
+      tableEncryptionKey: this.table.encryptionKey,
+      queueEncryptionKey: this.delivery.queueEncryptionKey,
     };
   }
 
@@ -323,6 +359,8 @@ export class TakoformHost extends Construct {
             }),
           );
     const send = iam.Grant.addToPrincipal({ grantee, actions: ['sqs:SendMessage'], resourceArns: queues });
+    this.delivery.grantQueueKey(grantee, 'send');
+    if (this.table.encryptionKey) grantKeyUse(grantee, this.table.encryptionKey, TABLE_KEY_WRITE_ACTIONS);
     const principal = grantee.grantPrincipal;
     if (opts.queueUids === undefined && Construct.isConstruct(principal)) {
       Validations.of(principal).acknowledge({

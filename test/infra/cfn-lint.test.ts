@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { App, Stack } from 'aws-cdk-lib';
+import { Key } from 'aws-cdk-lib/aws-kms';
 import { HostedZone, type IHostedZone } from 'aws-cdk-lib/aws-route53';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ModuleWorkerFunction } from '../../lib/constructs/module-worker-function.ts';
@@ -28,6 +29,7 @@ const ALLOWED: AllowedFinding[] = JSON.parse(
 );
 const ECHO_WORKER = fileURLToPath(new URL('../../examples/workers/echo.mjs', import.meta.url));
 
+const KEY_ARN = 'arn:aws:kms:us-east-1:111111111111:key/';
 const CUSTOM_DOMAIN = {
   domainName: 'api.example.com',
   certificateArn: 'arn:aws:acm:us-east-1:111111111111:certificate/abc',
@@ -46,6 +48,18 @@ const VARIANTS: Record<string, { props?: (zone: IHostedZone) => TakoformHostStac
       worker: true,
       props: (zone) => ({
         ...CUSTOM_DOMAIN,
+        env: { account: '111111111111', region: 'us-east-1' },
+        tableEncryptionKey: Key.fromKeyArn(
+          zone.stack,
+          'TableKey',
+          `${KEY_ARN}11111111-2222-3333-4444-555555555555`,
+        ),
+        queueEncryptionKey: Key.fromKeyArn(
+          zone.stack,
+          'QueueKey',
+          `${KEY_ARN}66666666-7777-8888-9999-000000000000`,
+        ),
+        queueTags: { 'cost-center': 'cc-42' },
         cloudWatchRole: false,
         disableExecuteApiEndpoint: true,
         hostedZone: zone,

@@ -10,6 +10,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { App, type CfnElement, CfnWaitConditionHandle, Stack, Validations } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
+import { AccountRootPrincipal, Role } from 'aws-cdk-lib/aws-iam';
+import { type IKey, Key } from 'aws-cdk-lib/aws-kms';
 import { HostedZone, type IHostedZone } from 'aws-cdk-lib/aws-route53';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import type { IConstruct } from 'constructs';
@@ -32,10 +34,20 @@ afterAll(() => {
   for (const d of outdirs) rmSync(d, { recursive: true, force: true });
 });
 
-/** A Host stack; `props` gets an imported hosted zone `example.com` to use or not. */
+const TABLE_KEY = 'arn:aws:kms:us-east-1:111111111111:key/11111111-2222-3333-4444-555555555555';
+const QUEUE_KEY = 'arn:aws:kms:us-east-1:111111111111:key/66666666-7777-8888-9999-000000000000';
+
+/** What the platform brings: an imported hosted zone `example.com` and two imported KMS keys. */
+interface Shared {
+  zone: IHostedZone;
+  tableKey: IKey;
+  queueKey: IKey;
+}
+
+/** A Host stack; `props` gets the platform's zone and keys to use or not. */
 function build(
-  props: (zone: IHostedZone) => TakoformHostStackProps = () => ({}),
-  opts: { worker?: boolean; nag?: boolean } = {},
+  props: (shared: Shared) => TakoformHostStackProps = () => ({}),
+  opts: { worker?: boolean; nag?: boolean; producer?: boolean } = {},
 ) {
   const outdir = mkdtempSync(join(tmpdir(), 'takoform-lz-'));
   outdirs.push(outdir);
@@ -44,11 +56,18 @@ function build(
   // no-op resource keeps that stack a valid template.
   const zones = new Stack(app, 'Zones');
   new CfnWaitConditionHandle(zones, 'Keep');
-  const zone = HostedZone.fromHostedZoneAttributes(zones, 'Zone', {
-    hostedZoneId: 'Z0123456789ABCDEFGHIJ',
-    zoneName: 'example.com',
-  });
-  const stack = new TakoformHostStack(app, 'TakoformHost', props(zone));
+  const shared: Shared = {
+    zone: HostedZone.fromHostedZoneAttributes(zones, 'Zone', {
+      hostedZoneId: 'Z0123456789ABCDEFGHIJ',
+      zoneName: 'example.com',
+    }),
+    tableKey: Key.fromKeyArn(zones, 'TableKey', TABLE_KEY),
+    queueKey: Key.fromKeyArn(zones, 'QueueKey', QUEUE_KEY),
+  };
+  const stack = new TakoformHostStack(app, 'TakoformHost', props(shared));
+  if (opts.producer) {
+    stack.host.grantProduce(new Role(stack, 'Producer', { assumedBy: new AccountRootPrincipal() }));
+  }
   if (opts.worker) {
     new ModuleWorkerFunction(stack, 'Orders', {
       host: stack.host.workerBinding,
@@ -63,11 +82,17 @@ function build(
 }
 
 /** Every prop of this file set at once. */
-const ALL_PROPS = (zone: IHostedZone): TakoformHostStackProps => ({
+const ENV = { account: '111111111111', region: 'us-east-1' };
+
+const ALL_PROPS = ({ zone, tableKey, queueKey }: Shared): TakoformHostStackProps => ({
   ...DOMAIN,
+  env: ENV,
   cloudWatchRole: false,
   disableExecuteApiEndpoint: true,
   hostedZone: zone,
+  tableEncryptionKey: tableKey,
+  queueEncryptionKey: queueKey,
+  queueTags: { 'cost-center': 'cc-42', owner: 'platform' },
   webAclArn: WEB_ACL,
   tracing: false,
   hostFunctions: {
@@ -77,7 +102,7 @@ const ALL_PROPS = (zone: IHostedZone): TakoformHostStackProps => ({
   },
 });
 
-const errorOf = (props: (zone: IHostedZone) => TakoformHostStackProps) => {
+const errorOf = (props: (shared: Shared) => TakoformHostStackProps) => {
   try {
     build(props);
   } catch (err) {
@@ -113,7 +138,7 @@ describe('landing-zone props', () => {
   });
 
   it('hostedZone: A and AAAA alias records of the custom domain; the name must be in the zone', () => {
-    const { stack, template } = build((zone) => ({ ...DOMAIN, hostedZone: zone }));
+    const { stack, template } = build(({ zone }) => ({ ...DOMAIN, hostedZone: zone }));
     const domainId = stack.getLogicalId(stack.host.domain!.node.defaultChild as CfnElement);
     for (const type of ['A', 'AAAA']) {
       template.hasResourceProperties('AWS::Route53::RecordSet', {
@@ -128,12 +153,12 @@ describe('landing-zone props', () => {
     }
     template.resourceCountIs('AWS::Route53::RecordSet', 2);
     build().template.resourceCountIs('AWS::Route53::RecordSet', 0);
-    expect(errorOf((zone) => ({ hostedZone: zone }))).toMatch(/hostedZone needs domainName/);
-    expect(errorOf((zone) => ({ ...DOMAIN, domainName: 'api.example.org', hostedZone: zone }))).toMatch(
+    expect(errorOf(({ zone }) => ({ hostedZone: zone }))).toMatch(/hostedZone needs domainName/);
+    expect(errorOf(({ zone }) => ({ ...DOMAIN, domainName: 'api.example.org', hostedZone: zone }))).toMatch(
       /not in hostedZone example\.com/,
     );
     // A name that only ends with the zone's letters is not in it.
-    expect(errorOf((zone) => ({ ...DOMAIN, domainName: 'apiexample.com', hostedZone: zone }))).toMatch(
+    expect(errorOf(({ zone }) => ({ ...DOMAIN, domainName: 'apiexample.com', hostedZone: zone }))).toMatch(
       /not in hostedZone/,
     );
   });
@@ -167,6 +192,111 @@ describe('landing-zone props', () => {
       TracingConfiguration: { Enabled: false },
     });
     off.hasResourceProperties('AWS::ApiGateway::Stage', { TracingEnabled: false });
+  });
+
+  /** Every `[actions, resource]` the identity policies of `role` grant on `keyArn`. */
+  function keyGrants(template: Template, stack: TakoformHostStack, role: IConstruct, keyArn: string) {
+    const ref = JSON.stringify({ Ref: stack.getLogicalId(role.node.defaultChild as CfnElement) });
+    return Object.values(template.findResources('AWS::IAM::Policy'))
+      .filter((p) => JSON.stringify(p.Properties.Roles).includes(ref))
+      .flatMap(
+        (p) => p.Properties.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[],
+      )
+      .filter((st) => JSON.stringify(st.Resource) === JSON.stringify(keyArn))
+      .flatMap((st) => [st.Action].flat())
+      .sort();
+  }
+
+  it('tableEncryptionKey: the table is encrypted with it, and every writer of the table may use it', () => {
+    const { stack, template } = build(({ tableKey }) => ({ env: ENV, tableEncryptionKey: tableKey }), {
+      worker: true,
+      producer: true,
+    });
+    template.hasResourceProperties('AWS::DynamoDB::GlobalTable', {
+      SSESpecification: { SSEEnabled: true, SSEType: 'KMS' },
+      Replicas: [Match.objectLike({ SSESpecification: { KMSMasterKeyId: TABLE_KEY } })],
+    });
+    // Host functions, the producer (grantProduce) and the worker registration: the write actions
+    // on that key only, no wildcards (CDK's own table grant would allow them on every key).
+    const writes = ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:GenerateDataKey'];
+    for (const f of [
+      stack.api.handler,
+      stack.host.delivery.batchHostFunction,
+      stack.host.delivery.executorFunction,
+    ]) {
+      expect(keyGrants(template, stack, f.role, TABLE_KEY)).toEqual(writes);
+    }
+    const kmsOnEveryKey = Object.values(template.findResources('AWS::IAM::Policy'))
+      .flatMap(
+        (p) => p.Properties.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[],
+      )
+      .filter((st) => st.Resource === '*' && [st.Action].flat().some((a) => a.startsWith('kms:')));
+    expect(kmsOnEveryKey).toEqual([]);
+    expect(keyGrants(template, stack, stack.node.findChild('Producer'), TABLE_KEY)).toEqual(writes);
+    const registration = Object.values(template.findResources('AWS::IAM::Policy')).find(
+      (p) =>
+        JSON.stringify(p.Properties).includes('dynamodb:PutItem') &&
+        JSON.stringify(p.Properties).includes(TABLE_KEY),
+    );
+    expect(registration).toBeDefined();
+    build().template.hasResourceProperties('AWS::DynamoDB::GlobalTable', {
+      SSESpecification: Match.absent(),
+    });
+    expect(errorOf(({ tableKey }) => ({ tableEncryptionKey: tableKey }))).toMatch(/explicit region/);
+  });
+
+  it('queueEncryptionKey and queueTags: the executor creates queues with them; senders and workers may use the key', () => {
+    const { stack, template } = build(
+      ({ queueKey }) => ({ queueEncryptionKey: queueKey, queueTags: { 'cost-center': 'cc-42' } }),
+      { worker: true, producer: true },
+    );
+    const d = stack.host.delivery;
+    const env = (c: IConstruct) =>
+      template.findResources('AWS::Lambda::Function')[stack.getLogicalId(c.node.defaultChild as CfnElement)]
+        ?.Properties.Environment.Variables;
+    expect(env(d.executorFunction.fn)).toMatchObject({
+      TAKOFORM_QUEUE_KMS_KEY: QUEUE_KEY,
+      TAKOFORM_QUEUE_TAGS: '{"cost-center":"cc-42"}',
+      TAKOFORM_QUEUE_ARN_PREFIX: {
+        'Fn::Join': [
+          '',
+          [
+            'arn:',
+            { Ref: 'AWS::Partition' },
+            ':sqs:',
+            { Ref: 'AWS::Region' },
+            ':',
+            { Ref: 'AWS::AccountId' },
+            ':',
+          ],
+        ],
+      },
+    });
+    const send = ['kms:Decrypt', 'kms:GenerateDataKey'];
+    expect(keyGrants(template, stack, stack.api.handler.role, QUEUE_KEY)).toEqual(send);
+    expect(keyGrants(template, stack, d.batchHostFunction.role, QUEUE_KEY)).toEqual(send);
+    expect(keyGrants(template, stack, stack.node.findChild('Producer'), QUEUE_KEY)).toEqual(send);
+    const worker = (stack.node.findChild('Orders') as ModuleWorkerFunction).function.role;
+    expect(keyGrants(template, stack, worker, QUEUE_KEY)).toEqual(['kms:Decrypt']);
+    // Creating, inspecting and tagging queues needs no key rights.
+    expect(keyGrants(template, stack, d.executorFunction.role, QUEUE_KEY)).toEqual([]);
+    expect(keyGrants(template, stack, d.supervisorFunction.role, QUEUE_KEY)).toEqual([]);
+
+    // Without them: SQS-managed SSE (no key variable), the TLS-only policy's ARN prefix, no tags.
+    const plain = build();
+    const plainEnv =
+      plain.template.findResources('AWS::Lambda::Function')[
+        plain.stack.getLogicalId(
+          plain.stack.host.delivery.executorFunction.fn.node.defaultChild as CfnElement,
+        )
+      ]?.Properties.Environment.Variables;
+    expect(plainEnv.TAKOFORM_QUEUE_KMS_KEY).toBeUndefined();
+    expect(plainEnv.TAKOFORM_QUEUE_TAGS).toBeUndefined();
+    expect(plainEnv.TAKOFORM_QUEUE_ARN_PREFIX).toBeDefined();
+
+    const message = errorOf(() => ({ queueTags: { 'aws:owner': 'x', big: 'v'.repeat(300) } }));
+    expect(message).toContain('queueTags: tag key "aws:owner" uses a reserved prefix');
+    expect(message).toContain('queueTags: tag "big" has a value SQS does not accept');
   });
 
   it('hostFunctions: memory and reserved concurrency per Host function, validated', () => {
@@ -216,7 +346,7 @@ describe('OPS-02: cdk-nag with every landing-zone prop set', () => {
     const report = JSON.parse(readFileSync(join(all.outdir, 'validation-report.json'), 'utf8'));
     expect(report.pluginReports).toEqual([]);
 
-    const before = acknowledgements(build(() => ({ ...DOMAIN }), { worker: true }).stack);
+    const before = acknowledgements(build(() => ({ ...DOMAIN, env: ENV }), { worker: true }).stack);
     const after = acknowledgements(all.stack);
     const added = [...after.keys()].filter((k) => !before.has(k));
     const removed = [...before.keys()].filter((k) => !after.has(k));

@@ -10,15 +10,16 @@ describe('AWS Host configuration (read once, fail fast)', () => {
     expect(
       readAwsHostConfig({
         TAKOFORM_TABLE: 'host-table',
-        TAKOFORM_QUEUE_PREFIX: 'takoform-host-',
+        TAKOFORM_QUEUE_PREFIX: 'takoform-host_',
         TAKOFORM_PUBLIC_ORIGIN: 'https://api.example.com/',
       }),
     ).toEqual({
       tableName: 'host-table',
-      queueNamePrefix: 'takoform-host-',
+      queueNamePrefix: 'takoform-host_',
       publicOrigin: 'https://api.example.com',
       workerTimeoutSeconds: 840,
       idleWaitSeconds: 20,
+      queueSettings: {},
     });
   });
 
