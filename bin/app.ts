@@ -3,7 +3,7 @@
  * CDK entry (`cdk.json`: `npx tsx bin/app.ts`): one Host stack, checked by cdk-nag on every synth.
  * Optional context: `-c domainName=api.example.com -c certificateArn=arn:aws:acm:…` (custom domain
  * mapped at the root), `-c publicOrigin=https://…`, `-c queueNamePrefix=…`, and
- * `-c exampleWorker=true` to add the example worker of the README (examples/workers/echo.mjs).
+ * `-c exampleWorker=true` to add the example worker of the README (examples/workers/default/echo.mjs).
  */
 import { App, CfnOutput, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
@@ -30,7 +30,7 @@ const stack = new TakoformHostStack(app, 'TakoformHost', {
 if (context('exampleWorker') === 'true') {
   const echo = new ModuleWorkerFunction(stack, 'EchoWorker', {
     host: stack.host.workerBinding,
-    entry: 'examples/workers/echo.mjs',
+    entry: 'examples/workers/default/echo.mjs',
     space: 'default',
     name: 'echo',
   });

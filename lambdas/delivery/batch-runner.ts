@@ -11,6 +11,7 @@ import { decodeEnvelope, type Envelope } from './envelope.ts';
 import { MESSAGE_LIMITS } from './limits.ts';
 import { coalescingSettle } from './settle-coalescer.ts';
 import type { BatchDelivery, InvocationOutcome, SettleAnswer, SettleCall } from './settlement-protocol.ts';
+import { BatchUnfinishedError } from './unfinished-batch.ts';
 
 /** The Host's delivery service as the runner reaches it: in-process locally, by Lambda invoke on AWS. */
 export interface BatchHostPort {
@@ -225,7 +226,14 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
     // the unsettled rest is retried rather than acknowledged.
     if (outcome === 'returned' && doubtful) outcome = 'threw';
   }
-  const fin = await withRetries(() => deps.host.finalize(slot, credential, outcome));
+  let fin: { deadLetter: string[] };
+  try {
+    fin = await withRetries(() => deps.host.finalize(slot, credential, outcome));
+  } catch (err) {
+    // The handler has ended: recovery may apply the batch now (unfinished-batch.ts).
+    if (err instanceof Error && DEFINITE_REFUSALS.has(err.name)) throw err;
+    throw new BatchUnfinishedError(slot.batchId, outcome, err);
+  }
   if (fin.deadLetter.length > 0) {
     try {
       await deps.host.deadLetter(

@@ -26,6 +26,7 @@ import { log } from '../shared/log.ts';
 import type { AcquireResult, DeliveryService, Received, Registration, Slot } from './delivery-service.ts';
 import type { DispatchState } from './delivery-store.ts';
 import { dispatcherInput } from './dispatcher-definition.ts';
+import { unfinishedBatchOf } from './unfinished-batch.ts';
 
 /** What an execution of the dispatcher state machine starts from (`dispatcherInput`). */
 export interface LaneInput {
@@ -47,7 +48,13 @@ export interface LaneLauncher {
 /** The dispatcher step Lambda's actions (what the state machine's Host tasks send). */
 export type DispatcherStepInput =
   | { action: 'acquire'; consumerUid: string; generation: number }
-  | { action: 'recover'; consumerUid: string; batchId: string }
+  | {
+      action: 'recover';
+      consumerUid: string;
+      batchId: string;
+      /** The failed InvokeWorker's `{Error, Cause}` (the Catch's output). */
+      failure?: { Error?: string; Cause?: string };
+    }
   | { action: 'handover'; consumerUid: string; generation: number };
 
 export type DispatcherStepResult =
@@ -143,7 +150,11 @@ export class ControlLoop {
       case 'acquire':
         return this.o.service.acquire(input.consumerUid, input.generation);
       case 'recover': {
-        const { heldUntil } = await this.o.service.recoverLane(input.consumerUid, input.batchId);
+        const { heldUntil } = await this.o.service.recoverLane(
+          input.consumerUid,
+          input.batchId,
+          unfinishedBatchOf(input.failure),
+        );
         const wait = heldUntil === undefined ? 0 : Math.ceil((heldUntil - this.clock()) / 1000) + 1;
         return { recovered: true, waitSeconds: Math.max(0, Math.min(MAX_HELD_WAIT_SECONDS, wait)) };
       }

@@ -23,6 +23,7 @@ import { MESSAGE_LIMITS, NamedError, recordExpiry } from './limits.ts';
 import type { CommitStore, QueueDirectory, QueueTarget } from './ports.ts';
 import type { InvocationOutcome, SettleAnswer, SettleCall } from './settlement-protocol.ts';
 import { byCount, bySendLimits } from './sqs-batches.ts';
+import type { UnfinishedBatch } from './unfinished-batch.ts';
 
 /** A slot taken for one batch: everything the runner needs, nothing secret besides the credential. */
 export interface Slot {
@@ -875,7 +876,7 @@ export class DeliveryService {
   async recoverBatch(
     consumerUid: string,
     batchId: string,
-    opts: { ended?: boolean } = {},
+    opts: { ended?: boolean; outcome?: InvocationOutcome } = {},
   ): Promise<{ heldUntil?: number }> {
     const state = await this.o.store.dispatchState(consumerUid);
     if (state.slots[batchId] === undefined) return {}; // finished meanwhile
@@ -901,8 +902,9 @@ export class DeliveryService {
     }
     const head = await this.o.store.getHead(batchId);
     if (head && (!head.applied || head.pendingDeadLetter.length > 0)) {
-      // Unsettled messages are retried, never acknowledged; pending dead-letter moves return.
-      await this.finalize(batchId, 'abandoned', 'recovery');
+      // Unsettled messages are retried, never acknowledged — unless the runner reported how its
+      // ended handler finished; pending dead-letter moves return.
+      await this.finalize(batchId, opts.outcome ?? 'abandoned', 'recovery');
       return {};
     }
     if (head) {
@@ -919,12 +921,19 @@ export class DeliveryService {
    * then is recovered; `heldUntil` is the latest deadline of one that keeps its slot (its handler
    * may still run), which the lane waits for before it takes a slot again.
    */
-  async recoverLane(consumerUid: string, batchId: string): Promise<{ heldUntil?: number }> {
+  async recoverLane(
+    consumerUid: string,
+    batchId: string,
+    unfinished?: UnfinishedBatch,
+  ): Promise<{ heldUntil?: number }> {
     const root = laneRootOf(batchId);
     let heldUntil: number | undefined;
     for (const id of Object.keys(await this.o.store.slots(consumerUid))) {
       if (!inLane(root, id)) continue;
-      const r = await this.recoverBatch(consumerUid, id);
+      // Only the batch the runner reported as ended is applied now; the others of the lane may
+      // belong to another attempt of the same invocation whose handler still runs.
+      const ended = unfinished?.batchId === id ? { ended: true, outcome: unfinished.outcome } : {};
+      const r = await this.recoverBatch(consumerUid, id, ended);
       if (r.heldUntil !== undefined) heldUntil = Math.max(heldUntil ?? 0, r.heldUntil);
     }
     return heldUntil !== undefined ? { heldUntil } : {};

@@ -163,6 +163,8 @@ export function dispatcherDefinition(arns: DispatcherArns) {
           action: 'recover',
           'consumerUid.$': '$.consumerUid',
           'batchId.$': '$.acquire.value.slot.batchId',
+          // A runner whose handler ended says so in its error (unfinished-batch.ts).
+          'failure.$': '$.failure',
         }),
         ResultSelector: { 'value.$': '$.Payload' },
         ResultPath: '$.recovered',

@@ -15,7 +15,15 @@ const stepInput = z.discriminatedUnion('action', [
     consumerUid: uid,
     generation: z.number().int().nonnegative(),
   }),
-  z.strictObject({ action: z.literal('recover'), consumerUid: uid, batchId: z.string().min(1).max(256) }),
+  z.strictObject({
+    action: z.literal('recover'),
+    consumerUid: uid,
+    batchId: z.string().min(1).max(256),
+    // The Catch's output of the failed InvokeWorker (Step Functions bounds Cause to 32 KiB).
+    failure: z
+      .object({ Error: z.string().max(256).optional(), Cause: z.string().max(32_768).optional() })
+      .optional(),
+  }),
   z.strictObject({
     action: z.literal('handover'),
     consumerUid: uid,

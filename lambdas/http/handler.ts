@@ -10,6 +10,11 @@ export interface HttpCoreOptions {
   readonly api?: (req: HttpRequest) => Promise<HttpResponse>;
   /** Routes under `/ext/`: this Host's non-portable extensions (host-profile §3). */
   readonly extensions?: (req: HttpRequest) => Promise<HttpResponse>;
+  /**
+   * `GET /healthz` (no credentials): resolves when the Host can serve, i.e. its table answers.
+   * Without one, `/healthz` answers 200 whenever the process does.
+   */
+  readonly health?: () => Promise<void>;
   /** Receives unexpected errors for logging; never their text in a response. */
   readonly onError?: (err: unknown, req: HttpRequest) => void;
 }
@@ -42,6 +47,22 @@ export function isTransientBackendError(err: unknown): boolean {
   );
 }
 
+/** Liveness and readiness of the Host, for load balancers, supervisors and `takoform status`. */
+export const HEALTH_PATH = '/healthz';
+
+async function health(req: HttpRequest, check: (() => Promise<void>) | undefined): Promise<HttpResponse> {
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    throw new HostError('method_not_allowed', undefined, { allow: 'GET' });
+  }
+  if (req.rawQuery !== '') throw new HostError('invalid_request', '/healthz takes no query');
+  try {
+    await check?.();
+  } catch {
+    return problemResponse(new HostError('temporarily_unavailable', 'the Host table does not answer'));
+  }
+  return json(200, { status: 'ok' });
+}
+
 export type HttpHandler = (req: HttpRequest) => Promise<HttpResponse>;
 
 export function json(status: number, value: unknown, headers: Record<string, string> = {}): HttpResponse {
@@ -63,6 +84,7 @@ export function createHttpHandler(opts: HttpCoreOptions): HttpHandler {
         if (req.rawQuery !== '') throw new HostError('invalid_request', 'discovery takes no query');
         return json(200, discoveryDocument(opts.origin));
       }
+      if (req.path === HEALTH_PATH) return await health(req, opts.health);
       if (opts.extensions && req.path.startsWith('/ext/')) return await opts.extensions(req);
       if (opts.api) return await opts.api(req);
       throw new HostError('not_found');

@@ -1,8 +1,9 @@
 import { MESSAGE_LIMITS, NamedError } from '../delivery/limits.ts';
 import type { QueueTarget } from '../delivery/ports.ts';
-import { type Authenticator, canRead, canWrite } from '../engine/auth.ts';
+import type { Authenticator } from '../engine/auth.ts';
 import type { ResourceRecord } from '../engine/model.ts';
 import { authenticate } from './api-routes.ts';
+import { callerResource } from './ext-access.ts';
 import { json } from './handler.ts';
 import { HostError } from './problem.ts';
 import { idSegment, isPlainObject, jsonBody, requireNoQuery } from './request-parsing.ts';
@@ -88,6 +89,20 @@ function decodeBody(body: unknown, at: string): Uint8Array {
   return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
+/** A producer rule's refusal as its Problem (host-profile §3); anything else unchanged. */
+export function producerProblem(err: unknown): unknown {
+  if (err instanceof NamedError) {
+    switch (err.name) {
+      case 'invalid_body':
+      case 'message_too_large':
+      case 'batch_too_large':
+      case 'backend_unavailable':
+        return new HostError(err.name, err.message);
+    }
+  }
+  return err;
+}
+
 /**
  * `POST /ext/queues/v1/queues/{queueUid}/messages`: the same Bearer authentication as the API;
  * the queue must be the caller's (else 404, as the API does for others' Resources) and the
@@ -99,29 +114,14 @@ export function createProducerRoutes(opts: ProducerRoutesOptions) {
     const principal = await authenticate(req, opts.authenticator);
     if (req.method !== 'POST') throw new HostError('method_not_allowed', undefined, { allow: 'POST' });
     requireNoQuery(req);
-    const uid = idSegment(rawUid);
-    const resource = await opts.getResource(uid);
-    if (!resource || resource.principal !== principal.id || !canRead(principal, resource.space)) {
-      throw new HostError('not_found');
-    }
-    if (!canWrite(principal, resource.space))
-      throw new HostError('forbidden', 'no write access to this Space');
+    const resource = await callerResource(principal, idSegment(rawUid), opts.getResource, 'write');
     const target = await opts.targetOf(resource);
     if (!target) throw new HostError('not_found');
     const items = parseMessagesRequest(jsonBody(req));
     try {
       return json(200, { messageIds: await opts.sendBatch(target, items) });
     } catch (err) {
-      if (err instanceof NamedError) {
-        switch (err.name) {
-          case 'invalid_body':
-          case 'message_too_large':
-          case 'batch_too_large':
-          case 'backend_unavailable':
-            throw new HostError(err.name, err.message);
-        }
-      }
-      throw err;
+      throw producerProblem(err);
     }
   };
 

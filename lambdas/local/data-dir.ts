@@ -86,6 +86,19 @@ export function ownerRuns(owner: LockOwner, proc = '/proc'): boolean {
 const LOCK = 'host.pid';
 /** `<pid> <start time>` of the Host holding the lock, written right after it is taken. */
 const OWNER = 'host.owner';
+/** Where the running Host listens (`LocalConnection`), for local tools such as `takoform`. */
+export const CONNECTION_FILE = 'host.json';
+
+/**
+ * What a running local Host writes into its data folder once it serves: `listen` is the
+ * 127.0.0.1 address to send requests to (whatever origin it advertises); the development key,
+ * when there is one, stays in `dev-api-key`.
+ */
+export interface LocalConnection {
+  listen: string;
+  origin: string;
+  pid: number;
+}
 
 /**
  * Creates the lock file with its content in one step: a complete temporary file is hard-linked
@@ -227,7 +240,15 @@ export class DataDir {
     return key;
   }
 
+  /** Written once the Host serves; removed when it stops (a stale one refuses connections). */
+  recordConnection(c: LocalConnection): void {
+    const tmp = this.path(`${CONNECTION_FILE}.${process.pid}.tmp`);
+    writeFileSync(tmp, `${JSON.stringify(c)}\n`, { mode: 0o600 });
+    renameSync(tmp, this.path(CONNECTION_FILE));
+  }
+
   release(): void {
+    rmSync(this.path(CONNECTION_FILE), { force: true });
     rmSync(this.path('standins.json'), { force: true });
     // The owner record first: while only the PID is left, the lock still reads as this Host's.
     rmSync(this.path(OWNER), { force: true });

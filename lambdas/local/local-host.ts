@@ -16,6 +16,7 @@ import { localInvoker } from './lanes/local-invoker.ts';
 import { LocalLanes } from './lanes/local-lanes.ts';
 import { LocalSupervisor } from './lanes/local-supervisor.ts';
 import { startDynamoDbLocal } from './standins/dynamodb-local.ts';
+import { standInOldestAge } from './standins/sqs-queue-age.ts';
 import { startSqsServer } from './standins/sqs-server.ts';
 import { SupervisedStandIn } from './standins/supervised.ts';
 import { LocalWorkerRegistry } from './workers/local-worker-registry.ts';
@@ -140,6 +141,7 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
       cursorKey: cursorKey(dir),
       origin: () => origin,
       onAccepted: () => loop?.poke(),
+      oldestMessageAgeSeconds: standInOldestAge(() => sqs.endpoint),
       lanes,
       operationLeaseMs: leaseMs,
       delivery: {
@@ -182,6 +184,7 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
     await host.delivery.recoverAfterRestart();
     server = await startNodeServer(host.http, config.port);
     origin ||= `http://127.0.0.1:${server.port}`;
+    dir.recordConnection({ listen: `http://127.0.0.1:${server.port}`, origin, pid: process.pid });
     loop.start();
     supervisor.start();
     const apiKey = devKey;

@@ -5,12 +5,14 @@
  *
  * Each entry takes only what it needs from the result; nothing here starts work by itself.
  */
+import { CloudWatchClient } from '@aws-sdk/client-cloudwatch';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { z } from 'zod';
 import { dynamoDbClient, sqsClient } from '../adapters/aws/clients.ts';
+import { cloudWatchOldestAge } from '../adapters/aws/cloudwatch-queue-age.ts';
 import { DynamoApiKeys } from '../adapters/aws/dynamodb-api-keys.ts';
 import { DynamoDeliveryStore } from '../adapters/aws/dynamodb-delivery-store.ts';
 import { DynamoHostSecrets } from '../adapters/aws/dynamodb-host-secrets.ts';
@@ -119,6 +121,8 @@ export interface AwsClients {
   lambda?: Pick<LambdaClient, 'send'>;
   /** Starts dispatcher lanes (sends wake consumers; full batches add lanes). */
   sfn?: Pick<SFNClient, 'send'>;
+  /** The oldest message age of a queue for the operator's stats (the API function). */
+  cloudwatch?: Pick<CloudWatchClient, 'send'>;
 }
 
 export interface AwsHostOptions {
@@ -155,6 +159,7 @@ export async function createAwsHost(config: AwsHostConfig, clients: AwsClients, 
     authenticator: new DynamoApiKeys(dynamodb, config.tableName),
     cursorKey: secrets.cursorKey,
     origin: () => config.publicOrigin,
+    ...(clients.cloudwatch ? { oldestMessageAgeSeconds: cloudWatchOldestAge(clients.cloudwatch) } : {}),
     onAccepted: (operationId) => {
       trigger(operationId);
       opts.onAccepted?.(operationId);
@@ -254,7 +259,13 @@ export function awsHostFromEnv(opts: AwsHostOptions = {}): Promise<AwsHost> {
     const config = readAwsHostConfig(process.env);
     return createAwsHost(
       config,
-      { dynamodb: dynamoDbClient(), sqs: sqsClient(), lambda: new LambdaClient({}), sfn: new SFNClient({}) },
+      {
+        dynamodb: dynamoDbClient(),
+        sqs: sqsClient(),
+        lambda: new LambdaClient({}),
+        sfn: new SFNClient({}),
+        cloudwatch: new CloudWatchClient({}),
+      },
       opts,
     );
   })();

@@ -2,12 +2,15 @@ import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { DynamoAttachments } from '../adapters/aws/dynamodb-attachments.ts';
 import { DynamoCommitStore } from '../adapters/aws/dynamodb-commit-store.ts';
+import { DynamoDeadLetterRecords } from '../adapters/aws/dynamodb-dead-letter-records.ts';
 import { DynamoDeliveryStore } from '../adapters/aws/dynamodb-delivery-store.ts';
 import { DynamoHostStore } from '../adapters/aws/dynamodb-host-store.ts';
 import { DynamoQueueDirectory } from '../adapters/aws/dynamodb-queue-directory.ts';
+import { SqsMessageReader } from '../adapters/aws/sqs-message-reader.ts';
 import { type QueueSettings, SqsQueueBackend } from '../adapters/aws/sqs-queue-backend.ts';
 import { type ConsumerOfQueue, ControlLoop, type LaneLauncher } from '../delivery/control-loop.ts';
 import { DeliveryService } from '../delivery/delivery-service.ts';
+import type { QueueTarget } from '../delivery/ports.ts';
 import { QueueProducer } from '../delivery/producer.ts';
 import type { Authenticator } from '../engine/auth.ts';
 import { CursorCodec } from '../engine/cursor.ts';
@@ -21,7 +24,9 @@ import { consumerClaimKey, createQueueConsumerForm } from '../forms/queue-consum
 import { createApiRoutes } from '../http/api-routes.ts';
 import { LIMITS } from '../http/discovery.ts';
 import { createHttpHandler } from '../http/handler.ts';
+import { createOperatorRoutes } from '../http/operator-routes.ts';
 import { createProducerRoutes } from '../http/producer-routes.ts';
+import { QueueOperator } from '../operator/queue-operator.ts';
 import { log } from '../shared/log.ts';
 
 export interface HostDeps {
@@ -43,6 +48,8 @@ export interface HostDeps {
    * no consumer and lanes start only from the supervisor.
    */
   lanes?: LaneLauncher;
+  /** The age of a queue's oldest message, where the platform reports one (operator stats). */
+  oldestMessageAgeSeconds?: (target: QueueTarget) => Promise<number | undefined>;
   /** How long an executor's claim on an Operation lasts (default: the executor's 60 s). */
   operationLeaseMs?: number;
   /** Delivery: the bound on one worker invocation, and where a worker's code runs. */
@@ -76,6 +83,7 @@ export function composeHost(deps: HostDeps) {
   // The delivery service tells the control loop about messages hidden until later and moved to
   // other queues; the loop, built on the service, is bound once both exist.
   let loopRef: ControlLoop | undefined;
+  const deliveryStore = new DynamoDeliveryStore(deps.dynamodb, deps.tableName);
   const delivery = new DeliveryService({
     ...(deps.lanes
       ? {
@@ -86,7 +94,7 @@ export function composeHost(deps: HostDeps) {
           },
         }
       : {}),
-    store: new DynamoDeliveryStore(deps.dynamodb, deps.tableName),
+    store: deliveryStore,
     sqs: deps.sqs,
     directory: queueDirectory,
     commits,
@@ -140,18 +148,42 @@ export function composeHost(deps: HostDeps) {
     clock: deps.clock,
     ...(deps.lanes ? { onSent: (target) => loop.wake(target.queueUid) } : {}),
   });
-  const extensions = createProducerRoutes({
+  const producerRoutes = createProducerRoutes({
     authenticator: deps.authenticator,
     getResource: (uid) => store.getResource(uid),
     targetOf: (r) => queueDirectory.targetOf(r),
     sendBatch: (target, messages) => producer.sendBatch(target, messages),
+  });
+  const deadLetterRecords = new DynamoDeadLetterRecords(deps.dynamodb, deps.tableName);
+  const operator = new QueueOperator({
+    stats: (uid) => queues.stats(uid),
+    ...(deps.oldestMessageAgeSeconds ? { oldestAgeSeconds: deps.oldestMessageAgeSeconds } : {}),
+    reader: new SqsMessageReader(deps.sqs),
+    sendBatch: (target, messages) => producer.sendBatch(target, messages),
+    committed: (ids) => commits.committed(ids),
+    deadLetterRecords: (uid, ids) => deadLetterRecords.get(uid, ids),
+    consumerOf: async (queueUid) =>
+      (await store.getClaim(consumerClaimKey(queueUid)))?.attributes.consumer ?? undefined,
+    attachment: (uid) => attachments.get(uid),
+    dispatchState: (uid) => deliveryStore.dispatchState(uid),
+  });
+  const operatorRoutes = createOperatorRoutes({
+    authenticator: deps.authenticator,
+    getResource: (uid) => store.getResource(uid),
+    targetOf: (r) => queueDirectory.targetOf(r),
+    operator,
   });
   const http = createHttpHandler({
     get origin() {
       return deps.origin();
     },
     api,
-    extensions,
+    extensions: async (req) => (await operatorRoutes(req)) ?? producerRoutes(req),
+    health: () =>
+      withinMs(
+        HEALTH_CHECK_MS,
+        store.getResource('healthz').then(() => undefined),
+      ),
     onError: (err, req) => log.error('unexpected error', { method: req.method, path: req.path, err }),
   });
   return {
@@ -167,7 +199,19 @@ export function composeHost(deps: HostDeps) {
     producer,
     delivery,
     loop,
+    operator,
   };
+}
+
+/** A health check that takes longer than this reports the Host unavailable. */
+const HEALTH_CHECK_MS = 3_000;
+
+function withinMs<T>(ms: number, p: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error('timed out')), ms);
+  });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }
 
 /** How long a send's lookup of its queue's consumer is reused: a consumer change shows within it. */

@@ -34,8 +34,19 @@ export const SQS_ACTIONS = {
   ],
   /** Backlog and dead-letter depth per consumer; the Space tag on queues made before it existed. */
   supervisor: ['sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:TagQueue'],
-  /** The HTTP producer extension (`/ext/queues/v1/…`). */
-  api: ['sqs:GetQueueUrl', 'sqs:SendMessage'],
+  /**
+   * The HTTP producer extension and the operator endpoints (`/ext/queues/v1/…`): send; counts;
+   * peek (receive, then visible again); redrive (receive, send, delete); purge.
+   */
+  api: [
+    'sqs:ChangeMessageVisibility',
+    'sqs:DeleteMessage',
+    'sqs:GetQueueAttributes',
+    'sqs:GetQueueUrl',
+    'sqs:PurgeQueue',
+    'sqs:ReceiveMessage',
+    'sqs:SendMessage',
+  ],
   /** Worker runtimes receive their own batches; everything else goes through the batch host. */
   worker: ['sqs:ReceiveMessage'],
 } as const;
@@ -254,14 +265,7 @@ export class DeliveryPipeline extends Construct {
     // send, in bindApi). Only StartExecution, only on this state machine.
     for (const f of [this.supervisorFunction, this.stepFunction, this.batchHostFunction])
       this.grantStartLanes(f);
-    const metricsRead = new iam.Policy(this, 'SupervisorMetricsRead', {
-      roles: [this.supervisorFunction.role],
-      statements: [new iam.PolicyStatement({ actions: ['cloudwatch:GetMetricData'], resources: ['*'] })],
-    });
-    Validations.of(metricsRead).acknowledge({
-      id: 'AwsSolutions-IAM5[Resource::*]',
-      reason: 'cloudwatch:GetMetricData does not support resource-level permissions; it only reads metrics.',
-    });
+    this.grantMetricsRead('SupervisorMetricsRead', this.supervisorFunction.role);
 
     // The safety net: the executor and the supervisor run every minute.
     for (const [rid, fn, description] of [
@@ -335,6 +339,8 @@ export class DeliveryPipeline extends Construct {
     api.fn.addEnvironment(AWS_ENV.hostName, this.hostName);
     api.fn.addEnvironment(AWS_ENV.idleWaitSeconds, String(this.idleWaitSeconds));
     api.fn.addEnvironment(AWS_ENV.metricsNamespace, METRICS_NAMESPACE);
+    // The oldest message age in the operator's queue stats (SQS's own CloudWatch metric).
+    this.grantMetricsRead('ApiMetricsRead', api.role);
     api.fn.addToRolePolicy(
       new iam.PolicyStatement({
         sid: 'TriggerExecutor',
@@ -342,6 +348,18 @@ export class DeliveryPipeline extends Construct {
         resources: [this.executorFunction.fn.functionArn],
       }),
     );
+  }
+
+  /** SQS's own metrics (the oldest message age) for one role. */
+  private grantMetricsRead(id: string, role: iam.IRole): void {
+    const policy = new iam.Policy(this, id, {
+      roles: [role],
+      statements: [new iam.PolicyStatement({ actions: ['cloudwatch:GetMetricData'], resources: ['*'] })],
+    });
+    Validations.of(policy).acknowledge({
+      id: 'AwsSolutions-IAM5[Resource::*]',
+      reason: 'cloudwatch:GetMetricData does not support resource-level permissions; it only reads metrics.',
+    });
   }
 
   private acknowledgeFindings(): void {

@@ -170,7 +170,7 @@ export class HostController {
           // the Host recovers a dead run's batches (before its ready line) is a crash like any
           // other: the next incarnation starts.
           if (!(err instanceof CrashedDuringStart))
-            this.note('unexpected-exit', `start failed: ${err.message.slice(0, 300)}`);
+            this.note('unexpected-exit', `start failed: ${err.message.slice(0, 1500)}`);
           throw err;
         })
         .finally(() => {
@@ -209,8 +209,11 @@ export class HostController {
       child.once('exit', (code, signal) => resolve({ code, signal }));
       child.once('error', () => resolve({ code: null, signal: null }));
     });
+    // The end of what this incarnation wrote, so that a start-up failure says why.
+    let stderrTail = '';
     child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
       appendFileSync(this.logFile, chunk);
+      stderrTail = (stderrTail + chunk).slice(-2000);
     });
     let readyYet = false;
     const lines = createInterface({ input: child.stdout! });
@@ -228,7 +231,8 @@ export class HostController {
           this.note('crash', `${arm} (during start-up)`);
           throw new CrashedDuringStart(arm);
         }
-        throw new Error(`the Host exited during start-up (code ${e.code}, signal ${e.signal})`);
+        const last = stderrTail.trim().split('\n').slice(-3).join(' | ');
+        throw new Error(`the Host exited during start-up (code ${e.code}, signal ${e.signal}): ${last}`);
       }),
       sleep(60_000).then(() => {
         throw new Error('the Host was not ready within 60 s');

@@ -27,7 +27,7 @@ const NO_BUNDLING = { ...CDK_CONTEXT, 'aws:cdk:bundling-stacks': [] };
 const ALLOWED: AllowedFinding[] = JSON.parse(
   readFileSync(new URL('./cfn-lint-allowed.json', import.meta.url), 'utf8'),
 );
-const ECHO_WORKER = fileURLToPath(new URL('../../examples/workers/echo.mjs', import.meta.url));
+const ECHO_WORKER = fileURLToPath(new URL('../../examples/workers/default/echo.mjs', import.meta.url));
 
 const KEY_ARN = 'arn:aws:kms:us-east-1:111111111111:key/';
 const CUSTOM_DOMAIN = {

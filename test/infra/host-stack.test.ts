@@ -132,7 +132,7 @@ describe('TakoformHostStack template', () => {
     });
   });
 
-  it('SEC-02: the API function may touch only its table, indexes, log group, Host queues, the executor and StartExecution on its dispatcher', () => {
+  it('SEC-02: the API function may touch only its table, indexes, log group, Host queues, the executor, StartExecution on its dispatcher and metric reads', () => {
     const fnRoleRef = { Ref: stack.getLogicalId(stack.api.handler.role.node.defaultChild as CfnElement) };
     const policies = Object.values(template.findResources('AWS::IAM::Policy')).filter((p) =>
       JSON.stringify(p.Properties.Roles).includes(JSON.stringify(fnRoleRef)),
@@ -155,17 +155,28 @@ describe('TakoformHostStack template', () => {
     const logs = statements.filter((s) => [s.Action].flat().some((a: string) => a.startsWith('logs:')));
     expect(logs.flatMap((s) => [s.Resource].flat())).toEqual([logsArn]);
 
-    // The only "*" resource is X-Ray's, whose two actions cannot be scoped.
+    // The only "*" resources are X-Ray's two actions and reading metrics (the oldest message age
+    // of the operator's queue stats): none of them can be scoped.
     const wildcard = statements.filter((s) => [s.Resource].flat().includes('*'));
     expect(wildcard.flatMap((s) => s.Action).sort()).toEqual([
+      'cloudwatch:GetMetricData',
       'xray:PutTelemetryRecords',
       'xray:PutTraceSegments',
     ]);
     expect(statements.flatMap((s) => [s.Action].flat()).filter((a: string) => a.includes('*'))).toEqual([]);
 
-    // SQS: only what the producer extension calls, only on the Host's queue prefix.
+    // SQS: only what the producer extension and the operator endpoints call, only on the Host's
+    // queue prefix.
     const sqs = statements.filter((s) => [s.Action].flat().some((a: string) => a.startsWith('sqs:')));
-    expect(sqs.flatMap((s) => [s.Action].flat()).sort()).toEqual(['sqs:GetQueueUrl', 'sqs:SendMessage']);
+    expect(sqs.flatMap((s) => [s.Action].flat()).sort()).toEqual([
+      'sqs:ChangeMessageVisibility',
+      'sqs:DeleteMessage',
+      'sqs:GetQueueAttributes',
+      'sqs:GetQueueUrl',
+      'sqs:PurgeQueue',
+      'sqs:ReceiveMessage',
+      'sqs:SendMessage',
+    ]);
     expect(sqs.flatMap((s) => [s.Resource].flat())).toEqual([
       {
         'Fn::Join': [
@@ -346,6 +357,7 @@ describe('OPS-02: cdk-nag AwsSolutions', () => {
         ...hostFunction('Host/Delivery/ExecutorFunction'),
         ...hostFunction('Host/Delivery/SupervisorFunction'),
         'Host/Delivery/SupervisorMetricsRead AwsSolutions-IAM5[Resource::*]',
+        'Host/Delivery/ApiMetricsRead AwsSolutions-IAM5[Resource::*]',
         'Host/Delivery/Dispatcher AwsSolutions-SF1',
         'Host/Delivery/Dispatcher/Role AwsSolutions-IAM5[Resource::*]',
         'Host/Delivery/Dispatcher/Role AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:lambda:<AWS::Region>:<AWS::AccountId>:function:takoform-host_wkr-*]',

@@ -7,6 +7,7 @@ import { type Access, hashApiKey, StaticKeyAuthenticator } from '../../lambdas/e
 import type { WorkerCode, WorkerRegistry } from '../../lambdas/forms/module-worker/worker-registry.ts';
 import { API_ROOT } from '../../lambdas/http/origin.ts';
 import type { HttpResponse } from '../../lambdas/http/types.ts';
+import { standInOldestAge } from '../../lambdas/local/standins/sqs-queue-age.ts';
 import { composeHost } from '../../lambdas/runtime/compose-host.ts';
 
 export const FORMS = {
@@ -92,6 +93,7 @@ export async function createTestHost(
     cursorKey: randomBytes(32),
     origin: () => origin,
     onAccepted: (id) => accepted.push(id),
+    oldestMessageAgeSeconds: standInOldestAge(() => inject('sqsEndpoint')),
     ...(opts.lanes ? { lanes: opts.lanes } : {}),
     ...(opts.clock ? { clock: opts.clock } : {}),
     delivery: {
@@ -119,7 +121,10 @@ export async function createTestHost(
     for (const [k, v] of Object.entries(r.headers ?? {}))
       headers[k.toLowerCase()] = Array.isArray(v) ? v : [v];
     const path =
-      r.path.startsWith('/.well-known') || r.path.startsWith('/docs') || r.path.startsWith('/ext/')
+      r.path.startsWith('/.well-known') ||
+      r.path.startsWith('/docs') ||
+      r.path.startsWith('/ext/') ||
+      r.path === '/healthz'
         ? r.path
         : `${API_ROOT}${r.path}`;
     const out: HttpResponse = await host.http({

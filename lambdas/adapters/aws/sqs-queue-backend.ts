@@ -15,6 +15,13 @@ export function isMissingQueue(err: unknown): boolean {
   return name === 'QueueDoesNotExist' || name === 'AWS.SimpleQueueService.NonExistentQueue';
 }
 
+/** SQS's approximate message counts of one queue (GetQueueAttributes). */
+export interface QueueStats {
+  visible: number;
+  inFlight: number;
+  delayed: number;
+}
+
 const QUEUE_NAME = /^[A-Za-z0-9_-]{1,80}$/;
 
 /**
@@ -143,6 +150,12 @@ export class SqsQueueBackend implements QueueBackend {
   }
 
   async inspect(uid: string): Promise<{ messageCount: number } | undefined> {
+    const s = await this.stats(uid);
+    return s && { messageCount: s.visible + s.inFlight + s.delayed };
+  }
+
+  /** SQS's approximate counts of a queue's messages; undefined when it has no SQS queue. */
+  async stats(uid: string): Promise<QueueStats | undefined> {
     const url = await this.queueUrl(uid);
     if (!url) return undefined;
     try {
@@ -159,10 +172,9 @@ export class SqsQueueBackend implements QueueBackend {
       const a = out.Attributes ?? {};
       const n = (k: keyof typeof a) => Number(a[k] ?? 0) || 0;
       return {
-        messageCount:
-          n('ApproximateNumberOfMessages') +
-          n('ApproximateNumberOfMessagesNotVisible') +
-          n('ApproximateNumberOfMessagesDelayed'),
+        visible: n('ApproximateNumberOfMessages'),
+        inFlight: n('ApproximateNumberOfMessagesNotVisible'),
+        delayed: n('ApproximateNumberOfMessagesDelayed'),
       };
     } catch (err) {
       if (isMissingQueue(err)) {

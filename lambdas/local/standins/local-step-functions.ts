@@ -135,7 +135,12 @@ function asTaskHandler(resource: unknown, handler: TaskHandler) {
       );
     } catch (err) {
       // Retry and Catch match on `name`; a thrown non-Error would have none.
-      throw err instanceof Error ? err : named('Error', String(err));
+      const e = err instanceof Error ? err : named('Error', String(err));
+      // A function's own error reaches the state machine as Lambda reports it: the Cause is
+      // the JSON of {errorType, errorMessage, trace}. Lambda's and Step Functions' own errors
+      // keep their text.
+      if (!invoke || /^(Lambda|States|Sandbox)\./.test(e.name)) throw e;
+      throw named(e.name, JSON.stringify({ errorType: e.name, errorMessage: e.message, trace: [] }), e);
     }
     return invoke ? { Payload: overTheWire(returned), StatusCode: 200 } : overTheWire(returned);
   };

@@ -6,6 +6,7 @@
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { OLDEST_AGE_PATH } from './sqs-queue-age.ts';
 
 const { values } = parseArgs({ options: { 'data-dir': { type: 'string' }, port: { type: 'string' } } });
 // The package exports only its root module; its stores and persistence are reached by file path.
@@ -50,6 +51,22 @@ app.addHook('preHandler', async (request: { headers: Record<string, unknown>; bo
   if (request.headers['x-amz-target'] !== 'AmazonSQS.GetQueueAttributes') return;
   const url = (request.body as { QueueUrl?: unknown } | undefined)?.QueueUrl;
   if (typeof url === 'string') sqsStore.getQueue(url)?.processTimers();
+});
+// What CloudWatch's ApproximateAgeOfOldestMessage tells on AWS, which no local SQS has: the age
+// of the oldest due message (visible or in flight), for the operator's queue stats.
+app.get(OLDEST_AGE_PATH, async (request: { query: Record<string, unknown> }) => {
+  const url = request.query.queue;
+  const queue = typeof url === 'string' ? sqsStore.getQueue(url) : undefined;
+  if (!queue) return { ageSeconds: null };
+  queue.processTimers();
+  const { ready, inflight } = queue.inspectMessages();
+  const sent = [...ready, ...inflight.map((e: { message: unknown }) => e.message)].map(
+    (m: { sentTimestamp?: number }) => m.sentTimestamp ?? Number.POSITIVE_INFINITY,
+  );
+  const oldest = Math.min(...sent);
+  return {
+    ageSeconds: Number.isFinite(oldest) ? Math.max(0, Math.floor((Date.now() - oldest) / 1000)) : null,
+  };
 });
 if (persistence) app.addHook('preClose', () => persistence.close());
 const address: string = await app.listen({ host: '127.0.0.1', port: Number(values.port ?? 0) });

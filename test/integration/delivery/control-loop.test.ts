@@ -20,6 +20,18 @@ type DeliveryHost = Awaited<ReturnType<typeof createDeliveryHost>>;
 
 const logFile = (name: string) => path.join(mkdtempSync(path.join(tmpdir(), 'tf-loop-')), `${name}.jsonl`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/**
+ * Worker code: a batch of the backlog waits until `overlap` handlers have started after the first
+ * message's (or 20 s passed), then 2 s more; the first message's batch only waits 2 s.
+ */
+const overlapThen2s = (overlap: number) => `
+  const { readFileSync } = await import('node:fs');
+  const first = new TextDecoder().decode(batch.messages[0].body) === 'first';
+  const started = () => readFileSync(log, 'utf8').split('\\n').filter((l) => l.includes('"ev":"start"')).length;
+  for (const until = Date.now() + 20_000; !first && Date.now() < until && started() < ${overlap} + 1; )
+    await new Promise((r) => setTimeout(r, 50));
+  await new Promise((r) => setTimeout(r, 2_000));`;
+
 /** Long enough that no test here sees a supervisor round after the first: only the loop acts. */
 const NO_SUPERVISOR = { supervisorMs: 3_600_000 };
 
@@ -37,7 +49,9 @@ describe('one control loop: scale up, shed, wake on send', () => {
       const log = logFile(`scale-${maxConcurrency}`);
       const { queue, consumerUid } = await d.setup(
         `scale${maxConcurrency}`,
-        recordingWorker(log, 'await new Promise((r) => setTimeout(r, 2_000));'),
+        // Each handler waits (at most 20 s) until `overlap` handlers have started, then 2 s more:
+        // overlapping handlers then prove the lanes, whatever the machine's load.
+        recordingWorker(log, overlapThen2s(maxConcurrency > 40 ? 41 : maxConcurrency)),
         { maxBatchSize: 1, maxConcurrency, maxRetries: 5 },
       );
       const lanes = d.startDispatcher(NO_SUPERVISOR);

@@ -340,6 +340,102 @@ describe('fuzzed requests never cause a 5xx or leak internals (SEC-03, HA-12)', 
     );
   });
 
+  it('SEC-03 HA-12 random requests to the /ext/queues/v1 producer and operator endpoints and /healthz', async () => {
+    const queue = await host.create({
+      form: FORMS.queue,
+      space: 'team',
+      name: 'fz-q',
+      spec: { messageRetentionSeconds: 600 },
+    });
+    await host.settle();
+    const q = queue.body.resourceUid as string;
+    // Weighted towards requests that pass authentication and name the live queue, so that most
+    // runs reach the operator's own validation and SQS calls.
+    const target = () =>
+      fc.oneof(
+        { arbitrary: fc.constant(q), weight: 8 },
+        { arbitrary: fc.constantFrom(...uids), weight: 1 },
+        idLike(),
+      );
+    const routes: [string, (id: string) => string][] = [
+      ['GET', (id) => `/ext/queues/v1/queues/${id}/stats`],
+      ['POST', (id) => `/ext/queues/v1/queues/${id}/peek`],
+      ['POST', (id) => `/ext/queues/v1/queues/${id}/redrive`],
+      ['POST', (id) => `/ext/queues/v1/queues/${id}/purge`],
+      ['POST', (id) => `/ext/queues/v1/queues/${id}/messages`],
+      ['GET', (id) => `/ext/queues/v1/consumers/${id}/state`],
+      ['GET', () => '/ext/queues/v1/me'],
+      ['GET', () => '/healthz'],
+    ];
+    // Mostly a route with its own method; sometimes another method or a path no route has.
+    const extRequest = () =>
+      fc.oneof(
+        {
+          weight: 4,
+          arbitrary: fc
+            .tuple(
+              fc.constantFrom(...routes),
+              target(),
+              fc.oneof({ arbitrary: fc.constant(undefined), weight: 4 }, method()),
+            )
+            .map(([[m, at], id, other]) => ({ method: other ?? m, path: at(id) })),
+        },
+        {
+          weight: 1,
+          arbitrary: fc
+            .tuple(method(), fc.oneof(idLike(), fc.constantFrom('/ext/queues/v1', '/ext/x')))
+            .map(([m, p]) => ({
+              method: m,
+              path: p.startsWith('/ext') ? p : `/ext/queues/v1/${p}`,
+            })),
+        },
+      );
+    const extBody = () =>
+      fc.oneof(
+        { arbitrary: fc.constant(undefined), weight: 2 },
+        { arbitrary: body(), weight: 1 },
+        {
+          weight: 3,
+          arbitrary: fc
+            .record(
+              {
+                limit: fc.oneof(fc.integer({ min: -2, max: 120 }), fc.jsonValue()),
+                to: fc.oneof(target(), fc.jsonValue()),
+                messages: fc.oneof(
+                  fc.array(
+                    fc.record({ body: fc.base64String({ maxLength: 40 }), delaySeconds: fc.integer() }),
+                    {
+                      maxLength: 3,
+                    },
+                  ),
+                  fc.jsonValue(),
+                ),
+                extra: fc.jsonValue(),
+              },
+              { requiredKeys: [] },
+            )
+            .map((e) => new TextEncoder().encode(JSON.stringify(e))),
+        },
+      );
+    await fc.assert(
+      fc.asyncProperty(
+        extRequest(),
+        fc.oneof({ arbitrary: fc.constant(''), weight: 4 }, { arbitrary: query(), weight: 1 }),
+        fc.oneof({ arbitrary: fc.constant(host.principals.alice?.token), weight: 4 }, token()),
+        fc.oneof({ arbitrary: fc.constant('application/json'), weight: 4 }, contentType()),
+        extBody(),
+        async ({ method: m, path }, q, t, type, b) => {
+          const headers: Record<string, string | string[]> = {};
+          if (t !== undefined) headers.authorization = `Bearer ${t}`;
+          if (type !== undefined) headers['content-type'] = type;
+          await call({ method: m, path, rawQuery: q, headers, body: b });
+        },
+      ),
+      // Peeks and redrives of an empty queue wait out a 1 s long poll: fewer runs here.
+      { numRuns: Math.max(25, Math.floor(RUNS / 2)) },
+    );
+  });
+
   it('SEC-03 random paths outside the API root and on discovery are never 5xx', async () => {
     await fc.assert(
       fc.asyncProperty(method(), fc.string({ maxLength: 60 }), query(), async (m, p, q) => {

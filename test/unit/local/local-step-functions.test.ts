@@ -127,7 +127,11 @@ describe('LocalStateMachine', () => {
     });
     const err = await rejectionOf(execution.result);
     expect(err.name, err.message).toBe('Custom.Error');
-    expect(err.message).toBe('the last step failed');
+    // As Lambda reports a function error to Step Functions: the Cause is its JSON.
+    expect(JSON.parse(err.message)).toMatchObject({
+      errorType: 'Custom.Error',
+      errorMessage: 'the last step failed',
+    });
     // 1 + Map 4 + 2 iterations × (2 + Task 5 + Succeed 2) + Last (Entered, Scheduled, Started, Failed) 4 + ExecutionFailed 1.
     expect(execution.history()).toEqual({ events: 28, transitions: 6 });
     expect(machine.stats()).toMatchObject({ started: 1, failed: 1 });

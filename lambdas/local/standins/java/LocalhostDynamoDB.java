@@ -9,8 +9,8 @@ import software.amazon.dynamodb.services.local.server.DynamoDBProxyServer;
  * Starts DynamoDB Local listening on one address (127.0.0.1 unless -Dddb.host says otherwise).
  * The stock jar creates Jetty with new Server(port), which listens on every interface; this
  * launcher sets the host on each connector before starting. With -Dddb.exitOnStdinEof=true it
- * also exits when its standard input closes, so it never outlives the process that started it,
- * even when that process is killed with SIGKILL.
+ * also stops (gracefully, within 5 s) when its standard input closes, so it never outlives the
+ * process that started it, even when that process is killed with SIGKILL.
  */
 public class LocalhostDynamoDB {
   public static void main(String[] args) throws Exception {
@@ -27,6 +27,18 @@ public class LocalhostDynamoDB {
       Thread watchdog = new Thread(() -> {
         try {
           while (System.in.read() != -1) { }
+        } catch (Exception ignored) { }
+        // Stop the server first (in-flight requests finish, the database closes), so a write
+        // acknowledged just before the Host died is not lost with the process; halt within 5 s
+        // whatever happens.
+        Thread bound = new Thread(() -> {
+          try { Thread.sleep(5000); } catch (InterruptedException ignored) { }
+          Runtime.getRuntime().halt(0);
+        }, "stop-bound");
+        bound.setDaemon(true);
+        bound.start();
+        try {
+          proxy.stop();
         } catch (Exception ignored) { }
         Runtime.getRuntime().halt(0);
       }, "stdin-watchdog");

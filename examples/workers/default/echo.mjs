@@ -1,5 +1,6 @@
 // An example ModuleWorker (ModuleWorker 0.3.0 runtime ABI): logs every message and acknowledges
-// it. Deployed by `npx cdk deploy -c exampleWorker=true` as ModuleWorker `default/echo`.
+// it. ModuleWorker `default/echo`: locally with `npm start -- --workers-dir examples/workers`,
+// on AWS deployed by `npm run cdk -- deploy -c exampleWorker=true`.
 export default {
   async queue(batch) {
     for (const message of batch.messages) {

@@ -1,0 +1,158 @@
+/**
+ * `takoform`: the command line of this Host (host-profile §6). Run through `bin/takoform`
+ * (`npx takoform …` in a clone), which starts this file with Node 24 in the caller's folder.
+ */
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { apply } from './apply.ts';
+import { type CommonFlags, type Context, createContext } from './context.ts';
+import { EXIT, RefusedError, UsageError } from './errors.ts';
+import { peek, purge, redrive, send, status } from './queue-commands.ts';
+import { get, remove } from './resource-commands.ts';
+
+const DEFAULT_TIMEOUT_SECONDS = 300;
+
+function integer(min: number, max: number) {
+  return (raw: string): number => {
+    if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+      throw new InvalidArgumentError(`must be an integer in ${min}..${max}`);
+    }
+    return Number(raw);
+  };
+}
+
+/** The connection, Space and output flags: the program's, so they may stand before or after the command. */
+function common(cmd: Command): Command {
+  return cmd
+    .addOption(
+      new Option('--origin <url>', 'the Host to talk to (else TAKOFORM_ORIGIN, else the local Host)'),
+    )
+    .addOption(new Option('--key <key>', 'API key (else TAKOFORM_API_KEY, else the local dev key)'))
+    .addOption(new Option('--data-dir <dir>', "the local Host's data folder (default: .data)"))
+    .addOption(new Option('--space <space>', 'the Space (default: the only one the key can write)'))
+    .addOption(new Option('--json', 'print one JSON document on stdout'));
+}
+
+type Flags = CommonFlags & Record<string, unknown>;
+
+/** Runs a command body with its context; every outcome becomes an exit code. */
+function action(body: (ctx: Context, flags: Flags, ...args: string[]) => Promise<void>) {
+  return async (...received: unknown[]) => {
+    const cmd = received.at(-1) as Command;
+    const flags = cmd.optsWithGlobals<Flags>();
+    const args = received.slice(0, -2) as string[];
+    await body(createContext(flags), flags, ...args);
+  };
+}
+
+const timeoutOf = (flags: Flags) => ((flags.timeout as number | undefined) ?? DEFAULT_TIMEOUT_SECONDS) * 1000;
+const timeoutOption = () =>
+  new Option('--timeout <seconds>', 'how long to wait for Operations').argParser(integer(1, 3600));
+
+export function program(): Command {
+  const root = common(new Command('takoform'))
+    .description('Manage queues, workers and consumers on a Takoform Host, and look at their messages.')
+    .exitOverride()
+    .configureHelp({ showGlobalOptions: true })
+    .showHelpAfterError('(run with --help for usage)');
+
+  root
+    .command('apply')
+    .description('create or update the Resources of a file (JSON, or YAML by .yaml/.yml), in order')
+    .requiredOption('-f, --file <file>', 'the file: {"space":…,"resources":[{"kind","name","spec"}]}')
+    .addOption(timeoutOption())
+    .action(action((ctx, f) => apply(ctx, { file: f.file as string, timeoutMs: timeoutOf(f) })));
+
+  root
+    .command('get')
+    .description('list Resources (of one KIND), or show one')
+    .argument('[kind]', 'queue, worker or consumer (or a NAME alone)')
+    .argument('[name]')
+    .action(action((ctx, _f, kind, name) => get(ctx, kind, name)));
+
+  root
+    .command('delete')
+    .description('delete a Resource by name and wait until it is gone')
+    .argument('<kind>', 'queue, worker or consumer')
+    .argument('<name>')
+    .addOption(timeoutOption())
+    .action(action((ctx, f, kind, name) => remove(ctx, kind as string, name as string, timeoutOf(f))));
+
+  root
+    .command('send')
+    .description('send one message: TEXT as UTF-8, or the bytes of --file (- for stdin)')
+    .argument('<queue>')
+    .argument('[text]')
+    .option('--file <file>', 'send the bytes of this file')
+    .addOption(new Option('--delay <seconds>', 'deliver no earlier than this').argParser(integer(0, 43_200)))
+    .action(
+      action((ctx, f, queue, text) =>
+        send(ctx, queue as string, text, {
+          ...(f.file !== undefined ? { file: f.file as string } : {}),
+          ...(f.delay !== undefined ? { delay: f.delay as number } : {}),
+        }),
+      ),
+    );
+
+  root
+    .command('status')
+    .description('per queue: counts, its consumer and its dead-letter queue')
+    .argument('[queue]')
+    .action(action((ctx, _f, queue) => status(ctx, queue)));
+
+  const dlq = root.command('dlq').description('look at and move the messages of a (dead-letter) queue');
+  dlq
+    .command('peek')
+    .description('show messages without consuming them')
+    .argument('<queue>')
+    .addOption(new Option('--limit <n>', 'at most this many (1..50, default 10)').argParser(integer(1, 50)))
+    .action(action((ctx, f, queue) => peek(ctx, queue as string, f.limit as number | undefined)));
+  dlq
+    .command('redrive')
+    .description('move messages to another queue as new messages (copy, then delete)')
+    .argument('<queue>')
+    .requiredOption('--to <queue>', 'the queue to move them to')
+    .addOption(new Option('--limit <n>', 'at most this many (default: all)').argParser(integer(1, 1_000_000)))
+    .action(
+      action((ctx, f, queue) => redrive(ctx, queue as string, f.to as string, f.limit as number | undefined)),
+    );
+
+  root
+    .command('purge')
+    .description('delete every message of a queue')
+    .argument('<queue>')
+    .option('--yes', 'confirm')
+    .action(action((ctx, f, queue) => purge(ctx, queue as string, f.yes === true)));
+
+  return root;
+}
+
+/** Parses and runs; resolves to the exit code (host-profile §6). */
+export async function run(argv: string[]): Promise<number> {
+  try {
+    await program().parseAsync(argv, { from: 'user' });
+    return EXIT.ok;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // Help and version asked for are successes; everything else commander refuses is usage.
+      return err.code === 'commander.helpDisplayed' || err.code === 'commander.version'
+        ? EXIT.ok
+        : EXIT.usage;
+    }
+    if (err instanceof UsageError) {
+      process.stderr.write(`takoform: ${err.message}\n`);
+      return EXIT.usage;
+    }
+    if (err instanceof RefusedError) {
+      process.stderr.write(`takoform: ${err.code}: ${err.detail}\n`);
+      return EXIT.refused;
+    }
+    process.stderr.write(`takoform: unexpected error: ${(err as Error)?.name ?? 'error'}\n`);
+    return EXIT.refused;
+  }
+}
+
+if (import.meta.main) {
+  // The launcher runs Node in the project folder; paths on the command line are the caller's.
+  if (process.env.TAKOFORM_CLI_CWD) process.chdir(process.env.TAKOFORM_CLI_CWD);
+  process.exitCode = await run(process.argv.slice(2));
+}

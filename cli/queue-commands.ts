@@ -1,0 +1,145 @@
+import { readFileSync } from 'node:fs';
+import type { Context } from './context.ts';
+import { UsageError } from './errors.ts';
+import { EXT_ROOT, type Json, type Resource } from './host-client.ts';
+import { KINDS } from './kinds.ts';
+
+/** The redrive endpoint moves at most this many messages per request. */
+const REDRIVE_PER_REQUEST = 100;
+
+const queuePath = (uid: string, action: string) => `${EXT_ROOT}/queues/${encodeURIComponent(uid)}/${action}`;
+
+function bodyBytes(text: string | undefined, file: string | undefined): Buffer {
+  if ((text === undefined) === (file === undefined)) {
+    throw new UsageError('send takes the message as TEXT or as --file F (- for stdin): exactly one of them');
+  }
+  if (text !== undefined) return Buffer.from(text, 'utf8');
+  try {
+    return readFileSync(file === '-' ? 0 : (file as string));
+  } catch {
+    throw new UsageError(`cannot read ${file}`);
+  }
+}
+
+/** `send QUEUE [TEXT] [--file F] [--delay S]`: one message through the producer extension. */
+export async function send(
+  ctx: Context,
+  queueName: string,
+  text: string | undefined,
+  o: { file?: string; delay?: number },
+): Promise<void> {
+  const body = bodyBytes(text, o.file);
+  const q = await ctx.queue(queueName);
+  const message: Record<string, unknown> = { body: body.toString('base64') };
+  if (o.delay !== undefined) message.delaySeconds = o.delay;
+  // Not retried: a send is not idempotent, and a retry could send the message twice.
+  const out = await ctx.client.request('POST', queuePath(q.uid, 'messages'), {
+    body: { messages: [message] },
+    idempotent: false,
+  });
+  const [id] = out.messageIds as string[];
+  ctx.line(id as string);
+  ctx.document({ queue: queueName, messageId: id });
+}
+
+const depth = (s: Json) => s.visible + s.inFlight + s.delayed;
+const age = (s: Json) => (s.oldestAgeSeconds === null ? '-' : `${s.oldestAgeSeconds} s`);
+
+/** `status [QUEUE]`: per queue its counts, its consumer's state and its dead-letter queue's depth. */
+export async function status(ctx: Context, queueName: string | undefined): Promise<void> {
+  const space = await ctx.space();
+  const [all, consumers] = await Promise.all([
+    ctx.client.list(space, { form: KINDS.queue }),
+    ctx.client.list(space, { form: KINDS.consumer }),
+  ]);
+  const nameOf = new Map(all.map((q) => [q.uid, q.name]));
+  const queues = queueName === undefined ? all : [await ctx.queue(queueName)];
+  const report: Json[] = [];
+  for (const q of queues) {
+    const stats = await ctx.client.request('GET', queuePath(q.uid, 'stats'));
+    const consumer = consumers.find((c) => c.spec?.queue?.resourceUid === q.uid);
+    const entry: Json = { ...stats, consumer: null };
+    ctx.line(
+      `queue ${q.name}: visible ${stats.visible}, in flight ${stats.inFlight}, delayed ${stats.delayed}, oldest ${age(stats)}`,
+    );
+    if (consumer) entry.consumer = await consumerStatus(ctx, consumer, nameOf);
+    report.push(entry);
+  }
+  if (queues.length === 0) ctx.note(`no queues in Space ${space}`);
+  ctx.document({ space, queues: report });
+}
+
+async function consumerStatus(ctx: Context, c: Resource, nameOf: ReadonlyMap<string, string>): Promise<Json> {
+  const state = await ctx.client.request('GET', `${EXT_ROOT}/consumers/${encodeURIComponent(c.uid)}/state`);
+  const s = c.spec;
+  ctx.line(
+    `  consumer ${c.name}: ${state.state}, running ${state.runningBatches}/${s.maxConcurrency} batches` +
+      ` (${state.slotsHeld} slots held), batch ≤ ${s.maxBatchSize} within ${s.maxBatchTimeoutSeconds} s,` +
+      ` ${s.maxRetries} retries after ${s.retryDelaySeconds} s`,
+  );
+  const out: Json = { name: c.name, ...state, deadLetterQueue: null };
+  const dlqUid: string | undefined = s.deadLetterQueue?.resourceUid;
+  if (dlqUid) {
+    const d = await ctx.client.request('GET', queuePath(dlqUid, 'stats'));
+    const name = nameOf.get(dlqUid) ?? dlqUid;
+    ctx.line(`  dead letters: ${name}, ${depth(d)} messages`);
+    out.deadLetterQueue = { name, queueUid: dlqUid, depth: depth(d) };
+  }
+  return out;
+}
+
+/** `dlq peek QUEUE [--limit N]`: messages without consuming them, with the Host's dead-letter record. */
+export async function peek(ctx: Context, queueName: string, limit: number | undefined): Promise<void> {
+  const q = await ctx.queue(queueName);
+  const out = await ctx.client.request('POST', queuePath(q.uid, 'peek'), {
+    body: limit === undefined ? {} : { limit },
+  });
+  for (const m of out.messages as Json[]) {
+    const when = m.timestampMillis === null ? '-' : new Date(m.timestampMillis).toISOString();
+    let line = `${m.id ?? '(not a Host message)'}  ${when}  ${m.sizeBytes} B  ${JSON.stringify(m.preview)}`;
+    if (m.deadLetter) {
+      const d = m.deadLetter;
+      line += `  from ${d.sourceQueueName} (id ${d.originalId}), ${d.attempts} attempts, last ${d.lastOutcome}`;
+    }
+    ctx.line(line);
+  }
+  if (out.messages.length === 0) ctx.note(`queue ${queueName} has no visible messages`);
+  ctx.document({ queue: queueName, messages: out.messages });
+}
+
+/** `dlq redrive QUEUE --to QUEUE [--limit N]`: moves messages as new ones, request by request. */
+export async function redrive(
+  ctx: Context,
+  from: string,
+  to: string,
+  limit: number | undefined,
+): Promise<void> {
+  const [source, target] = await Promise.all([ctx.queue(from), ctx.queue(to)]);
+  let moved = 0;
+  let skipped = 0;
+  const messageIds: string[] = [];
+  for (;;) {
+    const want = Math.min(REDRIVE_PER_REQUEST, (limit ?? Number.POSITIVE_INFINITY) - moved);
+    if (want <= 0) break;
+    const out = await ctx.client.request('POST', queuePath(source.uid, 'redrive'), {
+      body: { to: target.uid, limit: want },
+    });
+    moved += out.moved;
+    skipped += out.skipped;
+    messageIds.push(...out.messageIds);
+    if (out.moved < want) break;
+  }
+  ctx.line(
+    `moved ${moved} messages from ${from} to ${to}${skipped ? ` (${skipped} left: not movable)` : ''}`,
+  );
+  ctx.document({ from, to, moved, skipped, messageIds });
+}
+
+/** `purge QUEUE --yes`: deletes every message of the queue. */
+export async function purge(ctx: Context, queueName: string, yes: boolean): Promise<void> {
+  if (!yes) throw new UsageError(`purge deletes every message of ${queueName}: confirm with --yes`);
+  const q = await ctx.queue(queueName);
+  await ctx.client.request('POST', queuePath(q.uid, 'purge'));
+  ctx.line(`purged ${queueName}`);
+  ctx.document({ queue: queueName, purged: true });
+}

@@ -1,0 +1,270 @@
+/**
+ * What an operator asks of queues and consumers (the `/ext/queues/v1` operator endpoints, the
+ * `takoform` CLI): counts, consumer state, a look at messages, moving and purging them. Reads
+ * go to SQS and the Host's table only; nothing here runs or settles a batch.
+ */
+
+import type { DeadLetterRecord } from '../adapters/aws/dynamodb-dead-letter-records.ts';
+import type { ReceivedCopy, SqsMessageReader } from '../adapters/aws/sqs-message-reader.ts';
+import type { QueueStats } from '../adapters/aws/sqs-queue-backend.ts';
+import { decodeEnvelope, type Envelope } from '../delivery/envelope.ts';
+import type { QueueTarget } from '../delivery/ports.ts';
+import type { Attachment } from '../forms/queue-consumer/attachments.ts';
+import type { ConsumerSpec } from '../forms/queue-consumer/consumer-spec.ts';
+
+/** Bounds of one operator call (the HTTP layer validates against them). */
+export const OPERATOR_LIMITS = {
+  maxPeek: 50,
+  defaultPeek: 10,
+  maxRedrive: 100,
+  defaultRedrive: 100,
+} as const;
+
+/** How long a peek hides what it read: released at once after, back on its own if the call dies. */
+const PEEK_HIDE_SECONDS = 10;
+/** How long a redrive holds a message between copying and deleting it. */
+const MOVE_HIDE_SECONDS = 60;
+/** Bytes of a body shown in a peek. */
+const PREVIEW_BYTES = 120;
+
+export interface QueueOperatorDeps {
+  stats(queueUid: string): Promise<QueueStats | undefined>;
+  /** Age of the oldest message in seconds, where the platform reports it (undefined: unknown). */
+  oldestAgeSeconds?(target: QueueTarget): Promise<number | undefined>;
+  reader: Pick<SqsMessageReader, 'receive' | 'release' | 'delete' | 'purge'>;
+  /** The producer rules (`QueueProducer.sendBatch`): new ids, commit records, a wake. */
+  sendBatch(target: QueueTarget, messages: { body: Uint8Array }[]): Promise<string[]>;
+  committed(commitIds: readonly string[]): Promise<Set<string>>;
+  deadLetterRecords(queueUid: string, messageIds: readonly string[]): Promise<Map<string, DeadLetterRecord>>;
+  /** The consumer holding the queue's claim (uncached), whatever its attachment's state. */
+  consumerOf(queueUid: string): Promise<string | undefined>;
+  attachment(consumerUid: string): Promise<Attachment | undefined>;
+  /** The consumer's slot map: held slots and which hold a registered (running) batch. */
+  dispatchState(
+    consumerUid: string,
+  ): Promise<{ slots: Record<string, number>; registered: Record<string, boolean> }>;
+}
+
+export interface QueueStatsView {
+  queueUid: string;
+  name: string;
+  space: string;
+  visible: number;
+  inFlight: number;
+  delayed: number;
+  oldestAgeSeconds: number | null;
+  consumerUid: string | null;
+}
+
+export interface PeekedMessage {
+  /** The Host's message id; null for a body this Host did not write. */
+  id: string | null;
+  timestampMillis: number | null;
+  sizeBytes: number;
+  /** The first bytes as UTF-8 (invalid sequences shown as U+FFFD). */
+  preview: string;
+  /** false for a multi-message send whose commit is not (yet) recorded: it is not delivered. */
+  committed: boolean;
+  receiveCount: number | null;
+  deadLetter: DeadLetterRecord | null;
+}
+
+export interface ConsumerStateView {
+  consumerUid: string;
+  /** `active`: batches start; `stopping`: being deleted, none start; `detached`: no attachment. */
+  state: 'active' | 'stopping' | 'detached';
+  generation: number | null;
+  settings: Omit<ConsumerSpec, 'queue' | 'worker' | 'deadLetterQueue'> | null;
+  /** Slots held (lanes gathering or running) and batches whose handler runs, against maxConcurrency. */
+  slotsHeld: number;
+  runningBatches: number;
+  maxConcurrency: number | null;
+}
+
+/** A request the operator layer refuses; the HTTP layer maps `reason` to a Problem code. */
+export class OperatorRefusal extends Error {
+  override name = 'OperatorRefusal';
+  readonly reason: 'live_consumer' | 'same_queue';
+  constructor(reason: OperatorRefusal['reason'], message: string) {
+    super(message);
+    this.reason = reason;
+  }
+}
+
+interface Read {
+  copy: ReceivedCopy;
+  envelope: Envelope | undefined;
+}
+
+function preview(body: Uint8Array): string {
+  return new TextDecoder('utf-8', { fatal: false }).decode(body.subarray(0, PREVIEW_BYTES));
+}
+
+export class QueueOperator {
+  private readonly d: QueueOperatorDeps;
+
+  constructor(deps: QueueOperatorDeps) {
+    this.d = deps;
+  }
+
+  async stats(q: QueueTarget): Promise<QueueStatsView | undefined> {
+    const [counts, age, consumerUid] = await Promise.all([
+      this.d.stats(q.queueUid),
+      this.d.oldestAgeSeconds?.(q),
+      this.d.consumerOf(q.queueUid),
+    ]);
+    if (!counts) return undefined;
+    return {
+      queueUid: q.queueUid,
+      name: q.queueName,
+      space: q.space,
+      ...counts,
+      oldestAgeSeconds: age ?? null,
+      consumerUid: consumerUid ?? null,
+    };
+  }
+
+  async consumerState(consumerUid: string): Promise<ConsumerStateView> {
+    const [a, dispatch] = await Promise.all([
+      this.d.attachment(consumerUid),
+      this.d.dispatchState(consumerUid),
+    ]);
+    const slots = Object.keys(dispatch.slots);
+    const settings = a
+      ? {
+          maxBatchSize: a.spec.maxBatchSize,
+          maxBatchTimeoutSeconds: a.spec.maxBatchTimeoutSeconds,
+          maxConcurrency: a.spec.maxConcurrency,
+          maxRetries: a.spec.maxRetries,
+          retryDelaySeconds: a.spec.retryDelaySeconds,
+        }
+      : null;
+    return {
+      consumerUid,
+      state: a?.state ?? 'detached',
+      generation: a?.generation ?? null,
+      settings,
+      slotsHeld: slots.length,
+      runningBatches: slots.filter((b) => dispatch.registered[b] === true).length,
+      maxConcurrency: a?.spec.maxConcurrency ?? null,
+    };
+  }
+
+  /**
+   * Reads up to `limit` messages without consuming them: each is received (hidden for a few
+   * seconds), then made visible again. SQS counts this as a receive (its ApproximateReceiveCount
+   * grows), but the Host counts deliveries in its own records, so a peek never costs a message a
+   * retry. While a consumer runs on the queue, a peeked message may reach a handler a moment later.
+   */
+  async peek(q: QueueTarget, limit: number): Promise<PeekedMessage[]> {
+    const reads = await this.gather(q, limit, PEEK_HIDE_SECONDS);
+    try {
+      const ids = reads.flatMap((r) => (r.envelope ? [r.envelope.id] : []));
+      const [records, committed] = await Promise.all([
+        ids.length > 0 ? this.d.deadLetterRecords(q.queueUid, ids) : new Map<string, DeadLetterRecord>(),
+        this.committedOf(reads),
+      ]);
+      return reads.map(({ copy, envelope: e }) => {
+        const raw = e?.body ?? new TextEncoder().encode(copy.body);
+        return {
+          id: e?.id ?? null,
+          timestampMillis: e?.ts ?? copy.sentAt ?? null,
+          sizeBytes: raw.byteLength,
+          preview: preview(raw),
+          committed: !e?.commit || committed.has(e.commit),
+          receiveCount: copy.receiveCount ?? null,
+          deadLetter: (e && records.get(e.id)) ?? null,
+        };
+      });
+    } finally {
+      await this.d.reader.release(
+        q.sqsUrl,
+        reads.map((r) => r.copy.handle),
+      );
+    }
+  }
+
+  /**
+   * Moves up to `limit` messages from `from` to `to` as new messages (new ids, attempts 1): each
+   * chunk is sent to `to` first and deleted from `from` only after the send was accepted, so a
+   * failure in between leaves a duplicate, never a loss. Refused while `from` has a consumer,
+   * whose batches would race the move. Bodies this Host did not write, and multi-message sends
+   * never committed, stay where they are.
+   */
+  async redrive(
+    from: QueueTarget,
+    to: QueueTarget,
+    limit: number,
+  ): Promise<{ moved: number; skipped: number; messageIds: string[] }> {
+    if (from.queueUid === to.queueUid) {
+      throw new OperatorRefusal('same_queue', 'a queue cannot be redriven into itself');
+    }
+    if (await this.d.consumerOf(from.queueUid)) {
+      throw new OperatorRefusal(
+        'live_consumer',
+        `queue ${from.queueName} has a consumer; delete it before redriving its messages`,
+      );
+    }
+    const messageIds: string[] = [];
+    const held: string[] = [];
+    try {
+      while (messageIds.length < limit) {
+        const reads = await this.receiveSome(from, limit - messageIds.length, MOVE_HIDE_SECONDS);
+        if (reads.length === 0) break;
+        const committed = await this.committedOf(reads);
+        const movable = reads.filter(
+          (r) => r.envelope && (!r.envelope.commit || committed.has(r.envelope.commit)),
+        );
+        // Left hidden until the end, so the next receive gets other messages.
+        held.push(...reads.filter((r) => !movable.includes(r)).map((r) => r.copy.handle));
+        if (movable.length === 0) continue;
+        const ids = await this.d.sendBatch(
+          to,
+          movable.map((r) => ({ body: (r.envelope as Envelope).body })),
+        );
+        messageIds.push(...ids);
+        const handles = movable.map((r) => r.copy.handle);
+        // A copy exists now; an original that is not deleted returns later as a duplicate.
+        if ((await this.d.reader.delete(from.sqsUrl, handles)) > 0)
+          await this.d.reader.delete(from.sqsUrl, handles);
+      }
+    } finally {
+      if (held.length > 0) await this.d.reader.release(from.sqsUrl, held);
+    }
+    return { moved: messageIds.length, skipped: held.length, messageIds };
+  }
+
+  /** Deletes every message of the queue, also those a running batch holds. */
+  async purge(q: QueueTarget): Promise<void> {
+    await this.d.reader.purge(q.sqsUrl);
+  }
+
+  /** Receives until `limit` messages are held or a receive comes back empty. */
+  private async gather(q: QueueTarget, limit: number, hideSeconds: number): Promise<Read[]> {
+    const out: Read[] = [];
+    try {
+      while (out.length < limit) {
+        const got = await this.receiveSome(q, limit - out.length, hideSeconds);
+        if (got.length === 0) break;
+        out.push(...got);
+      }
+    } catch (err) {
+      await this.d.reader.release(
+        q.sqsUrl,
+        out.map((r) => r.copy.handle),
+      );
+      throw err;
+    }
+    return out;
+  }
+
+  private async receiveSome(q: QueueTarget, max: number, hideSeconds: number): Promise<Read[]> {
+    const copies = await this.d.reader.receive(q.sqsUrl, max, hideSeconds);
+    return copies.map((copy) => ({ copy, envelope: decodeEnvelope(copy.body) }));
+  }
+
+  private async committedOf(reads: readonly Read[]): Promise<Set<string>> {
+    const ids = reads.flatMap((r) => (r.envelope?.commit ? [r.envelope.commit] : []));
+    return ids.length > 0 ? this.d.committed(ids) : new Set();
+  }
+}

@@ -1,0 +1,78 @@
+/**
+ * A short outage of the Host's table after a handler ended must not stall its consumer for the
+ * batch's deadline (15 minutes at the default worker timeout). Found by chaos seeds 30 and 47: a
+ * DynamoDB stand-in restart while a runner finalised kept both slots of the consumer, and every
+ * message behind them, until the deadline. Runs at the default worker timeout, through the real
+ * dispatcher definition under the local Step Functions stand-in.
+ */
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import {
+  createDeliveryHost,
+  type DeliveryHost,
+  recordingWorker,
+  waitFor,
+} from '../../support/delivery-harness.ts';
+import { records, sleep, waitDrained } from './delivery-kit.ts';
+
+const DEFAULT_WORKER_TIMEOUT_MS = 900_000;
+
+describe('issue 12: a runner that cannot finalise after its handler ended (RC-04, DL-05)', () => {
+  let d: DeliveryHost;
+  beforeAll(async () => {
+    d = await createDeliveryHost({ workerTimeoutMs: DEFAULT_WORKER_TIMEOUT_MS });
+  });
+  afterAll(async () => {
+    await d.close();
+  });
+
+  it('RC-04 DL-05 the batch is applied with the handler’s outcome as soon as the table is back, not at its deadline', async ({
+    expect,
+  }) => {
+    const log = d.logFile('unfinished');
+    // The handler returns 300 ms after it saw its message: the outage starts in between.
+    const { queue, consumerUid } = await d.setup(
+      'unfinished',
+      recordingWorker(log, 'await new Promise((r) => setTimeout(r, 300));'),
+      { maxBatchSize: 1, maxConcurrency: 1, maxRetries: 3 },
+    );
+    // Every DynamoDB request fails while the outage lasts, as when DynamoDB Local restarts:
+    // longer than the runner's own finalisation retries, shorter than RecoverBatch's.
+    let outageUntil = 0;
+    let refused = 0;
+    const name = 'tableOutage';
+    d.host.dynamodb.middlewareStack.add(
+      (next) => async (args) => {
+        if (Date.now() < outageUntil) {
+          refused++;
+          throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1'), {
+            code: 'ECONNREFUSED',
+            $metadata: {},
+          });
+        }
+        return next(args);
+      },
+      { step: 'deserialize', name },
+    );
+    try {
+      const lanes = d.startDispatcher({ supervisorMs: 3_600_000 });
+      await d.host.producer.send(queue, 'once');
+      await waitFor('the delivery', () => records(log).some((e) => e.ev === 'msg'), 30_000);
+      outageUntil = Date.now() + 5_000;
+      const sentAt = Date.now();
+      // Acknowledged by the handler's return (its outcome), long before the 900 s deadline.
+      await waitDrained(d, queue, 60_000);
+      expect(refused).toBeGreaterThan(0);
+      expect(Date.now() - sentAt).toBeLessThan(60_000);
+      await waitFor(
+        'the slot freed',
+        async () => Object.keys(await d.host.delivery.slotsOf(consumerUid)).length === 0,
+      );
+      await sleep(2_000);
+      const msgs = records(log).filter((e) => e.ev === 'msg');
+      expect(msgs.map((e) => e.attempts)).toEqual([1]);
+      await waitFor('the lane ended', () => lanes.running().length === 0, 30_000);
+    } finally {
+      d.host.dynamodb.middlewareStack.remove(name);
+    }
+  });
+});
