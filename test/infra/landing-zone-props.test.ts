@@ -288,6 +288,32 @@ describe('landing-zone props', () => {
     expect(message).toContain('queueTags: tag "big" has a value SQS does not accept');
   });
 
+  it('the stack takes the zone and the keys by id and ARN too (the app’s -c context)', () => {
+    const { stack, template } = build(() => ({
+      ...DOMAIN,
+      env: ENV,
+      hostedZoneId: 'Z0123456789ABCDEFGHIJ',
+      hostedZoneName: 'example.com',
+      tableEncryptionKeyArn: TABLE_KEY,
+      queueEncryptionKeyArn: QUEUE_KEY,
+    }));
+    template.resourcePropertiesCountIs(
+      'AWS::Route53::RecordSet',
+      { HostedZoneId: 'Z0123456789ABCDEFGHIJ' },
+      2,
+    );
+    template.hasResourceProperties('AWS::DynamoDB::GlobalTable', {
+      Replicas: [Match.objectLike({ SSESpecification: { KMSMasterKeyId: TABLE_KEY } })],
+    });
+    const executor = stack.host.delivery.executorFunction.fn;
+    expect(
+      template.findResources('AWS::Lambda::Function')[
+        stack.getLogicalId(executor.node.defaultChild as CfnElement)
+      ]?.Properties.Environment.Variables.TAKOFORM_QUEUE_KMS_KEY,
+    ).toBe(QUEUE_KEY);
+    expect(errorOf(() => ({ ...DOMAIN, hostedZoneId: 'Z0123456789ABCDEFGHIJ' }))).toMatch(/go together/);
+  });
+
   it('hostFunctions: memory and reserved concurrency per Host function, validated', () => {
     const { stack, template } = build(ALL_PROPS);
     const fn = (c: IConstruct) =>
