@@ -4,6 +4,10 @@
  * Optional context: `-c domainName=api.example.com -c certificateArn=arn:aws:acm:…` (custom domain
  * mapped at the root), `-c publicOrigin=https://…`, `-c queueNamePrefix=…`, and
  * `-c exampleWorker=true` to add the example worker of the README (examples/workers/default/echo.mjs).
+ * Landing-zone context (README): `-c hostedZoneId=… -c hostedZoneName=…`, `-c webAclArn=…`,
+ * `-c disableExecuteApiEndpoint=true`, `-c cloudWatchRole=false`, `-c tracing=false`,
+ * `-c tableKeyArn=…`, `-c queueKeyArn=…` (a table key needs CDK_DEFAULT_REGION), and
+ * `-c queueTags='{"cost-center":"cc-42"}'`.
  */
 import { App, CfnOutput, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
@@ -19,12 +23,28 @@ const context = (key: string): string | undefined => {
 // Leave env unset when the CLI has no account/region, so synth still works offline.
 const account = process.env.CDK_DEFAULT_ACCOUNT;
 const region = process.env.CDK_DEFAULT_REGION;
+const flag = (key: string): boolean | undefined => {
+  const v = context(key);
+  if (v === undefined) return undefined;
+  if (v !== 'true' && v !== 'false') throw new Error(`-c ${key} must be true or false`);
+  return v === 'true';
+};
+const queueTags = context('queueTags');
 const stack = new TakoformHostStack(app, 'TakoformHost', {
   env: account || region ? { account, region } : undefined,
   publicOrigin: context('publicOrigin'),
   queueNamePrefix: context('queueNamePrefix'),
   domainName: context('domainName'),
   certificateArn: context('certificateArn'),
+  hostedZoneId: context('hostedZoneId'),
+  hostedZoneName: context('hostedZoneName'),
+  webAclArn: context('webAclArn'),
+  disableExecuteApiEndpoint: flag('disableExecuteApiEndpoint'),
+  cloudWatchRole: flag('cloudWatchRole'),
+  tracing: flag('tracing'),
+  tableEncryptionKeyArn: context('tableKeyArn'),
+  queueEncryptionKeyArn: context('queueKeyArn'),
+  queueTags: queueTags === undefined ? undefined : JSON.parse(queueTags),
 });
 
 if (context('exampleWorker') === 'true') {

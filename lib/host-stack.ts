@@ -1,5 +1,7 @@
 import { CfnOutput, Stack, type StackProps } from 'aws-cdk-lib';
 import { Certificate } from 'aws-cdk-lib/aws-certificatemanager';
+import { Key } from 'aws-cdk-lib/aws-kms';
+import { HostedZone } from 'aws-cdk-lib/aws-route53';
 import type { Construct } from 'constructs';
 import type { ControlPlaneApi } from './constructs/control-plane-api.ts';
 import type { HostTable } from './constructs/host-table.ts';
@@ -10,6 +12,13 @@ export { deriveQueueNamePrefix };
 export interface TakoformHostStackProps extends StackProps, TakoformHostProps {
   /** The ACM certificate of `domainName` by ARN (instead of `certificate`). @default none */
   readonly certificateArn?: string;
+  /** `hostedZone` by id and name (both, instead of `hostedZone`). @default none */
+  readonly hostedZoneId?: string;
+  readonly hostedZoneName?: string;
+  /** `tableEncryptionKey` by ARN (instead of the key). @default none */
+  readonly tableEncryptionKeyArn?: string;
+  /** `queueEncryptionKey` by ARN (instead of the key). @default none */
+  readonly queueEncryptionKeyArn?: string;
 }
 
 /** The Takoform Host on AWS. Composes constructs only; resource details live in lib/constructs. */
@@ -23,7 +32,25 @@ export class TakoformHostStack extends Stack {
       (props.certificateArn
         ? Certificate.fromCertificateArn(this, 'Certificate', props.certificateArn)
         : undefined);
-    this.host = new TakoformHost(this, 'Host', { ...props, certificate });
+    if ((props.hostedZoneId === undefined) !== (props.hostedZoneName === undefined)) {
+      throw new Error('TakoformHostStack: hostedZoneId and hostedZoneName go together');
+    }
+    const hostedZone =
+      props.hostedZone ??
+      (props.hostedZoneId && props.hostedZoneName
+        ? HostedZone.fromHostedZoneAttributes(this, 'HostedZone', {
+            hostedZoneId: props.hostedZoneId,
+            zoneName: props.hostedZoneName,
+          })
+        : undefined);
+    const key = (id: string, arn: string | undefined) => (arn ? Key.fromKeyArn(this, id, arn) : undefined);
+    this.host = new TakoformHost(this, 'Host', {
+      ...props,
+      certificate,
+      hostedZone,
+      tableEncryptionKey: props.tableEncryptionKey ?? key('TableKey', props.tableEncryptionKeyArn),
+      queueEncryptionKey: props.queueEncryptionKey ?? key('QueueKey', props.queueEncryptionKeyArn),
+    });
 
     new CfnOutput(this, 'ApiUrl', {
       value: this.host.url,

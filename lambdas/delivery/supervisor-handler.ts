@@ -14,7 +14,7 @@ import type { Context } from 'aws-lambda';
 import { QUEUE_TAGS } from '../adapters/aws/sqs-queue-backend.ts';
 import { type AwsHost, awsHostFromEnv } from '../runtime/aws-host.ts';
 import { errorFields, MetricUnit, type Observability, observability } from '../runtime/aws-observability.ts';
-import { HOST_METRICS, sqsSearchExpression } from '../shared/aws-env.ts';
+import { HOST_METRICS, hostQueuesOnly, QUEUE_NAME_LABEL, sqsSearchExpression } from '../shared/aws-env.ts';
 import type { QueueTarget } from './ports.ts';
 import { type SupervisionResult, superviseRound } from './supervision.ts';
 
@@ -38,25 +38,22 @@ export interface SupervisorResult extends SupervisionResult {
 async function oldestMessageAge(deps: SupervisorDeps, now: number): Promise<number | undefined> {
   const every = deps.oldestAgeEveryMinutes ?? 5;
   if (!deps.cloudwatch || Math.floor(now / 60_000) % every !== 0) return undefined;
-  const search = sqsSearchExpression(
-    deps.host.config.queueNamePrefix,
-    'ApproximateAgeOfOldestMessage',
-    'Maximum',
-    300,
-  );
+  const prefix = deps.host.config.queueNamePrefix;
+  const search = sqsSearchExpression(prefix, 'ApproximateAgeOfOldestMessage', 'Maximum', 300);
   const out = await deps.cloudwatch.send(
     new GetMetricDataCommand({
       StartTime: new Date(now - 15 * 60_000),
       EndTime: new Date(now),
-      MetricDataQueries: [
-        { Id: 'queues', Expression: search, ReturnData: false },
-        { Id: 'oldest', Expression: 'MAX(queues)', ReturnData: true },
-      ],
+      // One series per queue, labelled with its name, so another Host's queues that the search
+      // also finds are dropped here (see sqsSearchExpression).
+      MetricDataQueries: [{ Id: 'queues', Expression: search, Label: QUEUE_NAME_LABEL, ReturnData: true }],
       ScanBy: 'TimestampDescending',
     }),
   );
-  const values = out.MetricDataResults?.find((r) => r.Id === 'oldest')?.Values ?? [];
-  return values.length > 0 ? values[0] : undefined;
+  const latest = hostQueuesOnly(out.MetricDataResults ?? [], prefix).flatMap(
+    (r) => r.Values?.slice(0, 1) ?? [],
+  );
+  return latest.length > 0 ? Math.max(...latest) : undefined;
 }
 
 /** Queues this function instance has tagged already. */

@@ -18,6 +18,7 @@ import { DynamoDeliveryStore } from '../adapters/aws/dynamodb-delivery-store.ts'
 import { DynamoHostSecrets } from '../adapters/aws/dynamodb-host-secrets.ts';
 import { DynamoWorkerRegistry } from '../adapters/aws/dynamodb-worker-registry.ts';
 import { sfnLaneLauncher } from '../adapters/aws/sfn-lane-launcher.ts';
+import { type QueueSettings, queueTagProblems } from '../adapters/aws/sqs-queue-backend.ts';
 import { BatchHostService } from '../delivery/batch-host-service.ts';
 import { parsePublicOrigin } from '../http/origin.ts';
 import { AWS_ENV } from '../shared/aws-env.ts';
@@ -33,7 +34,7 @@ const int = (min: number, max: number) =>
 
 const configSchema = z.object({
   [AWS_ENV.table]: z.string().min(3).max(255),
-  [AWS_ENV.queuePrefix]: z.string().regex(/^[a-z0-9-]{1,49}$/, 'must be 1..49 characters of [a-z0-9-]'),
+  [AWS_ENV.queuePrefix]: z.string().regex(/^[a-z0-9_-]{1,49}$/, 'must be 1..49 characters of [a-z0-9_-]'),
   [AWS_ENV.publicOrigin]: z.string().transform((v, ctx) => {
     try {
       return parsePublicOrigin(v);
@@ -46,6 +47,33 @@ const configSchema = z.object({
   [AWS_ENV.idleWaitSeconds]: int(0, 20).default(20),
   [AWS_ENV.executorFunction]: z.string().min(1).optional(),
   [AWS_ENV.dispatcherArn]: z.string().min(1).optional(),
+  [AWS_ENV.queueArnPrefix]: z
+    .string()
+    .regex(/^arn:aws[a-z-]*:sqs:[a-z0-9-]+:\d{12}:$/, 'must be arn:<partition>:sqs:<region>:<account>:')
+    .optional(),
+  [AWS_ENV.queueKmsKey]: z
+    .string()
+    .regex(
+      /^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:(key|alias)\/[A-Za-z0-9/_-]{1,256}$/,
+      'must be a KMS key ARN',
+    )
+    .optional(),
+  [AWS_ENV.queueTags]: z
+    .string()
+    .max(4096)
+    .transform((v, ctx) => {
+      let tags: unknown;
+      try {
+        tags = JSON.parse(v);
+      } catch {
+        tags = undefined;
+      }
+      const record = z.record(z.string(), z.string()).safeParse(tags);
+      const problems = record.success ? queueTagProblems(record.data) : ['must be a JSON object of strings'];
+      for (const message of problems) ctx.addIssue({ code: 'custom', message });
+      return record.success ? record.data : z.NEVER;
+    })
+    .optional(),
 });
 
 export interface AwsHostConfig {
@@ -58,6 +86,8 @@ export interface AwsHostConfig {
   executorFunction?: string;
   /** Set on the supervisor: the dispatcher state machine. */
   dispatcherArn?: string;
+  /** Encryption, TLS-only policy and tags of the queues the Host creates. */
+  queueSettings?: QueueSettings;
 }
 
 /** Reads the configuration; throws one Error naming every missing or malformed variable. */
@@ -76,6 +106,11 @@ export function readAwsHostConfig(env: NodeJS.ProcessEnv): AwsHostConfig {
     idleWaitSeconds: v[AWS_ENV.idleWaitSeconds],
     ...(v[AWS_ENV.executorFunction] ? { executorFunction: v[AWS_ENV.executorFunction] } : {}),
     ...(v[AWS_ENV.dispatcherArn] ? { dispatcherArn: v[AWS_ENV.dispatcherArn] } : {}),
+    queueSettings: {
+      ...(v[AWS_ENV.queueArnPrefix] ? { queueArnPrefix: v[AWS_ENV.queueArnPrefix] } : {}),
+      ...(v[AWS_ENV.queueKmsKey] ? { kmsKeyArn: v[AWS_ENV.queueKmsKey] } : {}),
+      ...(v[AWS_ENV.queueTags] ? { tags: v[AWS_ENV.queueTags] } : {}),
+    },
   };
 }
 
@@ -116,6 +151,7 @@ export async function createAwsHost(config: AwsHostConfig, clients: AwsClients, 
     tableName: config.tableName,
     sqs,
     queueNamePrefix: config.queueNamePrefix,
+    ...(config.queueSettings ? { queueSettings: config.queueSettings } : {}),
     workers,
     ...(clients.sfn && config.dispatcherArn
       ? { lanes: sfnLaneLauncher(clients.sfn, config.dispatcherArn) }

@@ -8,7 +8,7 @@
  */
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
-import { METRICS_NAMESPACE } from '../shared/aws-env.ts';
+import { AWS_ENV, HOST_DIMENSION, METRICS_NAMESPACE } from '../shared/aws-env.ts';
 
 export { MetricUnit };
 
@@ -17,10 +17,23 @@ export interface Observability {
   readonly metrics: Metrics;
 }
 
-export function observability(serviceName: string): Observability {
+/**
+ * Logger and metrics of one function. With `TAKOFORM_HOST_NAME` set (the constructs set it on
+ * every Host function), each metric also carries the `host` dimension, so Hosts sharing an
+ * account and region keep separate series.
+ */
+export function observability(serviceName: string, env: NodeJS.ProcessEnv = process.env): Observability {
+  const host = env[AWS_ENV.hostName];
+  if (host !== undefined && !/^[a-z0-9-]{1,40}$/.test(host)) {
+    throw new Error(`${AWS_ENV.hostName} must be 1..40 characters of [a-z0-9-]`);
+  }
   return {
     logger: new Logger({ serviceName }),
-    metrics: new Metrics({ namespace: METRICS_NAMESPACE, serviceName }),
+    metrics: new Metrics({
+      namespace: METRICS_NAMESPACE,
+      serviceName,
+      ...(host ? { defaultDimensions: { [HOST_DIMENSION]: host } } : {}),
+    }),
   };
 }
 

@@ -7,7 +7,7 @@ import { DynamoDeliveryStore } from '../adapters/aws/dynamodb-delivery-store.ts'
 import { DynamoHostStore } from '../adapters/aws/dynamodb-host-store.ts';
 import { DynamoQueueDirectory } from '../adapters/aws/dynamodb-queue-directory.ts';
 import { SqsMessageReader } from '../adapters/aws/sqs-message-reader.ts';
-import { SqsQueueBackend } from '../adapters/aws/sqs-queue-backend.ts';
+import { type QueueSettings, SqsQueueBackend } from '../adapters/aws/sqs-queue-backend.ts';
 import { type ConsumerOfQueue, ControlLoop, type LaneLauncher } from '../delivery/control-loop.ts';
 import { DeliveryService } from '../delivery/delivery-service.ts';
 import type { QueueTarget } from '../delivery/ports.ts';
@@ -35,6 +35,8 @@ export interface HostDeps {
   sqs: SQSClient;
   /** SQS queue names are `<prefix><uid>`; IAM on AWS is scoped to the prefix. */
   queueNamePrefix: string;
+  /** Encryption, TLS-only policy and tags of the queues the Host creates. @default SQS-managed SSE only */
+  queueSettings?: QueueSettings;
   workers: WorkerRegistry;
   authenticator: Authenticator;
   cursorKey: Buffer;
@@ -71,7 +73,7 @@ export function composeHost(deps: HostDeps) {
     tableName: deps.tableName,
     replayWindowSeconds: LIMITS.replayWindowSeconds,
   });
-  const queues = new SqsQueueBackend(deps.sqs, deps.queueNamePrefix);
+  const queues = new SqsQueueBackend(deps.sqs, deps.queueNamePrefix, deps.queueSettings);
   const attachments = new DynamoAttachments(deps.dynamodb, deps.tableName);
   const commits = new DynamoCommitStore(deps.dynamodb, deps.tableName);
   const queueDirectory = new DynamoQueueDirectory({

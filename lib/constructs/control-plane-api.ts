@@ -10,13 +10,16 @@ import {
   RestApi,
 } from 'aws-cdk-lib/aws-apigateway';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
+import { CfnWebACLAssociation } from 'aws-cdk-lib/aws-wafv2';
 import { Construct } from 'constructs';
 import { parsePublicOrigin } from '../../lambdas/http/origin.ts';
-import { HostFunction } from './host-function.ts';
+import { type FunctionSizing, HostFunction } from './host-function.ts';
 
 const API_ENTRY = fileURLToPath(new URL('../../lambdas/http/api-gateway-handler.ts', import.meta.url));
 
 export interface ControlPlaneApiProps {
+  /** The REST API's name, also the `ApiName` dimension of its metrics: one per Host. @default 'Api' */
+  readonly restApiName?: string;
   /**
    * The origin clients use (`https://host[:port]`, no path), normally a custom domain mapped at
    * the root. @default the execute-api host, which is not conformant: its stage prefix is missing.
@@ -39,6 +42,14 @@ export interface ControlPlaneApiProps {
    * Turn off only when the account already has one. @default true
    */
   readonly cloudWatchRole?: boolean;
+  /** Turn off the default execute-api endpoint (clients then use a custom domain). @default false */
+  readonly disableExecuteApiEndpoint?: boolean;
+  /** A regional WAFv2 web ACL to associate with the stage. @default none */
+  readonly webAclArn?: string;
+  /** Active X-Ray tracing of the stage and the function. @default true */
+  readonly tracing?: boolean;
+  /** Memory and reserved concurrency of the API function. @default 512 MB, none reserved */
+  readonly sizing?: FunctionSizing;
 }
 
 /** Host API v2 over HTTP: a REST API that sends every path and method to one Lambda. */
@@ -46,6 +57,8 @@ export class ControlPlaneApi extends Construct {
   readonly api: RestApi;
   readonly handler: HostFunction;
   readonly accessLogs: LogGroup;
+  /** The stage's web ACL association, when a `webAclArn` was given. */
+  readonly webAclAssociation?: CfnWebACLAssociation;
   /** The origin the Host advertises: `publicOrigin`, or the execute-api host without its stage. */
   readonly publicOrigin: string;
 
@@ -59,9 +72,11 @@ export class ControlPlaneApi extends Construct {
 
     this.accessLogs = new LogGroup(this, 'AccessLogs', { retention, removalPolicy: props.removalPolicy });
     this.api = new RestApi(this, 'Api', {
+      ...(props.restApiName ? { restApiName: props.restApiName } : {}),
       description: 'Takoform Host API v2',
       endpointConfiguration: { types: [EndpointType.REGIONAL] },
       cloudWatchRole: props.cloudWatchRole ?? true,
+      disableExecuteApiEndpoint: props.disableExecuteApiEndpoint ?? false,
       deployOptions: {
         stageName: props.stageName ?? 'prod',
         accessLogDestination: new LogGroupLogDestination(this.accessLogs),
@@ -69,7 +84,7 @@ export class ControlPlaneApi extends Construct {
         // Errors only, and never request/response data: requests carry Bearer API keys.
         loggingLevel: MethodLoggingLevel.ERROR,
         dataTraceEnabled: false,
-        tracingEnabled: true,
+        tracingEnabled: props.tracing ?? true,
         throttlingRateLimit: props.throttlingRateLimit ?? 100,
         throttlingBurstLimit: props.throttlingBurstLimit ?? 200,
       },
@@ -80,6 +95,9 @@ export class ControlPlaneApi extends Construct {
       entry: API_ENTRY,
       description: 'Takoform Host API v2 (API Gateway proxy)',
       timeout: props.timeout ?? Duration.seconds(29),
+      memorySize: props.sizing?.memorySize,
+      reservedConcurrentExecutions: props.sizing?.reservedConcurrentExecutions,
+      tracing: props.tracing,
       logRetention: retention,
       removalPolicy: props.removalPolicy,
       environment: { TAKOFORM_PUBLIC_ORIGIN: this.publicOrigin },
@@ -91,6 +109,12 @@ export class ControlPlaneApi extends Construct {
     this.api.root.addMethod('ANY', integration);
     this.api.root.addProxy({ defaultIntegration: integration, anyMethod: true });
 
+    if (props.webAclArn) {
+      this.webAclAssociation = new CfnWebACLAssociation(this, 'WebAcl', {
+        resourceArn: this.api.deploymentStage.stageArn,
+        webAclArn: props.webAclArn,
+      });
+    }
     this.acknowledgeFindings();
   }
 
@@ -106,10 +130,13 @@ export class ControlPlaneApi extends Construct {
       id: 'AwsSolutions-APIG2',
       reason: "The API Lambda's strict zod parser validates every request and answers with problem+json.",
     });
-    Validations.of(this.api.deploymentStage).acknowledge({
-      id: 'AwsSolutions-APIG3',
-      reason: 'Operators attach their own WAF web ACL to the stage or custom domain; see README.',
-    });
+    if (!this.webAclAssociation) {
+      Validations.of(this.api.deploymentStage).acknowledge({
+        id: 'AwsSolutions-APIG3',
+        reason:
+          'No webAclArn was given: the TakoformHost webAclArn prop associates a regional WAFv2 web ACL with this stage (README, "WAF").',
+      });
+    }
     for (const method of this.api.methods) {
       Validations.of(method).acknowledge(
         {

@@ -3,14 +3,16 @@ import { ArnFormat, Duration, type RemovalPolicy, Stack, Validations } from 'aws
 import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import type { IKey } from 'aws-cdk-lib/aws-kms';
 import type { Function as LambdaFn } from 'aws-cdk-lib/aws-lambda';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { DefinitionBody, LogLevel, StateMachine, StateMachineType } from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { dispatcherDefinition } from '../../lambdas/delivery/dispatcher-definition.ts';
 import { AWS_ENV, METRICS_NAMESPACE } from '../../lambdas/shared/aws-env.ts';
-import { HostFunction } from './host-function.ts';
+import { type FunctionSizing, HostFunction } from './host-function.ts';
 import type { HostTable } from './host-table.ts';
+import { grantKeyUse } from './key-grants.ts';
 import { nagResource } from './nag.ts';
 
 const entry = (path: string) => fileURLToPath(new URL(`../../lambdas/${path}`, import.meta.url));
@@ -51,7 +53,9 @@ export const SQS_ACTIONS = {
 
 export interface DeliveryPipelineProps {
   readonly table: HostTable;
-  /** Prefix of every SQS queue name, ending with `-` (e.g. `takoform-host-`). */
+  /** The Host's name: the `host` dimension of the metrics its functions emit. */
+  readonly hostName: string;
+  /** Prefix of every SQS queue name, ending with `_` (e.g. `takoform-host_`). */
   readonly queueNamePrefix: string;
   /** The public origin (every Host function composes the same Host). */
   readonly publicOrigin: string;
@@ -63,6 +67,19 @@ export interface DeliveryPipelineProps {
   readonly logRetention?: RetentionDays;
   /** For the log groups. @default RETAIN */
   readonly removalPolicy?: RemovalPolicy;
+  /** Active X-Ray tracing of the functions and the state machine. @default true */
+  readonly tracing?: boolean;
+  /** A customer-managed KMS key for the queues the executor creates. @default SQS-managed SSE */
+  readonly queueEncryptionKey?: IKey;
+  /** Tags for the queues the executor creates (already validated). @default none */
+  readonly queueTags?: Readonly<Record<string, string>>;
+  /** Memory and reserved concurrency per function. @default 512 MB (batch host 1024), none reserved */
+  readonly functions?: {
+    readonly step?: FunctionSizing;
+    readonly batchHost?: FunctionSizing;
+    readonly executor?: FunctionSizing;
+    readonly supervisor?: FunctionSizing;
+  };
 }
 
 /**
@@ -88,15 +105,19 @@ export class DeliveryPipeline extends Construct {
   /** Worker functions must be named with this prefix for the dispatcher to invoke them. */
   readonly workerFunctionNamePrefix: string;
   readonly queueNamePrefix: string;
+  readonly hostName: string;
   readonly idleWaitSeconds: number;
   /** The Host's bound on one worker invocation, in seconds. */
   readonly workerTimeoutSeconds: number;
+  /** The queues' customer-managed key, when one was given. */
+  readonly queueEncryptionKey?: IKey;
 
   constructor(scope: Construct, id: string, props: DeliveryPipelineProps) {
     super(scope, id);
     const stack = Stack.of(this);
     const retention = props.logRetention ?? RetentionDays.ONE_MONTH;
     this.queueNamePrefix = props.queueNamePrefix;
+    this.hostName = props.hostName;
     this.idleWaitSeconds = props.idleWaitSeconds ?? 20;
     this.workerFunctionNamePrefix = `${props.queueNamePrefix}wkr-`;
     this.queueArnPattern = stack.formatArn({
@@ -120,24 +141,29 @@ export class DeliveryPipeline extends Construct {
     };
     const environment = {
       [AWS_ENV.queuePrefix]: props.queueNamePrefix,
+      [AWS_ENV.hostName]: props.hostName,
       [AWS_ENV.publicOrigin]: props.publicOrigin,
       [AWS_ENV.workerTimeoutSeconds]: String(workerTimeout.toSeconds()),
       [AWS_ENV.idleWaitSeconds]: String(this.idleWaitSeconds),
       [AWS_ENV.metricsNamespace]: METRICS_NAMESPACE,
     };
+    const tracing = props.tracing ?? true;
     const hostFunction = (
       fid: string,
       path: string,
       description: string,
       timeout: Duration,
-      memorySize = 512,
+      sizing: FunctionSizing | undefined,
+      defaultMemory = 512,
     ) => {
       const f = new HostFunction(this, fid, {
         ...common,
         entry: entry(path),
         description,
         timeout,
-        memorySize,
+        memorySize: sizing?.memorySize ?? defaultMemory,
+        reservedConcurrentExecutions: sizing?.reservedConcurrentExecutions,
+        tracing,
         environment,
       });
       props.table.bind(f.fn);
@@ -149,12 +175,14 @@ export class DeliveryPipeline extends Construct {
       'delivery/dispatcher-step-handler.ts',
       'Takoform dispatcher steps (AcquireSlot, RecoverBatch, HandOver)',
       Duration.seconds(60),
+      props.functions?.step,
     );
     this.batchHostFunction = hostFunction(
       'BatchHostFunction',
       'delivery/batch-host-handler.ts',
       'Takoform batch host (register, settle, finalize, deadLetter, produce)',
       Duration.seconds(60),
+      props.functions?.batchHost,
       1024,
     );
     this.executorFunction = hostFunction(
@@ -162,13 +190,30 @@ export class DeliveryPipeline extends Construct {
       'engine/executor-handler.ts',
       'Takoform Operation executor',
       Duration.minutes(5),
+      props.functions?.executor,
     );
     this.supervisorFunction = hostFunction(
       'SupervisorFunction',
       'delivery/supervisor-handler.ts',
       'Takoform dispatcher supervisor',
       Duration.minutes(2),
+      props.functions?.supervisor,
     );
+
+    this.queueEncryptionKey = props.queueEncryptionKey;
+    // Queues are created at run time, so their encryption, TLS-only policy and tags travel to the
+    // executor (the one function that creates and updates them) as configuration.
+    const executor = this.executorFunction.fn;
+    executor.addEnvironment(
+      AWS_ENV.queueArnPrefix,
+      stack.formatArn({ service: 'sqs', resource: '', arnFormat: ArnFormat.NO_RESOURCE_NAME }),
+    );
+    if (props.queueEncryptionKey)
+      executor.addEnvironment(AWS_ENV.queueKmsKey, props.queueEncryptionKey.keyArn);
+    if (props.queueTags && Object.keys(props.queueTags).length > 0) {
+      executor.addEnvironment(AWS_ENV.queueTags, JSON.stringify(props.queueTags));
+    }
+    this.grantQueueKey(this.batchHostFunction.fn, 'send'); // dead-letter moves and produce
 
     this.grantQueues(this.stepFunction.fn, SQS_ACTIONS.step);
     this.grantQueues(this.batchHostFunction.fn, SQS_ACTIONS.batchHost);
@@ -192,8 +237,14 @@ export class DeliveryPipeline extends Construct {
       // Errors only and no execution data: slots (queue URLs, receipt-free ids) pass through
       // every state, and ALL would log each transition of every batch.
       logs: { destination: this.stateMachineLogs, level: LogLevel.ERROR, includeExecutionData: false },
-      tracingEnabled: true,
+      tracingEnabled: tracing,
     });
+    if (!tracing) {
+      Validations.of(this.stateMachine).acknowledge({
+        id: 'AwsSolutions-SF2',
+        reason: 'X-Ray tracing is turned off on purpose by the tracing prop of the Host.',
+      });
+    }
     this.stateMachine.addToRolePolicy(
       new iam.PolicyStatement({
         sid: 'InvokeDispatcherSteps',
@@ -241,6 +292,16 @@ export class DeliveryPipeline extends Construct {
     });
   }
 
+  /**
+   * With a customer-managed queue key: what SQS needs of the caller's key rights to send
+   * (GenerateDataKey, Decrypt) or to receive (Decrypt). Nothing without one.
+   */
+  grantQueueKey(grantee: iam.IGrantable, use: 'send' | 'receive'): void {
+    const key = this.queueEncryptionKey;
+    if (!key) return;
+    grantKeyUse(grantee, key, use === 'send' ? ['kms:GenerateDataKey', 'kms:Decrypt'] : ['kms:Decrypt']);
+  }
+
   /** Lets `fn` call `actions` on the Host's queues (by name prefix) and nothing else of SQS. */
   grantQueues(fn: LambdaFn, actions: readonly string[]): void {
     fn.addToRolePolicy(new iam.PolicyStatement({ actions: [...actions], resources: [this.queueArnPattern] }));
@@ -272,8 +333,10 @@ export class DeliveryPipeline extends Construct {
   bindApi(api: HostFunction): void {
     this.grantStartLanes(api);
     this.grantQueues(api.fn, SQS_ACTIONS.api);
+    this.grantQueueKey(api.fn, 'send');
     api.fn.addEnvironment(AWS_ENV.executorFunction, this.executorFunction.fn.functionArn);
     api.fn.addEnvironment(AWS_ENV.queuePrefix, this.queueNamePrefix);
+    api.fn.addEnvironment(AWS_ENV.hostName, this.hostName);
     api.fn.addEnvironment(AWS_ENV.idleWaitSeconds, String(this.idleWaitSeconds));
     api.fn.addEnvironment(AWS_ENV.metricsNamespace, METRICS_NAMESPACE);
     // The oldest message age in the operator's queue stats (SQS's own CloudWatch metric).

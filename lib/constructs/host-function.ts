@@ -25,6 +25,32 @@ export interface HostFunctionProps {
   readonly functionName?: string;
   /** Extra esbuild command-line arguments, e.g. `{'--alias:pkg': '/abs/path'}`. @default none */
   readonly esbuildArgs?: Record<string, string | boolean>;
+  /** Active X-Ray tracing. @default true */
+  readonly tracing?: boolean;
+  /** Reserved concurrent executions. @default none (the account's unreserved pool) */
+  readonly reservedConcurrentExecutions?: number;
+}
+
+/** Memory and reserved concurrency of one function, as a construct's props give them. */
+export interface FunctionSizing {
+  /** MB, 128..10240. */
+  readonly memorySize?: number;
+  /** 1..100000; the function never runs more instances at once. @default none */
+  readonly reservedConcurrentExecutions?: number;
+}
+
+/** Problems with a sizing, each prefixed with `label`. */
+export function validateSizing(label: string, sizing: FunctionSizing | undefined): string[] {
+  const errors: string[] = [];
+  const memory = sizing?.memorySize;
+  if (memory !== undefined && !(Number.isInteger(memory) && memory >= 128 && memory <= 10_240)) {
+    errors.push(`${label}.memorySize must be an integer in 128..10240`);
+  }
+  const reserved = sizing?.reservedConcurrentExecutions;
+  if (reserved !== undefined && !(Number.isInteger(reserved) && reserved >= 1 && reserved <= 100_000)) {
+    errors.push(`${label}.reservedConcurrentExecutions must be an integer in 1..100000`);
+  }
+  return errors;
 }
 
 // Bundled ESM cannot call `require`, but CJS dependencies inlined by esbuild still do (through
@@ -36,7 +62,8 @@ const ESM_REQUIRE_BANNER =
 /**
  * A Lambda function with this project's defaults: Node 24 on arm64, one ESM bundle built by the
  * local esbuild (never Docker) with every dependency inlined, source maps, a dedicated log group
- * with retention, X-Ray tracing, and a role that holds only what is granted to it.
+ * with retention, X-Ray tracing (unless turned off), and a role that holds only what is granted
+ * to it.
  */
 export class HostFunction extends Construct {
   readonly fn: NodejsFunction;
@@ -70,6 +97,9 @@ export class HostFunction extends Construct {
       role: this.role,
       logGroup: this.logGroup,
       ...(props.functionName ? { functionName: props.functionName } : {}),
+      ...(props.reservedConcurrentExecutions !== undefined
+        ? { reservedConcurrentExecutions: props.reservedConcurrentExecutions }
+        : {}),
       environment: { NODE_OPTIONS: '--enable-source-maps', ...props.environment },
       bundling: {
         format: OutputFormat.ESM,
@@ -85,7 +115,7 @@ export class HostFunction extends Construct {
       },
     });
 
-    this.enableTracing();
+    if (props.tracing ?? true) this.enableTracing();
   }
 
   /**

@@ -17,7 +17,12 @@ import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import type { ITopic } from 'aws-cdk-lib/aws-sns';
 import type { StateMachine } from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
-import { HOST_METRICS, METRICS_NAMESPACE, sqsSearchExpression } from '../../lambdas/shared/aws-env.ts';
+import {
+  HOST_DIMENSION,
+  HOST_METRICS,
+  METRICS_NAMESPACE,
+  sqsSearchExpression,
+} from '../../lambdas/shared/aws-env.ts';
 
 export interface AlarmThresholds {
   /** Messages waiting in dead-letter queues of active consumers. @default 1 */
@@ -40,6 +45,9 @@ export interface HostObservabilityProps {
   readonly api: RestApi;
   readonly hostFunctions: Record<string, IFunction>;
   readonly stateMachine: StateMachine;
+  /** The Host's name: the `host` dimension of its metrics, and the stem of its alarm and dashboard names. */
+  readonly hostName: string;
+  /** The Host's queue name prefix, `<hostName>_`. */
   readonly queueNamePrefix: string;
   /** Alarm and OK notifications go here. @default no actions */
   readonly alarmTopic?: ITopic;
@@ -48,12 +56,12 @@ export interface HostObservabilityProps {
 
 const FIVE_MINUTES = Duration.minutes(5);
 
-/** A Host metric as Powertools emits it: namespace Takoform, dimension `service`. */
-function hostMetric(name: string, service: string, statistic: string): Metric {
+/** A Host metric as Powertools emits it: namespace Takoform, dimensions `service` and `host`. */
+function hostMetric(host: string, name: string, service: string, statistic: string): Metric {
   return new Metric({
     namespace: METRICS_NAMESPACE,
     metricName: name,
-    dimensionsMap: { service },
+    dimensionsMap: { service, [HOST_DIMENSION]: host },
     statistic,
     period: Duration.minutes(1),
   });
@@ -73,19 +81,25 @@ export class HostObservability extends Construct {
   constructor(scope: Construct, id: string, props: HostObservabilityProps) {
     super(scope, id);
     const t = props.thresholds ?? {};
+    const host = props.hostName;
     const supervisor = 'takoform-supervisor';
-    const deadLetter = hostMetric(HOST_METRICS.deadLetterMessages, supervisor, 'Maximum');
+    const deadLetter = hostMetric(host, HOST_METRICS.deadLetterMessages, supervisor, 'Maximum');
     // Republished every 5 minutes (GetMetricData is billed per queue): a 5-minute period.
-    const oldest = hostMetric(HOST_METRICS.oldestMessageAgeSeconds, supervisor, 'Maximum').with({
+    const oldest = hostMetric(host, HOST_METRICS.oldestMessageAgeSeconds, supervisor, 'Maximum').with({
       period: FIVE_MINUTES,
     });
-    const backlog = hostMetric(HOST_METRICS.backlogMessages, supervisor, 'Maximum');
-    const batchFailures = hostMetric(HOST_METRICS.workerBatchFailures, 'takoform-batch-host', 'Sum').with({
+    const backlog = hostMetric(host, HOST_METRICS.backlogMessages, supervisor, 'Maximum');
+    const batchFailures = hostMetric(
+      host,
+      HOST_METRICS.workerBatchFailures,
+      'takoform-batch-host',
+      'Sum',
+    ).with({
       period: FIVE_MINUTES,
     });
-    const deadLettered = hostMetric(HOST_METRICS.messagesDeadLettered, 'takoform-batch-host', 'Sum');
-    const stuck = hostMetric(HOST_METRICS.operationsStuckReconciling, 'takoform-executor', 'Maximum');
-    const reconciling = hostMetric(HOST_METRICS.operationsReconciling, 'takoform-executor', 'Maximum');
+    const deadLettered = hostMetric(host, HOST_METRICS.messagesDeadLettered, 'takoform-batch-host', 'Sum');
+    const stuck = hostMetric(host, HOST_METRICS.operationsStuckReconciling, 'takoform-executor', 'Maximum');
+    const reconciling = hostMetric(host, HOST_METRICS.operationsReconciling, 'takoform-executor', 'Maximum');
 
     const functionErrors: Record<string, IMetric> = {};
     for (const [i, fn] of Object.values(props.hostFunctions).entries()) {
@@ -112,6 +126,7 @@ export class HostObservability extends Construct {
 
     const alarm = (name: string, metric: IMetric, threshold: number, description: string) => {
       const a = new Alarm(this, name, {
+        alarmName: `${props.queueNamePrefix}${name}`,
         metric,
         threshold,
         evaluationPeriods: 1,
@@ -170,10 +185,13 @@ export class HostObservability extends Construct {
         label,
         period: FIVE_MINUTES,
       });
-    this.dashboard = new Dashboard(this, 'Dashboard', { defaultInterval: Duration.hours(3) });
+    this.dashboard = new Dashboard(this, 'Dashboard', {
+      dashboardName: `${props.queueNamePrefix}host`,
+      defaultInterval: Duration.hours(3),
+    });
     this.dashboard.addWidgets(
       new TextWidget({
-        markdown: `# Takoform Host\nQueues: \`${props.queueNamePrefix}*\`. Alarms: dead-letter depth, oldest message age, handler failures, Host errors, dispatcher failures, stuck Operations, API 5xx.`,
+        markdown: `# Takoform Host ${host}\nQueues: \`${props.queueNamePrefix}*\`. Alarms: dead-letter depth, oldest message age, handler failures, Host errors, dispatcher failures, stuck Operations, API 5xx.`,
         width: 24,
         height: 2,
       }),

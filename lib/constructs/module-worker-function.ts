@@ -5,6 +5,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Annotations, Duration, RemovalPolicy, Stack, Token, Validations } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import type { IKey } from 'aws-cdk-lib/aws-kms';
 import type { CfnFunction, IFunction } from 'aws-cdk-lib/aws-lambda';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { AwsCustomResource, AwsCustomResourcePolicy, PhysicalResourceId } from 'aws-cdk-lib/custom-resources';
@@ -18,6 +19,8 @@ import { ID_PATTERN } from '../../lambdas/engine/ids.ts';
 import { AWS_ENV } from '../../lambdas/shared/aws-env.ts';
 import { SQS_ACTIONS } from './delivery-pipeline.ts';
 import { HostFunction } from './host-function.ts';
+import { TABLE_KEY_WRITE_ACTIONS } from './host-table.ts';
+import { grantKeyUse } from './key-grants.ts';
 import { nagResource } from './nag.ts';
 
 const WORKER_ENTRY = fileURLToPath(
@@ -45,6 +48,12 @@ export interface WorkerHostBinding {
   readonly workerTimeoutSeconds?: number;
   readonly logRetention?: RetentionDays;
   readonly removalPolicy?: RemovalPolicy;
+  /** Active X-Ray tracing of worker functions, as the Host's. @default true */
+  readonly tracing?: boolean;
+  /** The Host table's customer-managed key (the registration writes the table). @default none */
+  readonly tableEncryptionKey?: IKey;
+  /** The queues' customer-managed key (the worker receives from them). @default none */
+  readonly queueEncryptionKey?: IKey;
 }
 
 export interface ModuleWorkerFunctionProps {
@@ -157,6 +166,7 @@ export class ModuleWorkerFunction extends Construct {
       memorySize: props.memorySize ?? 512,
       logRetention: host.logRetention,
       removalPolicy: host.removalPolicy,
+      tracing: host.tracing,
       esbuildArgs: { '--alias:takoform-worker-module': entry },
       environment: {
         [AWS_ENV.batchHostFunction]: host.batchHostFunction.functionArn,
@@ -181,6 +191,8 @@ export class ModuleWorkerFunction extends Construct {
         resources: [host.batchHostFunction.functionArn],
       }),
     );
+    // Receiving from an SSE-KMS queue decrypts with its key.
+    if (host.queueEncryptionKey) grantKeyUse(fn, host.queueEncryptionKey, ['kms:Decrypt']);
     Validations.of(this.function.role).acknowledge({
       id: `AwsSolutions-IAM5[Resource::${nagResource(this, host.queueArnPattern)}]`,
       reason:
@@ -226,11 +238,19 @@ export class ModuleWorkerFunction extends Construct {
           actions: ['dynamodb:PutItem', 'dynamodb:DeleteItem'],
           resources: [host.tableArn],
         }),
+        ...(host.tableEncryptionKey
+          ? [
+              new iam.PolicyStatement({
+                actions: TABLE_KEY_WRITE_ACTIONS,
+                resources: [host.tableEncryptionKey.keyArn],
+              }),
+            ]
+          : []),
       ]),
       installLatestAwsSdk: false,
       logGroup: registrationLogs(stack, host),
     });
-    this.registration.node.addDependency(fn);
+    // No explicit dependency on the function: the item names its ARN, which orders the two already.
     acknowledgeRegistrationProvider(stack);
   }
 }

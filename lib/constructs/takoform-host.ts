@@ -2,16 +2,22 @@ import { ArnFormat, type Duration, RemovalPolicy, Stack, Token, Validations } fr
 import { BasePathMapping, DomainName, EndpointType, SecurityPolicy } from 'aws-cdk-lib/aws-apigateway';
 import type { ICertificate } from 'aws-cdk-lib/aws-certificatemanager';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import type { IKey } from 'aws-cdk-lib/aws-kms';
 import { RetentionDays } from 'aws-cdk-lib/aws-logs';
+import { AaaaRecord, ARecord, type IHostedZone, RecordTarget } from 'aws-cdk-lib/aws-route53';
+import { ApiGatewayDomain } from 'aws-cdk-lib/aws-route53-targets';
 import type { ITopic } from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { commitKey } from '../../lambdas/adapters/aws/dynamodb-commit-store.ts';
+import { queueTagProblems } from '../../lambdas/adapters/aws/sqs-queue-backend.ts';
 import { parsePublicOrigin } from '../../lambdas/http/origin.ts';
 import { TABLE_KEYS } from '../../lambdas/shared/table-schema.ts';
 import { ControlPlaneApi } from './control-plane-api.ts';
 import { DeliveryPipeline } from './delivery-pipeline.ts';
+import { type FunctionSizing, validateSizing } from './host-function.ts';
 import { type AlarmThresholds, HostObservability } from './host-observability.ts';
-import { HostTable } from './host-table.ts';
+import { HostTable, TABLE_KEY_WRITE_ACTIONS } from './host-table.ts';
+import { grantKeyUse } from './key-grants.ts';
 import type { WorkerHostBinding } from './module-worker-function.ts';
 import { nagResource } from './nag.ts';
 
@@ -26,9 +32,12 @@ export interface TakoformHostProps {
   /** The ACM certificate of `domainName` (same region, REGIONAL endpoint). Required with `domainName`. */
   readonly certificate?: ICertificate;
   /**
-   * Stem of every SQS queue name (`<stem>-<uid>`) and worker function name (`<stem>-wkr-…`), so
-   * IAM can be scoped to it. 1..40 characters of `[a-z0-9-]`, not ending in `-`.
-   * @default derived from the stack name
+   * The Host's name: stem of every SQS queue name (`<stem>_<uid>`), of worker function names
+   * (`<stem>_wkr-…`) and of the dispatcher (`<stem>_dispatcher`), so IAM can be scoped to
+   * `<stem>_*`; it also names the REST API, the alarms and the dashboard, and is the `host`
+   * dimension of the Host's metrics. 1..40 characters of `[a-z0-9-]`, not ending in `-`. It never
+   * contains `_`, so no other Host's prefix extends this one's: give every Host in an account and
+   * region its own. @default derived from the stack name
    */
   readonly queueNamePrefix?: string;
   /** For the table and the log groups; DESTROY also lifts the table's deletion protection. @default RETAIN */
@@ -45,9 +54,72 @@ export interface TakoformHostProps {
   readonly workerTimeout?: Duration;
   /** How long an idle lane long-polls before resting, 0..20 s. @default 20 */
   readonly idleWaitSeconds?: number;
+  /**
+   * Create the account-wide API Gateway CloudWatch role (`AWS::ApiGateway::Account`), which the
+   * stage's execution logging needs. It is one setting per account and region, so the last stack
+   * that sets it wins: set `false` where the account has one already (landing zones usually
+   * manage it); the stage then logs through that role. @default true, so a fresh account works
+   */
+  readonly cloudWatchRole?: boolean;
+  /**
+   * Turn off the execute-api endpoint, so the API is reachable only through `domainName`.
+   * Only with `domainName`. @default false
+   */
+  readonly disableExecuteApiEndpoint?: boolean;
+  /**
+   * The public hosted zone that holds `domainName`: it gets A and AAAA alias records to the
+   * custom domain, so the origin resolves after `cdk deploy`. Only with `domainName`.
+   * @default no DNS records (point the name at the domain's regional endpoint yourself)
+   */
+  readonly hostedZone?: IHostedZone;
+  /**
+   * A regional WAFv2 web ACL (`arn:aws:wafv2:<region>:<account>:regional/webacl/<name>/<id>`),
+   * associated with the API stage. @default none
+   */
+  readonly webAclArn?: string;
+  /**
+   * A customer-managed KMS key for the Host table; the Host functions, worker registrations and
+   * `grantProduce` get the key rights their table calls need. Needs a stack with an explicit
+   * region. @default an AWS-owned key
+   */
+  readonly tableEncryptionKey?: IKey;
+  /**
+   * A customer-managed KMS key for the queues the Host creates at run time; senders get
+   * GenerateDataKey and Decrypt, workers Decrypt. Queues are encrypted in any case.
+   * @default SQS-managed server-side encryption
+   */
+  readonly queueEncryptionKey?: IKey;
+  /**
+   * Tags on every queue the Host creates at run time (they are set at `sqs:CreateQueue`, so an
+   * SCP that requires tags there is met). At most 48 (the Host adds `takoform:resource-uid` and
+   * `takoform:space`), SQS's key and value rules, no `aws:`/`takoform:` keys, ≤ 2,048 bytes of
+   * JSON. @default none
+   */
+  readonly queueTags?: Readonly<Record<string, string>>;
+  /** Active X-Ray tracing of the Host and worker functions, the dispatcher and the API stage. @default true */
+  readonly tracing?: boolean;
+  /**
+   * Memory (MB) and reserved concurrency of each Host function.
+   * @default 512 MB each (the batch host 1024), no reserved concurrency
+   */
+  readonly hostFunctions?: {
+    readonly api?: FunctionSizing;
+    readonly step?: FunctionSizing;
+    readonly batchHost?: FunctionSizing;
+    readonly executor?: FunctionSizing;
+    readonly supervisor?: FunctionSizing;
+  };
 }
 
 const QUEUE_NAME_PREFIX = /^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$/;
+const WEB_ACL_ARN =
+  /^arn:aws[a-z-]*:wafv2:[a-z0-9-]+:\d{12}:regional\/webacl\/[A-Za-z0-9_-]{1,128}\/[a-f0-9-]{36}$/;
+const HOST_FUNCTION_ROLES = ['api', 'step', 'batchHost', 'executor', 'supervisor'];
+/**
+ * Ends every name prefix of a Host (`<stem>_`). Stems cannot contain it, so the prefix of one Host
+ * is never a prefix of another's (`takoform-host_` vs `takoform-host-staging_`).
+ */
+export const HOST_NAME_DELIMITER = '_';
 
 /** `TakoformHost` → `takoform-host`: lowercase kebab case, cut to 40 characters. */
 export function deriveQueueNamePrefix(stackName: string): string {
@@ -104,6 +176,35 @@ export function validateTakoformHostProps(props: TakoformHostProps, queueNamePre
   if (idle !== undefined && !(Number.isInteger(idle) && idle >= 0 && idle <= 20)) {
     errors.push('idleWaitSeconds must be an integer in 0..20');
   }
+  if (props.domainName === undefined) {
+    if (props.disableExecuteApiEndpoint) {
+      errors.push('disableExecuteApiEndpoint needs domainName: the API would have no endpoint');
+    }
+    if (props.hostedZone) errors.push('hostedZone needs domainName: there is no record to make');
+  } else if (props.hostedZone && !Token.isUnresolved(props.domainName)) {
+    const zone = props.hostedZone.zoneName;
+    const name = props.domainName.toLowerCase();
+    if (
+      !Token.isUnresolved(zone) &&
+      name !== zone.toLowerCase() &&
+      !name.endsWith(`.${zone.toLowerCase()}`)
+    ) {
+      errors.push(`domainName ${props.domainName} is not in hostedZone ${zone}`);
+    }
+  }
+  const acl = props.webAclArn;
+  if (acl !== undefined && !Token.isUnresolved(acl) && !WEB_ACL_ARN.test(acl)) {
+    errors.push(`webAclArn ${JSON.stringify(acl)} is not a regional WAFv2 web ACL ARN`);
+  }
+  if (props.queueTags !== undefined) {
+    errors.push(...queueTagProblems(props.queueTags).map((p) => `queueTags: ${p}`));
+    if (Buffer.byteLength(JSON.stringify(props.queueTags)) > 2048)
+      errors.push('queueTags: at most 2048 bytes of JSON');
+  }
+  for (const [role, sizing] of Object.entries(props.hostFunctions ?? {})) {
+    if (!HOST_FUNCTION_ROLES.includes(role)) errors.push(`hostFunctions.${role} is not a Host function`);
+    errors.push(...validateSizing(`hostFunctions.${role}`, sizing));
+  }
   return errors;
 }
 
@@ -114,7 +215,7 @@ export function validateTakoformHostProps(props: TakoformHostProps, queueNamePre
  * operator's dashboard and alarms. Workers join with `ModuleWorkerFunction` and `workerBinding`.
  */
 export class TakoformHost extends Construct {
-  /** The queue name stem (without the trailing `-`). */
+  /** The Host's name: the queue name stem (without the trailing `_`). */
   readonly queueNamePrefix: string;
   readonly table: HostTable;
   readonly api: ControlPlaneApi;
@@ -126,11 +227,16 @@ export class TakoformHost extends Construct {
   private readonly domainName: string | undefined;
   private readonly logRetention: RetentionDays;
   private readonly removalPolicy: RemovalPolicy;
+  private readonly tracing: boolean;
 
   constructor(scope: Construct, id: string, props: TakoformHostProps = {}) {
     super(scope, id);
     this.queueNamePrefix = props.queueNamePrefix ?? deriveQueueNamePrefix(Stack.of(this).stackName);
     const errors = validateTakoformHostProps(props, this.queueNamePrefix);
+    if (props.tableEncryptionKey && Token.isUnresolved(Stack.of(this).region)) {
+      // DynamoDB global tables name the key per replica region.
+      errors.push('tableEncryptionKey needs a stack with an explicit region (env)');
+    }
     if (errors.length > 0) throw new Error(`TakoformHost ${this.node.path}: ${errors.join('; ')}`);
 
     const removalPolicy = props.removalPolicy ?? RemovalPolicy.RETAIN;
@@ -139,15 +245,23 @@ export class TakoformHost extends Construct {
       props.publicOrigin ?? (props.domainName ? `https://${props.domainName.toLowerCase()}` : undefined);
 
     this.table = new HostTable(this, 'Table', {
+      encryptionKey: props.tableEncryptionKey,
       removalPolicy,
       deletionProtection: removalPolicy !== RemovalPolicy.DESTROY,
     });
+    const prefix = `${this.queueNamePrefix}${HOST_NAME_DELIMITER}`;
     this.api = new ControlPlaneApi(this, 'Api', {
+      restApiName: `${prefix}api`,
       publicOrigin: origin,
       removalPolicy,
       logRetention,
       throttlingRateLimit: props.throttling?.rateLimit,
       throttlingBurstLimit: props.throttling?.burstLimit,
+      cloudWatchRole: props.cloudWatchRole,
+      disableExecuteApiEndpoint: props.disableExecuteApiEndpoint,
+      webAclArn: props.webAclArn,
+      tracing: props.tracing,
+      sizing: props.hostFunctions?.api,
     });
     this.publicOrigin = this.api.publicOrigin;
     this.table.bind(this.api.handler.fn);
@@ -161,16 +275,27 @@ export class TakoformHost extends Construct {
       });
       // The root mapping: discovery lives at https://<domain>/.well-known/takoform/v2.
       new BasePathMapping(this, 'RootMapping', { domainName: this.domain, restApi: this.api.api });
+      if (props.hostedZone) {
+        const target = RecordTarget.fromAlias(new ApiGatewayDomain(this.domain));
+        const record = { zone: props.hostedZone, recordName: props.domainName, target };
+        new ARecord(this, 'AliasRecord', record);
+        new AaaaRecord(this, 'AliasRecordIpv6', record);
+      }
     }
 
     this.delivery = new DeliveryPipeline(this, 'Delivery', {
       table: this.table,
-      queueNamePrefix: `${this.queueNamePrefix}-`,
+      hostName: this.queueNamePrefix,
+      queueNamePrefix: prefix,
       publicOrigin: this.publicOrigin,
       workerTimeout: props.workerTimeout,
       idleWaitSeconds: props.idleWaitSeconds,
       logRetention,
       removalPolicy,
+      tracing: props.tracing,
+      functions: props.hostFunctions,
+      queueEncryptionKey: props.queueEncryptionKey,
+      queueTags: props.queueTags,
     });
     this.delivery.bindApi(this.api.handler);
 
@@ -184,12 +309,14 @@ export class TakoformHost extends Construct {
         supervisor: this.delivery.supervisorFunction.fn,
       },
       stateMachine: this.delivery.stateMachine,
-      queueNamePrefix: `${this.queueNamePrefix}-`,
+      hostName: this.queueNamePrefix,
+      queueNamePrefix: prefix,
       alarmTopic: props.alarmTopic,
       thresholds: props.alarmThresholds,
     });
     this.logRetention = logRetention;
     this.removalPolicy = removalPolicy;
+    this.tracing = props.tracing ?? true;
     this.domainName = props.domainName?.toLowerCase();
   }
 
@@ -206,6 +333,9 @@ export class TakoformHost extends Construct {
       workerTimeoutSeconds: this.delivery.workerTimeoutSeconds,
       logRetention: this.logRetention,
       removalPolicy: this.removalPolicy,
+      tracing: this.tracing,
+      tableEncryptionKey: this.table.encryptionKey,
+      queueEncryptionKey: this.delivery.queueEncryptionKey,
     };
   }
 
@@ -229,6 +359,8 @@ export class TakoformHost extends Construct {
             }),
           );
     const send = iam.Grant.addToPrincipal({ grantee, actions: ['sqs:SendMessage'], resourceArns: queues });
+    this.delivery.grantQueueKey(grantee, 'send');
+    if (this.table.encryptionKey) grantKeyUse(grantee, this.table.encryptionKey, TABLE_KEY_WRITE_ACTIONS);
     const principal = grantee.grantPrincipal;
     if (opts.queueUids === undefined && Construct.isConstruct(principal)) {
       Validations.of(principal).acknowledge({

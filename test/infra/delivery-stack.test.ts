@@ -82,7 +82,7 @@ describe('delivery on AWS: template', () => {
         { Ref: 'AWS::Region' },
         ':',
         { Ref: 'AWS::AccountId' },
-        ':takoform-host-*',
+        ':takoform-host_*',
       ],
     ],
   };
@@ -155,7 +155,8 @@ describe('delivery on AWS: template', () => {
       const props = template.findResources('AWS::Lambda::Function')[id(fn)]?.Properties;
       expect(props.Environment.Variables).toMatchObject({
         TAKOFORM_TABLE: { Ref: id(stack.host.table.table) },
-        TAKOFORM_QUEUE_PREFIX: 'takoform-host-',
+        TAKOFORM_QUEUE_PREFIX: 'takoform-host_',
+        TAKOFORM_HOST_NAME: 'takoform-host',
         TAKOFORM_WORKER_TIMEOUT_SECONDS: '840',
         TAKOFORM_IDLE_WAIT_SECONDS: '20',
         TAKOFORM_PUBLIC_ORIGIN: expect.anything(),
@@ -287,7 +288,7 @@ describe('delivery on AWS: template', () => {
       { Effect: 'Allow', Action: 'sqs:SendMessage', Resource: queuePattern },
       commits,
     ]);
-    const named = JSON.parse(JSON.stringify(queuePattern).replace('takoform-host-*', 'takoform-host-q-1'));
+    const named = JSON.parse(JSON.stringify(queuePattern).replace('takoform-host_*', 'takoform-host_q-1'));
     expect(of(one)).toEqual([{ Effect: 'Allow', Action: 'sqs:SendMessage', Resource: named }, commits]);
     // The pattern matches the key the commit store writes.
     expect(commitKey('c1').pk).toBe('COMMIT#c1');
@@ -310,14 +311,14 @@ describe('delivery on AWS: template', () => {
             { Ref: 'AWS::Region' },
             ':',
             { Ref: 'AWS::AccountId' },
-            ':function:takoform-host-wkr-*',
+            ':function:takoform-host_wkr-*',
           ],
         ],
       },
     ]);
     // Its worker functions carry that prefix.
     template.hasResourceProperties('AWS::Lambda::Function', {
-      FunctionName: Match.stringLikeRegexp('^takoform-host-wkr-[0-9a-f]{16}$'),
+      FunctionName: Match.stringLikeRegexp('^takoform-host_wkr-[0-9a-f]{16}$'),
     });
     expect(worker.functionName.startsWith(d.workerFunctionNamePrefix)).toBe(true);
   });
@@ -442,7 +443,7 @@ describe('delivery on AWS: template', () => {
       .map((x) => x.expression);
     for (const metric of ['ApproximateNumberOfMessagesVisible', 'ApproximateAgeOfOldestMessage']) {
       expect(expressions).toContain(
-        `SEARCH('{AWS/SQS,QueueName} MetricName="${metric}" QueueName:"takoform-host"', 'Maximum', 300)`,
+        `SEARCH('{AWS/SQS,QueueName} MetricName="${metric}" QueueName=takoform-host_r', 'Maximum', 300)`,
       );
     }
   });
@@ -452,7 +453,10 @@ describe('delivery on AWS: template', () => {
       template.hasResourceProperties('AWS::CloudWatch::Alarm', {
         Namespace: 'Takoform',
         MetricName: name,
-        Dimensions: [{ Name: 'service', Value: service }],
+        Dimensions: [
+          { Name: 'host', Value: 'takoform-host' },
+          { Name: 'service', Value: service },
+        ],
         ComparisonOperator: 'GreaterThanOrEqualToThreshold',
         TreatMissingData: 'notBreaching',
       });
@@ -496,7 +500,7 @@ describe('delivery on AWS: template', () => {
       expect(a.Properties.OKActions).toEqual([topicRef]);
     }
     t.hasResourceProperties('AWS::Lambda::Function', {
-      Environment: { Variables: Match.objectLike({ TAKOFORM_QUEUE_PREFIX: 'team-host-' }) },
+      Environment: { Variables: Match.objectLike({ TAKOFORM_QUEUE_PREFIX: 'team-host_' }) },
     });
   });
 });
@@ -645,7 +649,7 @@ describe('OPS-02: cdk-nag AwsSolutions with a worker', () => {
     expect(found.sort()).toEqual(
       [
         'AWS679f53fac002430cb0da5b7982bd2287/ServiceRole AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',
-        'Orders/Worker/Role AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sqs:<AWS::Region>:<AWS::AccountId>:takoform-host-*]',
+        'Orders/Worker/Role AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sqs:<AWS::Region>:<AWS::AccountId>:takoform-host_*]',
         'Orders/Worker/TracingPolicy AwsSolutions-IAM5[Resource::*]',
       ].sort(),
     );

@@ -188,7 +188,7 @@ describe('TakoformHostStack template', () => {
             { Ref: 'AWS::Region' },
             ':',
             { Ref: 'AWS::AccountId' },
-            ':takoform-host-*',
+            ':takoform-host_*',
           ],
         ],
       },
@@ -336,7 +336,7 @@ describe('OPS-02: cdk-nag AwsSolutions', () => {
     visit(stack);
     const tableId = stack.getLogicalId(stack.table.table.node.defaultChild as CfnElement);
     const table = `<${tableId}.Arn>/index/*`;
-    const queues = 'arn:<AWS::Partition>:sqs:<AWS::Region>:<AWS::AccountId>:takoform-host-*';
+    const queues = 'arn:<AWS::Partition>:sqs:<AWS::Region>:<AWS::AccountId>:takoform-host_*';
     const hostFunction = (path: string) => [
       `${path}/Role AwsSolutions-IAM5[Resource::${table}]`,
       `${path}/Role AwsSolutions-IAM5[Resource::${queues}]`,
@@ -360,7 +360,7 @@ describe('OPS-02: cdk-nag AwsSolutions', () => {
         'Host/Delivery/ApiMetricsRead AwsSolutions-IAM5[Resource::*]',
         'Host/Delivery/Dispatcher AwsSolutions-SF1',
         'Host/Delivery/Dispatcher/Role AwsSolutions-IAM5[Resource::*]',
-        'Host/Delivery/Dispatcher/Role AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:lambda:<AWS::Region>:<AWS::AccountId>:function:takoform-host-wkr-*]',
+        'Host/Delivery/Dispatcher/Role AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:lambda:<AWS::Region>:<AWS::AccountId>:function:takoform-host_wkr-*]',
       ].sort(),
     );
   });

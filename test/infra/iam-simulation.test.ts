@@ -14,6 +14,7 @@ import { DynamoCommitStore } from '../../lambdas/adapters/aws/dynamodb-commit-st
 import { QUEUE_TAGS } from '../../lambdas/adapters/aws/sqs-queue-backend.ts';
 import { ModuleWorkerFunction } from '../../lib/constructs/module-worker-function.ts';
 import { TakoformHostStack } from '../../lib/host-stack.ts';
+import { resolveIntrinsics } from '../support/template-values.ts';
 
 const ACCOUNT = '111111111111';
 const REGION = 'us-east-1';
@@ -27,22 +28,15 @@ describe('IAM policies under simulation (SEC-02, DL-09)', () => {
   const id = (c: IConstruct) => stack.getLogicalId(c.node.defaultChild as CfnElement);
 
   /** A template value with the stack's intrinsics resolved to concrete ARNs. */
-  function resolve(v: unknown): unknown {
-    if (Array.isArray(v)) return v.map(resolve);
-    if (!v || typeof v !== 'object') return v;
-    const o = v as Record<string, unknown>;
-    if (o.Ref === 'AWS::Partition') return 'aws';
-    if (o.Ref === 'AWS::Region') return REGION;
-    if (o.Ref === 'AWS::AccountId') return ACCOUNT;
-    const getAtt = o['Fn::GetAtt'] as [string, string] | undefined;
-    if (getAtt) {
-      if (getAtt[0] === id(stack.host.table.table)) return tableArn;
-      return `arn:aws:lambda:${REGION}:${ACCOUNT}:function:${getAtt[0]}`;
-    }
-    const join = o['Fn::Join'] as [string, unknown[]] | undefined;
-    if (join) return join[1].map(resolve).join(join[0]);
-    return Object.fromEntries(Object.entries(o).map(([k, x]) => [k, resolve(x)]));
-  }
+  const resolve = (v: unknown) =>
+    resolveIntrinsics(v, {
+      account: ACCOUNT,
+      region: REGION,
+      getAtt: (logicalId) =>
+        logicalId === id(stack.host.table.table)
+          ? tableArn
+          : `arn:aws:lambda:${REGION}:${ACCOUNT}:function:${logicalId}`,
+    });
 
   /** Every identity policy attached to `role`, resolved. */
   function policiesOf(role: IConstruct) {
@@ -108,7 +102,7 @@ describe('IAM policies under simulation (SEC-02, DL-09)', () => {
   });
 
   it('SEC-02 DL-09: a worker of Space A may receive from queues tagged A, not from queues tagged B or untagged', async () => {
-    const q = queueArn('takoform-host-q1');
+    const q = queueArn('takoform-host_q1');
     expect(await simulate(roles.workerA!, 'sqs:ReceiveMessage', q, tag('team-a'))).toBe('Allowed');
     expect(await simulate(roles.workerA!, 'sqs:ReceiveMessage', q, tag('team-b'))).toBe('ImplicitlyDenied');
     expect(await simulate(roles.workerA!, 'sqs:ReceiveMessage', q, {})).toBe('ImplicitlyDenied');
@@ -153,12 +147,12 @@ describe('IAM policies under simulation (SEC-02, DL-09)', () => {
   });
 
   it('SEC-02: grantProduce sends to the Host’s queues (or the named ones) and nothing else of SQS', async () => {
-    const q = queueArn('takoform-host-q-orders');
+    const q = queueArn('takoform-host_q-orders');
     expect(await simulate(roles.producer!, 'sqs:SendMessage', q)).toBe('Allowed');
     expect(await simulate(roles.producer!, 'sqs:SendMessage', queueArn('other-q'))).toBe('ImplicitlyDenied');
     expect(await simulate(roles.producer!, 'sqs:ReceiveMessage', q)).toBe('ImplicitlyDenied');
     expect(await simulate(roles.oneQueue!, 'sqs:SendMessage', q)).toBe('Allowed');
-    expect(await simulate(roles.oneQueue!, 'sqs:SendMessage', queueArn('takoform-host-q-other'))).toBe(
+    expect(await simulate(roles.oneQueue!, 'sqs:SendMessage', queueArn('takoform-host_q-other'))).toBe(
       'ImplicitlyDenied',
     );
   });

@@ -30,21 +30,86 @@ const QUEUE_NAME = /^[A-Za-z0-9_-]{1,80}$/;
  */
 export const QUEUE_TAGS = { resourceUid: 'takoform:resource-uid', space: 'takoform:space' } as const;
 
+/** How the queues the Host creates are protected and labelled (from the deployment). */
+export interface QueueSettings {
+  /** A customer-managed KMS key (ARN) for server-side encryption. @default SQS-managed SSE */
+  readonly kmsKeyArn?: string;
+  /**
+   * `arn:<partition>:sqs:<region>:<account>:`: with it every queue gets a policy that refuses
+   * requests not made over TLS. @default no queue policy
+   */
+  readonly queueArnPrefix?: string;
+  /** Tags added to every queue (the Host's own `takoform:` tags win). @default none */
+  readonly tags?: Readonly<Record<string, string>>;
+}
+
+/** SQS allows 50 tags per queue; the Host's own take 2. */
+export const MAX_EXTRA_QUEUE_TAGS = 48;
+
+/** Problems with tags a deployment adds to its queues (SQS's tag rules; `aws:`/`takoform:` are reserved). */
+export function queueTagProblems(tags: Readonly<Record<string, string>>): string[] {
+  const problems: string[] = [];
+  const entries = Object.entries(tags);
+  if (entries.length > MAX_EXTRA_QUEUE_TAGS) problems.push(`at most ${MAX_EXTRA_QUEUE_TAGS} queue tags`);
+  for (const [key, value] of entries) {
+    if (!/^[\p{L}\p{Z}\p{N}_.:/=+\-@]{1,128}$/u.test(key))
+      problems.push(`tag key ${JSON.stringify(key)} is not an SQS tag key`);
+    else if (/^(aws|takoform):/i.test(key))
+      problems.push(`tag key ${JSON.stringify(key)} uses a reserved prefix`);
+    if (typeof value !== 'string' || !/^[\p{L}\p{Z}\p{N}_.:/=+\-@]{0,256}$/u.test(value)) {
+      problems.push(`tag ${JSON.stringify(key)} has a value SQS does not accept`);
+    }
+  }
+  return problems;
+}
+
+/** A queue policy refusing every request not made over TLS (`aws:SecureTransport` false). */
+export function tlsOnlyQueuePolicy(queueArn: string): string {
+  return JSON.stringify({
+    Version: '2012-10-17',
+    Statement: [
+      {
+        Sid: 'DenyInsecureTransport',
+        Effect: 'Deny',
+        Principal: '*',
+        Action: 'sqs:*',
+        Resource: queueArn,
+        Condition: { Bool: { 'aws:SecureTransport': 'false' } },
+      },
+    ],
+  });
+}
+
 /**
  * One SQS standard queue per AtLeastOnceQueue Resource, named `<prefix><uid>`; IAM is scoped to
- * the prefix, and a worker's receives to queues tagged with its Space. Message size stays at
- * SQS's default: bodies are at most 127000 bytes, base64.
+ * the prefix, and a worker's receives to queues tagged with its Space. Every queue is encrypted
+ * at rest (SQS-managed SSE, or the deployment's KMS key), and on AWS refuses non-TLS requests.
+ * Message size stays at SQS's default: bodies are at most 127000 bytes, base64.
  */
 export class SqsQueueBackend implements QueueBackend {
   private readonly sqs: SQSClient;
   private readonly prefix: string;
+  private readonly settings: QueueSettings;
   private readonly urls = new Map<string, string>();
 
-  constructor(sqs: SQSClient, prefix: string) {
+  constructor(sqs: SQSClient, prefix: string, settings: QueueSettings = {}) {
     if (!/^[A-Za-z0-9_-]{0,50}$/.test(prefix))
       throw new Error(`invalid SQS queue name prefix ${JSON.stringify(prefix)}`);
     this.sqs = sqs;
     this.prefix = prefix;
+    this.settings = settings;
+  }
+
+  /** The attributes every create and update sets: retention, encryption, the TLS-only policy. */
+  private attributes(uid: string, retentionSeconds: number): Record<string, string> {
+    const { kmsKeyArn, queueArnPrefix } = this.settings;
+    return {
+      MessageRetentionPeriod: String(retentionSeconds),
+      ...(kmsKeyArn
+        ? { KmsMasterKeyId: kmsKeyArn, KmsDataKeyReusePeriodSeconds: '300' }
+        : { SqsManagedSseEnabled: 'true' }),
+      ...(queueArnPrefix ? { Policy: tlsOnlyQueuePolicy(`${queueArnPrefix}${this.queueName(uid)}`) } : {}),
+    };
   }
 
   queueName(uid: string): string {
@@ -68,8 +133,8 @@ export class SqsQueueBackend implements QueueBackend {
   }
 
   async ensure(uid: string, queue: { space: string; retentionSeconds: number }): Promise<void> {
-    const attributes = { MessageRetentionPeriod: String(queue.retentionSeconds) };
-    const tags = { [QUEUE_TAGS.resourceUid]: uid, [QUEUE_TAGS.space]: queue.space };
+    const attributes = this.attributes(uid, queue.retentionSeconds);
+    const tags = { ...this.settings.tags, [QUEUE_TAGS.resourceUid]: uid, [QUEUE_TAGS.space]: queue.space };
     const existing = await this.queueUrl(uid);
     if (existing) {
       await this.sqs.send(new SetQueueAttributesCommand({ QueueUrl: existing, Attributes: attributes }));

@@ -412,7 +412,18 @@ describe('the AWS entries', () => {
     };
     const own = await createAwsTestHost({ sfn }); // its consumers only
     const c = await own.setupConsumer('sup', { deadLetter: true });
-    const cloudwatch = { send: vi.fn(async () => ({ MetricDataResults: [{ Id: 'oldest', Values: [42] }] })) };
+    // One series per queue, labelled with its name (the dynamic label); another Host's queue that
+    // the search also finds (a name extending this one's) is not this Host's oldest message.
+    const prefix = own.host.config.queueNamePrefix;
+    const cloudwatch = {
+      send: vi.fn(async () => ({
+        MetricDataResults: [
+          { Id: 'queues', Label: `${prefix}r01A`, Values: [42, 7] },
+          { Id: 'queues', Label: `${prefix}r01B`, Values: [5, 99] },
+          { Id: 'queues', Label: `x-${prefix}r01C`, Values: [3600] },
+        ],
+      })),
+    };
     const now = Date.now();
     const deps = { host: own.host, cloudwatch, oldestAgeEveryMinutes: 1, clock: () => now };
 
@@ -445,11 +456,18 @@ describe('the AWS entries', () => {
     expect(first.backlog).toBeGreaterThanOrEqual(25);
     expect(first.oldestMessageAgeSeconds).toBe(42);
     const query = (
-      cloudwatch.send.mock.calls[0] as unknown as [{ input: { MetricDataQueries: { Expression: string }[] } }]
+      cloudwatch.send.mock.calls[0] as unknown as [
+        { input: { MetricDataQueries: { Expression: string; Label: string }[] } },
+      ]
     )[0].input;
-    expect(query.MetricDataQueries.map((q) => q.Expression)).toEqual([
-      `SEARCH('{AWS/SQS,QueueName} MetricName="ApproximateAgeOfOldestMessage" QueueName:"${own.queueNamePrefix.replace(/-$/, '')}"', 'Maximum', 300)`,
-      'MAX(queues)',
+    expect(query.MetricDataQueries).toEqual([
+      {
+        Id: 'queues',
+        Expression: `SEARCH('{AWS/SQS,QueueName} MetricName="ApproximateAgeOfOldestMessage" QueueName=${prefix}r', 'Maximum', 300)`,
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: a CloudWatch dynamic label.
+        Label: "${PROP('Dim.QueueName')}",
+        ReturnData: true,
+      },
     ]);
     expect(starts.slice(1).map((s) => s.name)).toEqual([
       `${c.consumerUid}-g1-t${Math.floor(now / 1000)}-0`,

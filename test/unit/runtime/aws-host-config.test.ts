@@ -10,15 +10,16 @@ describe('AWS Host configuration (read once, fail fast)', () => {
     expect(
       readAwsHostConfig({
         TAKOFORM_TABLE: 'host-table',
-        TAKOFORM_QUEUE_PREFIX: 'takoform-host-',
+        TAKOFORM_QUEUE_PREFIX: 'takoform-host_',
         TAKOFORM_PUBLIC_ORIGIN: 'https://api.example.com/',
       }),
     ).toEqual({
       tableName: 'host-table',
-      queueNamePrefix: 'takoform-host-',
+      queueNamePrefix: 'takoform-host_',
       publicOrigin: 'https://api.example.com',
       workerTimeoutSeconds: 840,
       idleWaitSeconds: 20,
+      queueSettings: {},
     });
   });
 
@@ -58,8 +59,8 @@ describe('AWS Host configuration (read once, fail fast)', () => {
 
 describe('supervisor metrics', () => {
   it('searches SQS metrics by the queue name prefix', () => {
-    expect(sqsSearchExpression('takoform-host-', 'ApproximateAgeOfOldestMessage', 'Maximum', 300)).toBe(
-      `SEARCH('{AWS/SQS,QueueName} MetricName="ApproximateAgeOfOldestMessage" QueueName:"takoform-host"', 'Maximum', 300)`,
+    expect(sqsSearchExpression('takoform-host_', 'ApproximateAgeOfOldestMessage', 'Maximum', 300)).toBe(
+      `SEARCH('{AWS/SQS,QueueName} MetricName="ApproximateAgeOfOldestMessage" QueueName=takoform-host_r', 'Maximum', 300)`,
     );
   });
 });
