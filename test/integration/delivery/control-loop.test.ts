@@ -22,13 +22,13 @@ const logFile = (name: string) => path.join(mkdtempSync(path.join(tmpdir(), 'tf-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /**
  * Worker code: a batch of the backlog waits until `overlap` handlers have started after the first
- * message's (or 20 s passed), then 2 s more; the first message's batch only waits 2 s.
+ * message's (or 30 s passed), then 2 s more; the first message's batch only waits 2 s.
  */
 const overlapThen2s = (overlap: number) => `
   const { readFileSync } = await import('node:fs');
   const first = new TextDecoder().decode(batch.messages[0].body) === 'first';
   const started = () => readFileSync(log, 'utf8').split('\\n').filter((l) => l.includes('"ev":"start"')).length;
-  for (const until = Date.now() + 20_000; !first && Date.now() < until && started() < ${overlap} + 1; )
+  for (const until = Date.now() + 30_000; !first && Date.now() < until && started() < ${overlap} + 1; )
     await new Promise((r) => setTimeout(r, 50));
   await new Promise((r) => setTimeout(r, 2_000));`;
 
@@ -38,7 +38,8 @@ const NO_SUPERVISOR = { supervisorMs: 3_600_000 };
 describe('one control loop: scale up, shed, wake on send', () => {
   let d: DeliveryHost;
   beforeAll(async () => {
-    d = await createDeliveryHost();
+    // A worker timeout well above the scale test's barrier (≤ 30 s + 2 s): no handler is cut off.
+    d = await createDeliveryHost({ workerTimeoutMs: 60_000 });
   });
   afterAll(async () => {
     await d.close();
@@ -49,7 +50,7 @@ describe('one control loop: scale up, shed, wake on send', () => {
       const log = logFile(`scale-${maxConcurrency}`);
       const { queue, consumerUid } = await d.setup(
         `scale${maxConcurrency}`,
-        // Each handler waits (at most 20 s) until `overlap` handlers have started, then 2 s more:
+        // Each handler waits (at most 30 s) until `overlap` handlers have started, then 2 s more:
         // overlapping handlers then prove the lanes, whatever the machine's load.
         recordingWorker(log, overlapThen2s(maxConcurrency > 40 ? 41 : maxConcurrency)),
         { maxBatchSize: 1, maxConcurrency, maxRetries: 5 },
