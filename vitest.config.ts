@@ -3,6 +3,9 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     reporters: ['default', './test/support/summary-reporter.ts'],
+    // Vitest's default on 2 cores is one file at a time, and most files wait on DynamoDB Local,
+    // SQS and timers, not on the CPU: three at once keep both cores busy.
+    maxWorkers: 3,
     projects: [
       {
         test: {

@@ -283,7 +283,8 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
       replays: ops.replays,
       delivery,
       unconverged,
-      ...(o.keep ? { folder: root } : {}),
+      // A failed schedule's folder (data, worker records, Host log) is always kept for diagnosis.
+      ...(o.keep || failures.length > 0 ? { folder: root } : {}),
     };
   };
 
@@ -565,7 +566,7 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
     if (!cleanExit) failures.push('the final SIGTERM did not stop the Host with exit code 0');
     for (const e of ctl.events)
       if (e.kind === 'unexpected-exit') failures.push(`Host incarnation ${e.incarnation}: ${e.detail}`);
-    if (!o.keep) rmSync(root, { recursive: true, force: true });
+    if (!o.keep && failures.length === 0) rmSync(root, { recursive: true, force: true });
   }
   return result();
 }
