@@ -10,6 +10,7 @@ import {
   type QueueHistoryView,
   type QueueSample,
 } from '../../operator/queue-history.ts';
+import { sqsQueueName } from './cloudwatch-queue-age.ts';
 
 /** SQS publishes its queue metrics once a minute. */
 const PERIOD_SECONDS = 60;
@@ -35,7 +36,7 @@ export function cloudWatchQueueHistory(
 ): QueueHistorySource {
   return {
     view: async (target: QueueTarget): Promise<QueueHistoryView> => {
-      const queueName = new URL(target.sqsUrl).pathname.split('/').at(-1) ?? '';
+      const queueName = sqsQueueName(target);
       const now = clock();
       const out = await cloudwatch.send(
         new GetMetricDataCommand({
