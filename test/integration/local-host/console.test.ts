@@ -50,6 +50,8 @@ describe('the console in headless chromium against npm start', () => {
   const requests: { url: string; authorization: string | undefined }[] = [];
   const blocked: string[] = [];
   const responses: { url: string; status: number; csp: string | undefined }[] = [];
+  /** Script errors and console errors (a CSP violation is reported as one). */
+  const pageErrors: string[] = [];
   let deadLetterOriginal = '';
 
   const ext = async (method: string, p: string, body?: unknown): Promise<JsonBody> => {
@@ -165,6 +167,10 @@ describe('the console in headless chromium against npm start', () => {
     context.on('response', (r) =>
       responses.push({ url: r.url(), status: r.status(), csp: r.headers()['content-security-policy'] }),
     );
+    context.on('weberror', (e) => pageErrors.push(String(e.error())));
+    context.on('console', (m) => {
+      if (m.type() === 'error') pageErrors.push(m.text());
+    });
     page = await context.newPage();
   });
 
@@ -304,6 +310,8 @@ describe('the console in headless chromium against npm start', () => {
       expect.arrayContaining(['/console', '/console/app.js', '/console/console.css']),
     );
     for (const r of pages) expect(r.csp, r.url).toBe(CONSOLE_CSP);
+    // No CSP violation and no script error; the refused sign-in's 401 is the one logged failure.
+    expect(pageErrors.filter((e) => !/status of 401/.test(e))).toEqual([]);
   });
 
   it('signing out forgets the key', async () => {
