@@ -189,7 +189,7 @@ describe('the console in headless chromium against npm start', () => {
     expect(await page.isVisible('#dashboard')).toBe(false);
   });
 
-  it('signs in; queues, consumers, dead letters and Operations match the API', async () => {
+  it('OPS-04 SEC-01 signs in; queues, consumers, dead letters and Operations match the API; the key stays in the tab', async () => {
     const key = host.ready.apiKey as string;
     await page.fill('#api-key', key);
     await page.click('#sign-in-form button[type=submit]');
@@ -270,7 +270,7 @@ describe('the console in headless chromium against npm start', () => {
     }
   });
 
-  it('charts the last hour from the Host’s samples: the acknowledged orders and the backlog', async () => {
+  it('OPS-04 charts the last hour from the Host’s samples: the acknowledged orders and the backlog', async () => {
     await page.selectOption('#chart-queue', uid.orders as string);
     await expect
       .poll(() => page.textContent('#chart-note'), { timeout: 15_000 })

@@ -67,7 +67,7 @@ describe('the console is served by the Host with a strict CSP', () => {
     expect(new URL(r.headers.location ?? '', 'https://h.test/prod/console/').pathname).toBe('/prod/console');
   });
 
-  it('refuses unknown names, traversal and other methods with a Problem that carries the CSP', async () => {
+  it('SEC-03 refuses unknown names, traversal and other methods with a Problem that carries the CSP', async () => {
     for (const path of [
       '/console/index.html',
       '/console/../package.json',
