@@ -160,6 +160,8 @@ export interface DeliveryEvents {
   hidden(consumerUid: string, generation: number, seconds: number[]): Promise<void>;
   /** Messages were sent to this queue (a dead-letter move). */
   sent(queueUid: string): Promise<void>;
+  /** A finished batch acknowledged (deleted) this many messages of the queue (the console's chart). */
+  acknowledged?(queueUid: string, count: number): void;
 }
 
 const hashCredential = (c: string) => createHash('sha256').update(c).digest('hex');
@@ -674,6 +676,7 @@ export class DeliveryService {
         queue.sqsUrl,
         toDelete.map((d) => d.handle),
       );
+      let acknowledged = 0;
       for (const m of new Set(toDelete.map((d) => d.entry))) {
         if ((m.handles ?? []).some((h) => failed.has(h))) {
           await this.o.store.putAttempts(
@@ -681,10 +684,12 @@ export class DeliveryService {
             { id: m.id, attempts: m.attempts, acked: true },
             expires,
           );
-        } else if (m.hadRecord) {
-          await this.o.store.clearAttempts(head.queueUid, m.id);
+        } else {
+          acknowledged += 1;
+          if (m.hadRecord) await this.o.store.clearAttempts(head.queueUid, m.id);
         }
       }
+      this.o.delivery.acknowledged?.(head.queueUid, acknowledged);
       crashPoint('delivery.mid-finalize');
       await this.changeVisibility(queue.sqsUrl, toHide);
       await this.o.delivery.hidden(

@@ -1,3 +1,4 @@
+import { isConsolePath } from '../console/console-routes.ts';
 import { discoveryDocument } from './discovery.ts';
 import { DISCOVERY_PATH } from './origin.ts';
 import { HostError, internalErrorResponse, problemResponse } from './problem.ts';
@@ -8,6 +9,8 @@ export interface HttpCoreOptions {
   readonly origin: string;
   /** Routes under the API root; the Host API engine plugs in here. */
   readonly api?: (req: HttpRequest) => Promise<HttpResponse>;
+  /** `/console` and its files (no credentials: the page signs in by itself). */
+  readonly console?: (req: HttpRequest) => HttpResponse;
   /** Routes under `/ext/`: this Host's non-portable extensions (host-profile §3). */
   readonly extensions?: (req: HttpRequest) => Promise<HttpResponse>;
   /**
@@ -85,6 +88,7 @@ export function createHttpHandler(opts: HttpCoreOptions): HttpHandler {
         return json(200, discoveryDocument(opts.origin));
       }
       if (req.path === HEALTH_PATH) return await health(req, opts.health);
+      if (opts.console && isConsolePath(req.path)) return opts.console(req);
       if (opts.extensions && req.path.startsWith('/ext/')) return await opts.extensions(req);
       if (opts.api) return await opts.api(req);
       throw new HostError('not_found');

@@ -5,6 +5,7 @@ import type { Authenticator, Principal } from '../engine/auth.ts';
 import { ID_PATTERN } from '../engine/ids.ts';
 import type { ResourceRecord } from '../engine/model.ts';
 import { FORM_URLS } from '../forms/form-urls.ts';
+import { NO_HISTORY, type QueueHistorySource } from '../operator/queue-history.ts';
 import { OPERATOR_LIMITS, OperatorRefusal, type QueueOperator } from '../operator/queue-operator.ts';
 import { authenticate } from './api-routes.ts';
 import { callerResource } from './ext-access.ts';
@@ -19,6 +20,8 @@ export interface OperatorRoutesOptions {
   getResource(uid: string): Promise<ResourceRecord | undefined>;
   targetOf(r: ResourceRecord): Promise<QueueTarget | undefined>;
   operator: QueueOperator;
+  /** The console's chart data; without it `history` answers `available: false`. */
+  history?: QueueHistorySource;
 }
 
 const limitField = (max: number) => z.number().int().min(1).max(max).optional();
@@ -50,7 +53,7 @@ function method(req: HttpRequest, allowed: 'GET' | 'POST'): void {
   if (allowed === 'GET') requireNoBody(req);
 }
 
-const QUEUE_ROUTE = /^\/ext\/queues\/v1\/queues\/([^/]+)\/(stats|peek|redrive|purge)$/;
+const QUEUE_ROUTE = /^\/ext\/queues\/v1\/queues\/([^/]+)\/(stats|history|peek|redrive|purge)$/;
 const CONSUMER_ROUTE = /^\/ext\/queues\/v1\/consumers\/([^/]+)\/state$/;
 
 /**
@@ -74,6 +77,11 @@ export function createOperatorRoutes(opts: OperatorRoutesOptions) {
         const stats = await operator.stats(await liveQueue(p, uid, 'read'));
         if (!stats) throw new HostError('not_found');
         return json(200, stats);
+      }
+      case 'history': {
+        method(req, 'GET');
+        const q = await liveQueue(p, uid, 'read');
+        return json(200, opts.history ? await opts.history.view(q) : NO_HISTORY);
       }
       case 'peek': {
         method(req, 'POST');

@@ -35,5 +35,7 @@ export function deliveryTuning(env: NodeJS.ProcessEnv, workerTimeoutSeconds: num
      * batches whose deadline passed.
      */
     supervisorSeconds: read('TAKOFORM_SUPERVISOR_SECONDS', 1, 3_600, 60),
+    /** How often the console's chart samples each queue's counts (kept for the last hour). */
+    historySeconds: read('TAKOFORM_HISTORY_SECONDS', 1, 600, 15),
   };
 }

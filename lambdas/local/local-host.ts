@@ -7,6 +7,7 @@ import { type Authenticator, hashApiKey, StaticKeyAuthenticator } from '../engin
 import { type LocalHttpServer, startNodeServer } from '../http/node-server.ts';
 import { API_ROOT } from '../http/origin.ts';
 import { parseStrictJson } from '../http/strict-json.ts';
+import { QueueHistory } from '../operator/queue-history.ts';
 import { composeHost } from '../runtime/compose-host.ts';
 import { ConfigError, type LocalHostConfig } from './config.ts';
 import { DataDir } from './data-dir.ts';
@@ -15,6 +16,7 @@ import { ExecutorLoop } from './executor-loop.ts';
 import { localInvoker } from './lanes/local-invoker.ts';
 import { LocalLanes } from './lanes/local-lanes.ts';
 import { LocalSupervisor } from './lanes/local-supervisor.ts';
+import { QueueHistorySampler } from './queue-history-sampler.ts';
 import { startDynamoDbLocal } from './standins/dynamodb-local.ts';
 import { standInOldestAge } from './standins/sqs-queue-age.ts';
 import { startSqsServer } from './standins/sqs-server.ts';
@@ -98,12 +100,14 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
   let server: LocalHttpServer | undefined;
   let loop: ExecutorLoop | undefined;
   let supervisor: LocalSupervisor | undefined;
+  let sampler: QueueHistorySampler | undefined;
   const lanes = new LocalLanes();
   let pool: WorkerPool | undefined;
   const stop = async () => {
     await server?.close();
     await loop?.stop();
     await supervisor?.stop();
+    await sampler?.stop();
     // In-flight batches get a bound to finish; what is cut off is retried, never acknowledged,
     // and what is still unfinished then is recovered by the next start.
     await lanes.stop(5_000, async () => pool?.close());
@@ -131,6 +135,7 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
     let origin = config.publicOrigin ?? '';
     const workers = new LocalWorkerRegistry(config.workersDir);
     const delivery = deliveryTuning(process.env, config.workerTimeoutSeconds);
+    const history = new QueueHistory(delivery.historySeconds);
     const host = composeHost({
       dynamodb,
       tableName: LOCAL_TABLE,
@@ -143,6 +148,7 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
       onAccepted: () => loop?.poke(),
       oldestMessageAgeSeconds: standInOldestAge(() => sqs.endpoint),
       lanes,
+      history,
       operationLeaseMs: leaseMs,
       delivery: {
         workerTimeoutMs: config.workerTimeoutSeconds * 1000,
@@ -185,8 +191,13 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
     server = await startNodeServer(host.http, config.port);
     origin ||= `http://127.0.0.1:${server.port}`;
     dir.recordConnection({ listen: `http://127.0.0.1:${server.port}`, origin, pid: process.pid });
+    sampler = new QueueHistorySampler(
+      { history, attachments: host.attachments, stats: (uid) => host.queues.stats(uid) },
+      delivery.historySeconds * 1000,
+    );
     loop.start();
     supervisor.start();
+    sampler.start();
     const apiKey = devKey;
     return {
       origin,

@@ -79,6 +79,8 @@ export interface ConsumerStateView {
   slotsHeld: number;
   runningBatches: number;
   maxConcurrency: number | null;
+  /** Each held slot: its batch id, its deadline (epoch ms) and whether its handler runs. */
+  batches: { batchId: string; deadline: number; running: boolean }[];
 }
 
 /** A request the operator layer refuses; the HTTP layer maps `reason` to a Problem code. */
@@ -147,6 +149,13 @@ export class QueueOperator {
       slotsHeld: slots.length,
       runningBatches: slots.filter((b) => dispatch.registered[b] === true).length,
       maxConcurrency: a?.spec.maxConcurrency ?? null,
+      batches: slots
+        .map((b) => ({
+          batchId: b,
+          deadline: dispatch.slots[b] ?? 0,
+          running: dispatch.registered[b] === true,
+        }))
+        .sort((x, y) => x.deadline - y.deadline),
     };
   }
 

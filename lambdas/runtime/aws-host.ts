@@ -13,6 +13,7 @@ import type { SQSClient } from '@aws-sdk/client-sqs';
 import { z } from 'zod';
 import { dynamoDbClient, sqsClient } from '../adapters/aws/clients.ts';
 import { cloudWatchOldestAge } from '../adapters/aws/cloudwatch-queue-age.ts';
+import { cloudWatchQueueHistory } from '../adapters/aws/cloudwatch-queue-history.ts';
 import { DynamoApiKeys } from '../adapters/aws/dynamodb-api-keys.ts';
 import { DynamoDeliveryStore } from '../adapters/aws/dynamodb-delivery-store.ts';
 import { DynamoHostSecrets } from '../adapters/aws/dynamodb-host-secrets.ts';
@@ -159,7 +160,12 @@ export async function createAwsHost(config: AwsHostConfig, clients: AwsClients, 
     authenticator: new DynamoApiKeys(dynamodb, config.tableName),
     cursorKey: secrets.cursorKey,
     origin: () => config.publicOrigin,
-    ...(clients.cloudwatch ? { oldestMessageAgeSeconds: cloudWatchOldestAge(clients.cloudwatch) } : {}),
+    ...(clients.cloudwatch
+      ? {
+          oldestMessageAgeSeconds: cloudWatchOldestAge(clients.cloudwatch),
+          history: cloudWatchQueueHistory(clients.cloudwatch),
+        }
+      : {}),
     onAccepted: (operationId) => {
       trigger(operationId);
       opts.onAccepted?.(operationId);

@@ -8,6 +8,7 @@ import { DynamoHostStore } from '../adapters/aws/dynamodb-host-store.ts';
 import { DynamoQueueDirectory } from '../adapters/aws/dynamodb-queue-directory.ts';
 import { SqsMessageReader } from '../adapters/aws/sqs-message-reader.ts';
 import { type QueueSettings, SqsQueueBackend } from '../adapters/aws/sqs-queue-backend.ts';
+import { createConsoleRoutes } from '../console/console-routes.ts';
 import { type ConsumerOfQueue, ControlLoop, type LaneLauncher } from '../delivery/control-loop.ts';
 import { DeliveryService } from '../delivery/delivery-service.ts';
 import type { QueueTarget } from '../delivery/ports.ts';
@@ -26,6 +27,7 @@ import { LIMITS } from '../http/discovery.ts';
 import { createHttpHandler } from '../http/handler.ts';
 import { createOperatorRoutes } from '../http/operator-routes.ts';
 import { createProducerRoutes } from '../http/producer-routes.ts';
+import type { QueueHistorySource } from '../operator/queue-history.ts';
 import { QueueOperator } from '../operator/queue-operator.ts';
 import { log } from '../shared/log.ts';
 
@@ -50,6 +52,8 @@ export interface HostDeps {
   lanes?: LaneLauncher;
   /** The age of a queue's oldest message, where the platform reports one (operator stats). */
   oldestMessageAgeSeconds?: (target: QueueTarget) => Promise<number | undefined>;
+  /** The last hour of queue counts for the console: the local Host's memory, CloudWatch on AWS. */
+  history?: QueueHistorySource;
   /** How long an executor's claim on an Operation lasts (default: the executor's 60 s). */
   operationLeaseMs?: number;
   /** Delivery: the bound on one worker invocation, and where a worker's code runs. */
@@ -84,16 +88,14 @@ export function composeHost(deps: HostDeps) {
   // other queues; the loop, built on the service, is bound once both exist.
   let loopRef: ControlLoop | undefined;
   const deliveryStore = new DynamoDeliveryStore(deps.dynamodb, deps.tableName);
+  const lanes = deps.lanes;
   const delivery = new DeliveryService({
-    ...(deps.lanes
-      ? {
-          delivery: {
-            hidden: async (consumerUid, generation, seconds) =>
-              loopRef?.wakeLater(consumerUid, generation, seconds),
-            sent: async (queueUid) => loopRef?.wake(queueUid),
-          },
-        }
-      : {}),
+    delivery: {
+      hidden: async (consumerUid, generation, seconds) =>
+        lanes ? loopRef?.wakeLater(consumerUid, generation, seconds) : undefined,
+      sent: async (queueUid) => (lanes ? loopRef?.wake(queueUid) : undefined),
+      acknowledged: (queueUid, count) => deps.history?.acknowledged?.(queueUid, count),
+    },
     store: deliveryStore,
     sqs: deps.sqs,
     directory: queueDirectory,
@@ -172,12 +174,14 @@ export function composeHost(deps: HostDeps) {
     getResource: (uid) => store.getResource(uid),
     targetOf: (r) => queueDirectory.targetOf(r),
     operator,
+    ...(deps.history ? { history: deps.history } : {}),
   });
   const http = createHttpHandler({
     get origin() {
       return deps.origin();
     },
     api,
+    console: createConsoleRoutes(),
     extensions: async (req) => (await operatorRoutes(req)) ?? producerRoutes(req),
     health: () =>
       withinMs(

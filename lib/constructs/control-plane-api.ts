@@ -16,6 +16,8 @@ import { parsePublicOrigin } from '../../lambdas/http/origin.ts';
 import { type FunctionSizing, HostFunction } from './host-function.ts';
 
 const API_ENTRY = fileURLToPath(new URL('../../lambdas/http/api-gateway-handler.ts', import.meta.url));
+/** The console's static files, read by `lambdas/console/console-routes.ts` from `console/` in the bundle. */
+const CONSOLE_ASSETS = fileURLToPath(new URL('../../lambdas/console/assets', import.meta.url));
 
 export interface ControlPlaneApiProps {
   /** The REST API's name, also the `ApiName` dimension of its metrics: one per Host. @default 'Api' */
@@ -101,10 +103,12 @@ export class ControlPlaneApi extends Construct {
       logRetention: retention,
       removalPolicy: props.removalPolicy,
       environment: { TAKOFORM_PUBLIC_ORIGIN: this.publicOrigin },
+      copyFolders: { [CONSOLE_ASSETS]: 'console' },
     });
 
-    // The Lambda routes by itself (discovery at the root, the API under /apis/...), so API Gateway
-    // only forwards. No console test-invoke permissions: they would double the Lambda permissions.
+    // The Lambda routes by itself (discovery at the root, the API under /apis/..., the console at
+    // /console), so API Gateway only forwards. No API Gateway console test-invoke permissions: they
+    // would double the Lambda permissions.
     const integration = new LambdaIntegration(this.handler.fn, { allowTestInvoke: false });
     this.api.root.addMethod('ANY', integration);
     this.api.root.addProxy({ defaultIntegration: integration, anyMethod: true });

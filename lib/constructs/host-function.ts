@@ -1,7 +1,7 @@
 import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import { Architecture, type CfnFunction, Runtime } from 'aws-cdk-lib/aws-lambda';
-import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import { type ICommandHooks, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
 
@@ -29,6 +29,11 @@ export interface HostFunctionProps {
   readonly tracing?: boolean;
   /** Reserved concurrent executions. @default none (the account's unreserved pool) */
   readonly reservedConcurrentExecutions?: number;
+  /**
+   * Folders copied next to the bundle after esbuild ran (files the code reads at run time, such
+   * as the console's): absolute source folder → folder name in the bundle. @default none
+   */
+  readonly copyFolders?: Record<string, string>;
 }
 
 /** Memory and reserved concurrency of one function, as a construct's props give them. */
@@ -58,6 +63,23 @@ export function validateSizing(label: string, sizing: FunctionSizing | undefined
 const ESM_REQUIRE_BANNER =
   "import { createRequire as __takoformCreateRequire } from 'node:module'; " +
   'const require = __takoformCreateRequire(import.meta.url);';
+
+/** Single-quoted for the shell the bundling hooks run in. */
+const shellQuote = (s: string) => `'${s.replaceAll("'", "'\\''")}'`;
+
+function copyAfterBundling(folders: Record<string, string>): ICommandHooks {
+  for (const into of Object.values(folders)) {
+    if (!/^[a-z0-9-]{1,40}$/.test(into)) throw new Error(`copyFolders target ${into} is not a plain name`);
+  }
+  return {
+    beforeBundling: () => [],
+    beforeInstall: () => [],
+    afterBundling: (_input, output) =>
+      Object.entries(folders).map(
+        ([from, into]) => `cp -R ${shellQuote(`${from}/.`)} ${shellQuote(`${output}/${into}`)}`,
+      ),
+  };
+}
 
 /**
  * A Lambda function with this project's defaults: Node 24 on arm64, one ESM bundle built by the
@@ -112,6 +134,7 @@ export class HostFunction extends Construct {
         externalModules: [],
         forceDockerBundling: false,
         ...(props.esbuildArgs ? { esbuildArgs: props.esbuildArgs } : {}),
+        ...(props.copyFolders ? { commandHooks: copyAfterBundling(props.copyFolders) } : {}),
       },
     });
 

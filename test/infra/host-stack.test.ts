@@ -1,6 +1,6 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { App, type CfnElement, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
@@ -281,6 +281,11 @@ describe('OPS-01: bundling', () => {
     expect(existsSync(api)).toBe(true);
     expect(existsSync(`${api}.map`)).toBe(true);
     expect(readFileSync(api, 'utf8')).toMatch(/^import \{ createRequire as __takoformCreateRequire \}/);
+    // The console's files sit beside the API bundle, where console-routes.ts looks for them.
+    for (const file of ['index.html', 'app.js', 'console.css']) {
+      const source = fileURLToPath(new URL(`../../lambdas/console/assets/${file}`, import.meta.url));
+      expect(readFileSync(join(dirname(api), 'console', file), 'utf8')).toBe(readFileSync(source, 'utf8'));
+    }
     // The worker bundle holds the user's module (its Response('ok')) and the runtime adapter.
     const code = readFileSync(bundleOf(worker.function.fn), 'utf8');
     expect(code).toContain('takoform.queue-batch.v1');

@@ -4,6 +4,10 @@ import type { QueueTarget } from '../../delivery/ports.ts';
 /** SQS publishes its metrics every minute; a queue with no metric in this window reports none. */
 const WINDOW_MS = 15 * 60_000;
 
+/** The `QueueName` dimension of SQS's metrics: the last segment of the queue URL. */
+export const sqsQueueName = (target: QueueTarget): string =>
+  new URL(target.sqsUrl).pathname.split('/').at(-1) ?? '';
+
 /**
  * The age of a queue's oldest message as SQS itself reports it on AWS: the latest
  * `ApproximateAgeOfOldestMessage` (a 1-minute maximum, a few minutes behind). Undefined while
@@ -14,7 +18,7 @@ export function cloudWatchOldestAge(
   clock: () => number = Date.now,
 ) {
   return async (target: QueueTarget): Promise<number | undefined> => {
-    const queueName = new URL(target.sqsUrl).pathname.split('/').at(-1) ?? '';
+    const queueName = sqsQueueName(target);
     const now = clock();
     const out = await cloudwatch.send(
       new GetMetricDataCommand({

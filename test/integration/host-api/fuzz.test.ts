@@ -1,6 +1,8 @@
+import { readFileSync } from 'node:fs';
 import type { APIGatewayProxyEvent } from 'aws-lambda';
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { CONSOLE_CSP, isConsolePath } from '../../../lambdas/console/console-routes.ts';
 import { apiGatewayAdapter } from '../../../lambdas/http/api-gateway.ts';
 import { API_ROOT } from '../../../lambdas/http/origin.ts';
 import type { HttpRequest, HttpResponse } from '../../../lambdas/http/types.ts';
@@ -9,6 +11,30 @@ import { createTestHost, FORMS, type TestHost } from '../../support/host-harness
 /** ~200 runs per property keeps the file fast; raise FUZZ_RUNS for a deeper local search. */
 const RUNS = Number(process.env.FUZZ_RUNS ?? 200);
 const ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+const CONSOLE_FILES = ['index.html', 'app.js', 'console.css'].map((f) =>
+  readFileSync(new URL(`../../../lambdas/console/assets/${f}`, import.meta.url), 'utf8'),
+);
+
+/** What every answer under /console must satisfy: its own files or a Problem, always with the CSP. */
+function checkConsoleResponse(out: HttpResponse): void {
+  expect(out.status).toBeLessThan(500);
+  expect(out.headers['content-security-policy']).toBe(CONSOLE_CSP);
+  if (out.status === 200) {
+    // Exactly one of the console's own files, nothing else.
+    expect(out.headers['content-type']).toMatch(/^text\/(html|javascript|css); charset=utf-8$/);
+    expect(CONSOLE_FILES).toContain(out.body);
+    return;
+  }
+  expect(out.body).not.toMatch(/Error:|\n\s+at |\bat [^\s]+ \(|node:internal|ENOENT|\/work\/|\/var\/task/);
+  if (out.status >= 400) {
+    expect(out.headers['content-type']).toBe('application/problem+json');
+    expect(Object.keys(JSON.parse(out.body)).sort()).toEqual(['code', 'status', 'title', 'type']);
+  } else {
+    expect([304, 308]).toContain(out.status);
+    expect(out.body).toBe('');
+  }
+}
 
 /** What every answer must satisfy (SEC-03, HA-12, HA-14). */
 function checkResponse(out: HttpResponse): void {
@@ -359,6 +385,7 @@ describe('fuzzed requests never cause a 5xx or leak internals (SEC-03, HA-12)', 
       );
     const routes: [string, (id: string) => string][] = [
       ['GET', (id) => `/ext/queues/v1/queues/${id}/stats`],
+      ['GET', (id) => `/ext/queues/v1/queues/${id}/history`],
       ['POST', (id) => `/ext/queues/v1/queues/${id}/peek`],
       ['POST', (id) => `/ext/queues/v1/queues/${id}/redrive`],
       ['POST', (id) => `/ext/queues/v1/queues/${id}/purge`],
@@ -441,9 +468,52 @@ describe('fuzzed requests never cause a 5xx or leak internals (SEC-03, HA-12)', 
       fc.asyncProperty(method(), fc.string({ maxLength: 60 }), query(), async (m, p, q) => {
         for (const path of [`/${p}`, '/.well-known/takoform/v2']) {
           const out = await host.http({ method: m, path, rawQuery: q, headers: {}, body: undefined });
-          checkResponse(out);
+          if (isConsolePath(path)) checkConsoleResponse(out);
+          else checkResponse(out);
         }
       }),
+      { numRuns: RUNS },
+    );
+  });
+
+  it('SEC-03 random requests to /console and its files: no 5xx, no exception text, always the CSP', async () => {
+    const segment = () =>
+      fc.oneof(
+        fc.constantFrom(
+          '',
+          'app.js',
+          'console.css',
+          'index.html',
+          '..',
+          '.',
+          '%2e%2e',
+          '%2F',
+          '%00',
+          'assets',
+        ),
+        fc.constantFrom('../package.json', '..%2f..%2fpackage.json', 'app.js/', 'app.js?x', '__proto__'),
+        idLike(),
+      );
+    const consolePath = () =>
+      fc.oneof(
+        fc.constantFrom('/console', '/console/'),
+        fc.array(segment(), { minLength: 1, maxLength: 4 }).map((segs) => `/console/${segs.join('/')}`),
+      );
+    await fc.assert(
+      fc.asyncProperty(
+        consolePath(),
+        fc.oneof({ arbitrary: fc.constantFrom('GET', 'HEAD'), weight: 3 }, method()),
+        query(),
+        token(),
+        fc.option(fc.oneof(fc.string({ maxLength: 40 }), fc.constant('"x"'))),
+        body(),
+        async (path, m, q, t, etag, b) => {
+          const headers: Record<string, string> = {};
+          if (t !== undefined) headers.authorization = `Bearer ${t}`;
+          if (etag !== null) headers['if-none-match'] = etag;
+          checkConsoleResponse(await host.http({ method: m, path, rawQuery: q, headers, body: b }));
+        },
+      ),
       { numRuns: RUNS },
     );
   });

@@ -171,9 +171,19 @@ describe('operator endpoints', () => {
       slotsHeld: 0,
       runningBatches: 0,
       maxConcurrency: 3,
+      batches: [],
     });
     // A queue is not a consumer.
     problem(await call('GET', `/consumers/${target}/state`), 404, 'not_found');
+  });
+
+  it('history: a Host that keeps none says so; reading it needs the read grant on the queue', async () => {
+    const r = await call('GET', `/queues/${source}/history`, undefined, ALICE_READ);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body).toEqual({ available: false, intervalSeconds: null, windowSeconds: 3600, samples: [] });
+    problem(await call('GET', `/queues/${source}/history`, undefined, BOB), 404, 'not_found');
+    problem(await call('POST', `/queues/${source}/history`), 405, 'method_not_allowed');
+    problem(await call('GET', `/queues/${source}/history`, undefined, ALICE, 'x=1'), 400, 'invalid_request');
   });
 
   it('needs the read grant to look and the write grant to change; others see nothing (404)', async () => {
