@@ -11,6 +11,7 @@
 import { CloudWatchClient, GetMetricDataCommand } from '@aws-sdk/client-cloudwatch';
 import { TagQueueCommand } from '@aws-sdk/client-sqs';
 import type { Context } from 'aws-lambda';
+import { withCallRecorder } from '../adapters/aws/call-recorder.ts';
 import { QUEUE_TAGS } from '../adapters/aws/sqs-queue-backend.ts';
 import { type AwsHost, awsHostFromEnv } from '../runtime/aws-host.ts';
 import { errorFields, MetricUnit, type Observability, observability } from '../runtime/aws-observability.ts';
@@ -122,7 +123,10 @@ export const handler = async (_event: unknown, context: Context) => {
   ready ??= awsHostFromEnv().then((host) => {
     if (!host.config.dispatcherArn)
       throw new Error('invalid Takoform Host configuration: TAKOFORM_DISPATCHER_ARN is not set');
-    return createSupervisorHandler({ host, cloudwatch: new CloudWatchClient({}) }, obs);
+    return createSupervisorHandler(
+      { host, cloudwatch: withCallRecorder(new CloudWatchClient({}), 'cloudwatch') },
+      obs,
+    );
   });
   return (await ready)();
 };

@@ -11,6 +11,7 @@ import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { z } from 'zod';
+import { withCallRecorder } from '../adapters/aws/call-recorder.ts';
 import { dynamoDbClient, sqsClient } from '../adapters/aws/clients.ts';
 import { cloudWatchOldestAge } from '../adapters/aws/cloudwatch-queue-age.ts';
 import { cloudWatchQueueHistory } from '../adapters/aws/cloudwatch-queue-history.ts';
@@ -268,9 +269,9 @@ export function awsHostFromEnv(opts: AwsHostOptions = {}): Promise<AwsHost> {
       {
         dynamodb: dynamoDbClient(),
         sqs: sqsClient(),
-        lambda: new LambdaClient({}),
-        sfn: new SFNClient({}),
-        cloudwatch: new CloudWatchClient({}),
+        lambda: withCallRecorder(new LambdaClient({}), 'lambda'),
+        sfn: withCallRecorder(new SFNClient({}), 'states'),
+        cloudwatch: withCallRecorder(new CloudWatchClient({}), 'cloudwatch'),
       },
       opts,
     );

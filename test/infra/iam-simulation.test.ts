@@ -4,8 +4,7 @@
  * data): what a worker's role and a producer's grant allow and deny, request by request.
  */
 import { PutItemCommand } from '@aws-sdk/client-dynamodb';
-import { runSimulation } from '@cloud-copilot/iam-simulate';
-import { App, type CfnElement } from 'aws-cdk-lib';
+import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type { IConstruct } from 'constructs';
@@ -14,64 +13,21 @@ import { DynamoCommitStore } from '../../lambdas/adapters/aws/dynamodb-commit-st
 import { QUEUE_TAGS } from '../../lambdas/adapters/aws/sqs-queue-backend.ts';
 import { ModuleWorkerFunction } from '../../lib/constructs/module-worker-function.ts';
 import { TakoformHostStack } from '../../lib/host-stack.ts';
-import { resolveIntrinsics } from '../support/template-values.ts';
+import { ACCOUNT, REGION, SynthesizedPolicies, TABLE_ARN } from '../support/iam-simulation.ts';
 
-const ACCOUNT = '111111111111';
-const REGION = 'us-east-1';
 const WORKER = new URL('./fixtures/worker.mjs', import.meta.url).pathname;
 
 describe('IAM policies under simulation (SEC-02, DL-09)', () => {
-  let template: Template;
-  let stack: TakoformHostStack;
-  let tableArn: string;
+  let policies: SynthesizedPolicies;
+  const tableArn = TABLE_ARN;
   const roles: Record<string, IConstruct> = {};
-  const id = (c: IConstruct) => stack.getLogicalId(c.node.defaultChild as CfnElement);
 
-  /** A template value with the stack's intrinsics resolved to concrete ARNs. */
-  const resolve = (v: unknown) =>
-    resolveIntrinsics(v, {
-      account: ACCOUNT,
-      region: REGION,
-      getAtt: (logicalId) =>
-        logicalId === id(stack.host.table.table)
-          ? tableArn
-          : `arn:aws:lambda:${REGION}:${ACCOUNT}:function:${logicalId}`,
-    });
-
-  /** Every identity policy attached to `role`, resolved. */
-  function policiesOf(role: IConstruct) {
-    const ref = JSON.stringify({ Ref: id(role) });
-    return Object.entries(template.findResources('AWS::IAM::Policy'))
-      .filter(([, p]) => JSON.stringify(p.Properties.Roles).includes(ref))
-      .map(([name, p]) => ({ name, policy: resolve(p.Properties.PolicyDocument) }));
-  }
-
-  async function simulate(
+  const simulate = (
     role: IConstruct,
     action: string,
     resource: string,
     contextVariables: Record<string, string | string[]> = {},
-  ) {
-    const result = await runSimulation(
-      {
-        request: {
-          principal: `arn:aws:iam::${ACCOUNT}:role/${id(role)}`,
-          action,
-          resource: { resource, accountId: ACCOUNT },
-          contextVariables,
-        },
-        identityPolicies: policiesOf(role),
-        serviceControlPolicies: [],
-        resourceControlPolicies: [],
-      },
-      {},
-    );
-    if (result.resultType === 'error') throw new Error(JSON.stringify(result.errors));
-    if (result.resultType !== 'single') throw new Error(`unexpected ${result.resultType} result`);
-    // Every context key given applies to this action and resource type per AWS's data.
-    expect(result.result.ignoredContextKeys ?? []).toEqual([]);
-    return result.overallResult;
-  }
+  ) => policies.simulate(role, action, resource, contextVariables);
 
   const queueArn = (name: string) => `arn:aws:sqs:${REGION}:${ACCOUNT}:${name}`;
   const tag = (space: string) => ({ [`aws:ResourceTag/${QUEUE_TAGS.space}`]: space });
@@ -80,7 +36,7 @@ describe('IAM policies under simulation (SEC-02, DL-09)', () => {
     const app = new App({
       context: { 'aws:cdk:bundling-stacks': [], '@aws-cdk/aws-iam:minimizePolicies': true },
     });
-    stack = new TakoformHostStack(app, 'TakoformHost', { env: { account: ACCOUNT, region: REGION } });
+    const stack = new TakoformHostStack(app, 'TakoformHost', { env: { account: ACCOUNT, region: REGION } });
     const worker = (cid: string, space: string) =>
       new ModuleWorkerFunction(stack, cid, {
         host: stack.host.workerBinding,
@@ -97,8 +53,7 @@ describe('IAM policies under simulation (SEC-02, DL-09)', () => {
     const oneQueue = new iam.Role(stack, 'OneQueueProducer', { assumedBy: new iam.AccountRootPrincipal() });
     stack.host.grantProduce(oneQueue, { queueUids: ['q-orders'] });
     roles.oneQueue = oneQueue;
-    template = Template.fromStack(stack);
-    tableArn = `arn:aws:dynamodb:${REGION}:${ACCOUNT}:table/host-table`;
+    policies = new SynthesizedPolicies(stack, Template.fromStack(stack), stack.host.table.table);
   });
 
   it('SEC-02 DL-09: a worker of Space A may receive from queues tagged A, not from queues tagged B or untagged', async () => {

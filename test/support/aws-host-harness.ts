@@ -8,6 +8,7 @@
  * Lambda client given as `lambda` through `withFaults` here.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
+import type { CloudWatchClient } from '@aws-sdk/client-cloudwatch';
 import { PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import type { SFNClient } from '@aws-sdk/client-sfn';
@@ -32,9 +33,11 @@ export async function createAwsTestHost(
     executorFunction?: string;
     /** Step Functions as the Host's functions see it: with it, sends and full batches start lanes. */
     sfn?: Pick<SFNClient, 'send'>;
+    /** CloudWatch as the API function sees it (the operator's oldest message age). */
+    cloudwatch?: Pick<CloudWatchClient, 'send'>;
   } = {},
 ) {
-  const { lambda: givenLambda, executorFunction, sfn, ...opts } = options;
+  const { lambda: givenLambda, executorFunction, sfn, cloudwatch, ...opts } = options;
   // clients.ts adds the faults of TAKOFORM_FAULTS already; withFaults is a no-op on them.
   const dynamodb = withFaults(dynamoDbClient(inject('ddbEndpoint')), 'dynamodb');
   const sqs = withFaults(sqsClient(inject('sqsEndpoint')), 'sqs');
@@ -52,7 +55,13 @@ export async function createAwsTestHost(
       ...(executorFunction ? { executorFunction } : {}),
       ...(sfn ? { dispatcherArn: TEST_DISPATCHER_ARN } : {}),
     },
-    { dynamodb, sqs, ...(lambda ? { lambda } : {}), ...(sfn ? { sfn } : {}) },
+    {
+      dynamodb,
+      sqs,
+      ...(lambda ? { lambda } : {}),
+      ...(sfn ? { sfn } : {}),
+      ...(cloudwatch ? { cloudwatch } : {}),
+    },
     { secrets: { cursorKey: randomBytes(32), credentialKey: randomBytes(32) }, graceMs: 1_000, ...opts },
   );
   const token = `tfk_${randomBytes(24).toString('base64url')}`;

@@ -1,6 +1,7 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { SQSClient } from '@aws-sdk/client-sqs';
+import { withCallRecorder } from './call-recorder.ts';
 import { withFaults } from './fault-injection.ts';
 import { withStrictSqsLimits } from './strict-sqs.ts';
 
@@ -14,13 +15,14 @@ const LOCAL_CREDENTIALS = { accessKeyId: 'local', secretAccessKey: 'local' };
 
 /**
  * Every client below gets fault injection when `TAKOFORM_FAULTS` is set (see fault-injection.ts);
- * without it nothing is added. A malformed value throws here, at composition.
+ * without it nothing is added. A malformed value throws here, at composition. With a test's call
+ * recorder installed (call-recorder.ts), each also reports its calls.
  */
 export function dynamoDbClient(endpoint?: string): DynamoDBClient {
   const client = endpoint
     ? new DynamoDBClient({ endpoint, region: 'us-east-1', credentials: LOCAL_CREDENTIALS, maxAttempts: 3 })
     : new DynamoDBClient({});
-  return withFaults(client, 'dynamodb');
+  return withCallRecorder(withFaults(client, 'dynamodb'), 'dynamodb');
 }
 
 /** With an endpoint (the local stand-in), also refuses what SQS refuses for size (strict-sqs.ts). */
@@ -37,7 +39,7 @@ export function sqsClient(endpoint?: string): SQSClient {
         }),
       )
     : new SQSClient({});
-  return withFaults(client, 'sqs');
+  return withCallRecorder(withFaults(client, 'sqs'), 'sqs');
 }
 
 /** A Lambda client (for invoking functions), with faults when `TAKOFORM_FAULTS` configures `lambda`. */
@@ -45,5 +47,5 @@ export function lambdaClient(endpoint?: string): LambdaClient {
   const client = endpoint
     ? new LambdaClient({ endpoint, region: 'us-east-1', credentials: LOCAL_CREDENTIALS, maxAttempts: 3 })
     : new LambdaClient({});
-  return withFaults(client, 'lambda');
+  return withCallRecorder(withFaults(client, 'lambda'), 'lambda');
 }

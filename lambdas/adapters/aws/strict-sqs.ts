@@ -45,6 +45,7 @@ import {
   OverLimit,
   SQSServiceException,
 } from '@aws-sdk/client-sqs';
+import { asNoFunction } from './call-recorder.ts';
 
 /** The default (and this Host's) `MaximumMessageSize`, per message and per batch request. */
 export const SQS_MAX_MESSAGE_BYTES = 262_144;
@@ -210,13 +211,15 @@ function inflightLimit(client: Pick<SQSClient, 'send'>, limit: number): Middlewa
   /** Per queue URL: the latest read (shared by concurrent receives) and when it was started. */
   const reads = new Map<string, { count: Promise<InflightCount | undefined>; at: number }>();
   const read = (url: string) =>
-    client
-      .send(
+    // Not the calling function's call: on AWS there is no such read (call-recorder.ts).
+    asNoFunction(() =>
+      client.send(
         new GetQueueAttributesCommand({
           QueueUrl: url,
           AttributeNames: ['ApproximateNumberOfMessagesNotVisible'],
         }),
-      )
+      ),
+    )
       .then((out) => ({ count: Number(out.Attributes?.ApproximateNumberOfMessagesNotVisible ?? 0) }))
       // The check is a stand-in's courtesy: when the count cannot be read, SQS decides.
       .catch(() => undefined);

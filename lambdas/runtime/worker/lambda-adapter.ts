@@ -18,6 +18,7 @@ import { types } from 'node:util';
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { z } from 'zod';
+import { withCallRecorder } from '../../adapters/aws/call-recorder.ts';
 import { slotSchema } from '../../delivery/batch-host-protocol.ts';
 import {
   type BatchHostPort,
@@ -85,9 +86,10 @@ export function runtimeFromEnv(env: NodeJS.ProcessEnv): QueueWorkerRuntime {
   const fn = env[AWS_ENV.batchHostFunction];
   if (!fn) throw new Error(`${AWS_ENV.batchHostFunction} is not set`);
   const idle = Number(env[AWS_ENV.idleWaitSeconds] ?? 20);
-  const lambda = new LambdaClient({});
+  // Not clients.ts: the worker bundle stays free of the DynamoDB SDK and zod's fault schema.
+  const lambda = withCallRecorder(new LambdaClient({}), 'lambda');
   return {
-    sqs: new SQSClient({}),
+    sqs: withCallRecorder(new SQSClient({}), 'sqs'),
     host: () => remoteBatchHost(lambdaTransport(lambda, fn)),
     idleWaitSeconds: Number.isInteger(idle) && idle >= 0 && idle <= 20 ? idle : 20,
     log: (message, fields) =>
