@@ -245,13 +245,16 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
         }),
       );
     } catch (err) {
-      // The batch is finalised; its moves stay owed and are made when the messages return
-      // (recovery at the slot's deadline puts them back). Nothing else of the batch is charged.
+      // The batch is finalised; its moves stay owed and are made when the messages return.
+      // Nothing else of the batch is charged. The handler has ended, so recovery returns them
+      // now (unfinished-batch.ts) rather than at the slot's deadline.
       deps.log?.('dead-letter move failed; it is retried when the messages return', {
         batchId: slot.batchId,
         error: (err as Error)?.name,
       });
-      return { idle: false, delivered: batch.length };
+      if (err instanceof Error && DEFINITE_REFUSALS.has(err.name))
+        return { idle: false, delivered: batch.length };
+      throw new BatchUnfinishedError(slot.batchId, outcome, err);
     }
   }
   return { idle: false, delivered: batch.length, credential };

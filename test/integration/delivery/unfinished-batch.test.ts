@@ -5,6 +5,7 @@
  * message behind them, until the deadline. Runs at the default worker timeout, through the real
  * dispatcher definition under the local Step Functions stand-in.
  */
+import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import {
   createDeliveryHost,
@@ -70,6 +71,60 @@ describe('issue 12: a runner that cannot finalise after its handler ended (RC-04
       await sleep(2_000);
       const msgs = records(log).filter((e) => e.ev === 'msg');
       expect(msgs.map((e) => e.attempts)).toEqual([1]);
+      await waitFor('the lane ended', () => lanes.running().length === 0, 30_000);
+    } finally {
+      d.host.dynamodb.middlewareStack.remove(name);
+    }
+  });
+
+  it('RC-04 DL-07 a dead-letter move that fails after the handler ended returns its message at once, not at the deadline', async ({
+    expect,
+  }) => {
+    const log = d.logFile('unfinished-move');
+    const { queue, dlq } = await d.setup(
+      'unfinished-move',
+      recordingWorker(log, 'throw new Error("out of luck");'),
+      { maxBatchSize: 1, maxConcurrency: 1, maxRetries: 0, deadLetter: true },
+    );
+    // The runner's dead-letter call reads the batch's manifest a second time (after finalize's
+    // read): from then on, for 5 s, every DynamoDB request fails, as when DynamoDB Local restarts.
+    let manifestReads = 0;
+    let outageUntil = 0;
+    const name = 'tableOutageAtMove';
+    d.host.dynamodb.middlewareStack.add(
+      (next, context) => async (args) => {
+        const input = args.input as { Key?: { sk?: { S?: string } } };
+        if (
+          context.commandName === 'GetItemCommand' &&
+          input.Key?.sk?.S === 'manifest' &&
+          ++manifestReads === 2
+        )
+          outageUntil = Date.now() + 5_000;
+        if (Date.now() < outageUntil)
+          throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1'), {
+            code: 'ECONNREFUSED',
+            $metadata: {},
+          });
+        return next(args);
+      },
+      { step: 'deserialize', name },
+    );
+    try {
+      const lanes = d.startDispatcher({ supervisorMs: 3_600_000 });
+      await d.host.producer.send(queue, 'doomed');
+      // Moved once the table is back (on the message's return), long before the 900 s deadline.
+      await waitDrained(d, queue, 60_000);
+      expect(outageUntil).toBeGreaterThan(0);
+      const dead = await d.host.sqs.send(
+        new ReceiveMessageCommand({ QueueUrl: dlq?.sqsUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1 }),
+      );
+      expect(dead.Messages?.length).toBe(1);
+      // One delivery: the move charged no other attempt.
+      expect(
+        records(log)
+          .filter((e) => e.ev === 'msg')
+          .map((e) => e.attempts),
+      ).toEqual([1]);
       await waitFor('the lane ended', () => lanes.running().length === 0, 30_000);
     } finally {
       d.host.dynamodb.middlewareStack.remove(name);
