@@ -17,6 +17,37 @@ import { records, sleep, waitDrained } from './delivery-kit.ts';
 
 const DEFAULT_WORKER_TIMEOUT_MS = 900_000;
 
+/**
+ * Every DynamoDB request of the Host's client fails (connection refused) from `begin(ms)` for
+ * that long, as when DynamoDB Local restarts; `watch` sees each request first and may begin it.
+ */
+function tableOutage(d: DeliveryHost, watch?: (command: string, input: unknown) => void) {
+  let until = 0;
+  let refused = 0;
+  const name = `tableOutage-${Math.random()}`;
+  d.host.dynamodb.middlewareStack.add(
+    (next, context) => async (args) => {
+      watch?.(context.commandName as string, args.input);
+      if (Date.now() < until) {
+        refused++;
+        throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1'), {
+          code: 'ECONNREFUSED',
+          $metadata: {},
+        });
+      }
+      return next(args);
+    },
+    { step: 'deserialize', name },
+  );
+  return {
+    begin: (ms: number) => {
+      until = Date.now() + ms;
+    },
+    refused: () => refused,
+    end: () => d.host.dynamodb.middlewareStack.remove(name),
+  };
+}
+
 describe('issue 12: a runner that cannot finalise after its handler ended (RC-04, DL-05)', () => {
   let d: DeliveryHost;
   beforeAll(async () => {
@@ -38,31 +69,16 @@ describe('issue 12: a runner that cannot finalise after its handler ended (RC-04
     );
     // Every DynamoDB request fails while the outage lasts, as when DynamoDB Local restarts:
     // longer than the runner's own finalisation retries, shorter than RecoverBatch's.
-    let outageUntil = 0;
-    let refused = 0;
-    const name = 'tableOutage';
-    d.host.dynamodb.middlewareStack.add(
-      (next) => async (args) => {
-        if (Date.now() < outageUntil) {
-          refused++;
-          throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1'), {
-            code: 'ECONNREFUSED',
-            $metadata: {},
-          });
-        }
-        return next(args);
-      },
-      { step: 'deserialize', name },
-    );
+    const outage = tableOutage(d);
     try {
       const lanes = d.startDispatcher({ supervisorMs: 3_600_000 });
       await d.host.producer.send(queue, 'once');
       await waitFor('the delivery', () => records(log).some((e) => e.ev === 'msg'), 30_000);
-      outageUntil = Date.now() + 5_000;
+      outage.begin(5_000);
       const sentAt = Date.now();
       // Acknowledged by the handler's return (its outcome), long before the 900 s deadline.
       await waitDrained(d, queue, 60_000);
-      expect(refused).toBeGreaterThan(0);
+      expect(outage.refused()).toBeGreaterThan(0);
       expect(Date.now() - sentAt).toBeLessThan(60_000);
       await waitFor(
         'the slot freed',
@@ -73,7 +89,7 @@ describe('issue 12: a runner that cannot finalise after its handler ended (RC-04
       expect(msgs.map((e) => e.attempts)).toEqual([1]);
       await waitFor('the lane ended', () => lanes.running().length === 0, 30_000);
     } finally {
-      d.host.dynamodb.middlewareStack.remove(name);
+      outage.end();
     }
   });
 
@@ -89,32 +105,17 @@ describe('issue 12: a runner that cannot finalise after its handler ended (RC-04
     // The runner's dead-letter call reads the batch's manifest a second time (after finalize's
     // read): from then on, for 5 s, every DynamoDB request fails, as when DynamoDB Local restarts.
     let manifestReads = 0;
-    let outageUntil = 0;
-    const name = 'tableOutageAtMove';
-    d.host.dynamodb.middlewareStack.add(
-      (next, context) => async (args) => {
-        const input = args.input as { Key?: { sk?: { S?: string } } };
-        if (
-          context.commandName === 'GetItemCommand' &&
-          input.Key?.sk?.S === 'manifest' &&
-          ++manifestReads === 2
-        )
-          outageUntil = Date.now() + 5_000;
-        if (Date.now() < outageUntil)
-          throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1'), {
-            code: 'ECONNREFUSED',
-            $metadata: {},
-          });
-        return next(args);
-      },
-      { step: 'deserialize', name },
-    );
+    const outage = tableOutage(d, (command, input) => {
+      const key = (input as { Key?: { sk?: { S?: string } } }).Key;
+      if (command === 'GetItemCommand' && key?.sk?.S === 'manifest' && ++manifestReads === 2)
+        outage.begin(5_000);
+    });
     try {
       const lanes = d.startDispatcher({ supervisorMs: 3_600_000 });
       await d.host.producer.send(queue, 'doomed');
       // Moved once the table is back (on the message's return), long before the 900 s deadline.
       await waitDrained(d, queue, 60_000);
-      expect(outageUntil).toBeGreaterThan(0);
+      expect(outage.refused()).toBeGreaterThan(0);
       const dead = await d.host.sqs.send(
         new ReceiveMessageCommand({ QueueUrl: dlq?.sqsUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1 }),
       );
@@ -127,7 +128,7 @@ describe('issue 12: a runner that cannot finalise after its handler ended (RC-04
       ).toEqual([1]);
       await waitFor('the lane ended', () => lanes.running().length === 0, 30_000);
     } finally {
-      d.host.dynamodb.middlewareStack.remove(name);
+      outage.end();
     }
   });
 });
