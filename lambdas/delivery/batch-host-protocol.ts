@@ -44,6 +44,11 @@ export const slotSchema = z.strictObject({
   workerName: z.string().min(1).max(128),
   workerFunction: z.string().min(1).max(2048),
   wakeSeq: z.number().int().nonnegative().optional(),
+  maxConcurrency: z.number().int().min(1).max(250),
+  maxRetries: z.number().int().min(0).max(100),
+  retryDelaySeconds: z.number().int().min(0).max(MESSAGE_LIMITS.maxDelaySeconds),
+  handlerMs: z.number().int().positive().max(86_400_000),
+  seal: z.string().min(1).max(128),
 });
 
 const receivedSchema = z.strictObject({
@@ -93,6 +98,8 @@ export const batchHostRequestSchema = z.discriminatedUnion('action', [
     slot: slotSchema,
     credential,
     outcome: z.enum(['returned', 'threw', 'abandoned']),
+    /** The lane goes on: the answer carries its next slot (the Host hands this one over). */
+    next: z.boolean().optional(),
   }),
   z.strictObject({
     action: z.literal('deadLetter'),
