@@ -63,6 +63,23 @@ const receivedSchema = z.strictObject({
   }),
 });
 
+const manifestEntrySchema = z.strictObject({
+  id,
+  ts: z.number().finite(),
+  attempts: z.number().int().min(0).max(1_000),
+  hadRecord: z.boolean(),
+  // Every copy SQS handed to the batch (duplicates ride with their first copy).
+  handles: z.array(handle).max(MESSAGE_LIMITS.maxBatchMessages).optional(),
+  receivedAt: epochMs.optional(),
+});
+
+/** A batch's manifest as registration handed it to the runner, with the Host's seal. */
+const sealedManifestSchema = z.strictObject({
+  entries: z.array(manifestEntrySchema).max(MESSAGE_LIMITS.maxBatchMessages),
+  moves: z.array(manifestEntrySchema).max(MESSAGE_LIMITS.maxBatchMessages),
+  seal: z.string().min(1).max(128),
+});
+
 const settleCallSchema = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('ack'), index: z.number().int().min(0).max(999) }),
   z.strictObject({
@@ -100,6 +117,8 @@ export const batchHostRequestSchema = z.discriminatedUnion('action', [
     outcome: z.enum(['returned', 'threw', 'abandoned']),
     /** The lane goes on: the answer carries its next slot (the Host hands this one over). */
     next: z.boolean().optional(),
+    /** Registration's sealed manifest: the Host then need not read it back. */
+    manifest: sealedManifestSchema.optional(),
   }),
   z.strictObject({
     action: z.literal('deadLetter'),

@@ -57,7 +57,11 @@ export class BatchHostService {
           request.slot.batchId,
           request.credential,
           request.outcome,
-          { slot: request.slot, next: request.next === true },
+          {
+            slot: request.slot,
+            next: request.next === true,
+            ...(request.manifest ? { manifest: request.manifest } : {}),
+          },
         );
         this.o.onFinalized?.(request.outcome);
         return out;

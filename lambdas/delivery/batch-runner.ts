@@ -6,6 +6,7 @@ import {
   REGISTER_ROOM_MS,
   type Received,
   type Registration,
+  type SealedManifest,
   type Slot,
 } from './delivery-service.ts';
 import { decodeEnvelope, type Envelope } from './envelope.ts';
@@ -26,7 +27,12 @@ export interface BatchHostPort {
    * Closes and applies the batch; returns the ids of messages to move (bodies needed). `next`:
    * the lane goes on, and the Host hands this batch's slot to the next one in the same write.
    */
-  finalize(slot: Slot, credential: string, outcome: InvocationOutcome, next?: boolean): Promise<Finalized>;
+  finalize(
+    slot: Slot,
+    credential: string,
+    outcome: InvocationOutcome,
+    opts?: { next?: boolean; manifest?: SealedManifest },
+  ): Promise<Finalized>;
   /** Bodies for the moves `finalize` asked for; resolves once the batch is finished. */
   deadLetter(slot: Slot, credential: string, items: DeadLetterItem[]): Promise<void>;
 }
@@ -240,7 +246,9 @@ export async function runBatch(
   let fin: Finalized;
   const next = goOn();
   try {
-    fin = await withRetries(() => deps.host.finalize(slot, credential, outcome, next));
+    fin = await withRetries(() =>
+      deps.host.finalize(slot, credential, outcome, { next, manifest: registration.manifest }),
+    );
   } catch (err) {
     // The handler has ended: recovery may apply the batch now (unfinished-batch.ts).
     if (err instanceof Error && DEFINITE_REFUSALS.has(err.name)) throw err;

@@ -22,7 +22,7 @@ import { type Envelope, encodeEnvelope } from './envelope.ts';
 import { MESSAGE_LIMITS, NamedError, recordExpiry } from './limits.ts';
 import type { CommitStore, QueueDirectory, QueueTarget } from './ports.ts';
 import type { InvocationOutcome, SettleAnswer, SettleCall } from './settlement-protocol.ts';
-import { sameMac, sealSlot, slotSealValid } from './slot-seal.ts';
+import { manifestSeal, manifestSealValid, sameMac, sealSlot, slotSealValid } from './slot-seal.ts';
 import { byCount, bySendLimits } from './sqs-batches.ts';
 import type { UnfinishedBatch } from './unfinished-batch.ts';
 
@@ -93,6 +93,8 @@ export interface FinalizeOptions {
   slot?: Slot;
   /** The lane goes on: hand the slot to its next batch (`Finalized.next`). */
   next?: boolean;
+  /** The manifest registration handed to the runner, sealed: read from the table without it. */
+  manifest?: SealedManifest;
 }
 
 export interface Finalized {
@@ -148,7 +150,12 @@ export interface Registration {
    * moved when it is finalised (the runner holds their bodies).
    */
   moves: number;
+  /** What registration recorded, sealed: the runner hands it back to `finalize` (no read then). */
+  manifest?: SealedManifest;
 }
+
+/** A batch's manifest with the Host's seal (`slot-seal.ts`). */
+export type SealedManifest = Manifest & { seal: string };
 
 /** A body the runner holds for a dead-letter move the Host asked for (by message id). */
 export interface DeadLetterItem {
@@ -295,11 +302,22 @@ export class DeliveryService {
     // A sealed slot brings the consumer's settings and queue; without one they are read.
     const slot = opts.slot ? this.trusted(opts.slot) : undefined;
     if (slot && slot.batchId !== batchId) throw new NamedError('unknown_batch', 'not a batch of this runner');
+    const manifest = this.trustedManifest(batchId, opts.manifest);
     // Closing is conditional on the credential: the write that checks ownership is the close.
     const head = await this.o.store.closeBatch(batchId, outcome, hashCredential(credential));
     if (!head || !this.ownsBatch(head, credential))
       throw new NamedError('unknown_batch', 'not a batch of this runner');
-    return this.apply(head, 'live', slot, opts.next === true);
+    return this.apply(head, 'live', slot, opts.next === true, manifest);
+  }
+
+  /** The runner's copy of a manifest if the Host sealed it for this batch, else undefined (read it). */
+  private trustedManifest(batchId: string, sealed: SealedManifest | undefined): Manifest | undefined {
+    if (!sealed) return undefined;
+    const { seal, ...manifest } = sealed;
+    if (!manifestSealValid(this.o.credentialKey, batchId, manifest, seal)) {
+      throw new NamedError('unknown_batch', 'not a manifest of this batch');
+    }
+    return manifest;
   }
 
   private async consumer(consumerUid: string) {
@@ -597,12 +615,14 @@ export class DeliveryService {
       });
     }
     crashPoint('delivery.after-register');
+    const manifest: Manifest = { entries: delivered, moves: moved };
     return {
       credential,
       deadline: slot.deadline,
       deliver,
       moves: moved.length,
       room: Object.keys(slots).length < spec.maxConcurrency,
+      manifest: { ...manifest, seal: manifestSeal(this.o.credentialKey, slot.batchId, manifest) },
     };
   }
 
@@ -750,9 +770,11 @@ export class DeliveryService {
     mode: 'live' | 'recovery',
     slot: Slot | undefined,
     next: boolean,
+    known?: Manifest,
   ): Promise<Finalized> {
     const batchId = head.batchId;
-    const manifest: Manifest = (await this.o.store.getManifest(batchId)) ?? { entries: [], moves: [] };
+    const manifest: Manifest = known ??
+      (await this.o.store.getManifest(batchId)) ?? { entries: [], moves: [] };
     if (head.applied) {
       if (mode === 'live') return { deadLetter: pendingIds(head, manifest) };
       await this.returnPending(head, manifest);

@@ -3,7 +3,8 @@
  * travels with the slot through the state machine and the runner, bound by an HMAC with the
  * Host's delivery key. A sealed slot is trusted without reading those records again; a slot whose
  * seal does not verify is refused as `unknown_batch`, so a runner can neither forge nor alter one
- * (DL-09).
+ * (DL-09). A batch's manifest travels the same way from registration to finalisation, so the
+ * runner's copy stands in for reading it back from the table.
  *
  * Every MAC here starts with its own label, so none can stand in for another, nor for a batch
  * credential (the HMAC of a bare batch id, which never starts with `takoform/`).
@@ -35,4 +36,16 @@ export function sealSlot<T extends object>(key: Buffer, fields: T): T & { seal: 
 export function slotSealValid(key: Buffer, slot: { seal?: string }): boolean {
   const { seal, ...fields } = slot;
   return typeof seal === 'string' && sameMac(seal, mac(key, SLOT_LABEL, fields));
+}
+
+const MANIFEST_LABEL = 'takoform/manifest/v1\n';
+
+/** The seal of a batch's manifest, as registration recorded it (ids, attempts, receipt handles). */
+export function manifestSeal(key: Buffer, batchId: string, manifest: object): string {
+  return mac(key, `${MANIFEST_LABEL}${batchId}\n`, manifest);
+}
+
+/** Whether `seal` is the Host's seal of `manifest` for this batch. */
+export function manifestSealValid(key: Buffer, batchId: string, manifest: object, seal: string): boolean {
+  return sameMac(seal, manifestSeal(key, batchId, manifest));
 }

@@ -158,8 +158,18 @@ export function remoteBatchHost(transport: BatchHostTransport): RemoteBatchHost 
           a === 'ok' || a === 'unknown_batch' || a === 'already_settled' ? a : 'backend_unavailable',
       );
     },
-    finalize: (slot, credential, outcome, next) =>
-      call<Finalized>({ action: 'finalize', slot, credential, outcome, ...(next ? { next } : {}) }, 'runner'),
+    finalize: (slot, credential, outcome, opts = {}) =>
+      call<Finalized>(
+        {
+          action: 'finalize',
+          slot,
+          credential,
+          outcome,
+          ...(opts.next ? { next: true } : {}),
+          ...(opts.manifest ? { manifest: opts.manifest } : {}),
+        },
+        'runner',
+      ),
     deadLetter: async (slot, credential, items) => {
       // The batch is finished (slot released) only by the last part.
       const parts = deadLetterCalls(items);

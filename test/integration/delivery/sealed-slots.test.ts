@@ -91,6 +91,25 @@ describe('issue 13: sealed slots and hand-over', () => {
       ).toBe('unknown_batch');
     }
     expect((await batchHead(d, slot.batchId))?.closed).toBe(false);
+    // The manifest registration handed over, altered: another attempt count, another handle.
+    const manifest = reg.manifest as NonNullable<typeof reg.manifest>;
+    const [entry] = manifest.entries;
+    expect(entry?.id).toBe(got[0]?.envelope.id);
+    for (const changed of [
+      { ...manifest, entries: [{ ...entry!, attempts: 2 }] },
+      { ...manifest, entries: [{ ...entry!, handles: ['forged-handle'] }] },
+      { ...manifest, moves: [entry!] },
+    ]) {
+      expect(
+        await outcomeOf(
+          d.host.delivery.finalizeAsRunner(slot.batchId, reg.credential, 'returned', {
+            slot,
+            manifest: changed,
+          }),
+        ),
+      ).toBe('unknown_batch');
+    }
+    expect((await batchHead(d, slot.batchId))?.closed).toBe(false);
     // A wrong credential closes nothing, even with the genuine slot.
     expect(
       await outcomeOf(
@@ -98,7 +117,7 @@ describe('issue 13: sealed slots and hand-over', () => {
       ),
     ).toBe('unknown_batch');
     expect((await batchHead(d, slot.batchId))?.closed).toBe(false);
-    await d.host.delivery.finalizeAsRunner(slot.batchId, reg.credential, 'returned', { slot });
+    await d.host.delivery.finalizeAsRunner(slot.batchId, reg.credential, 'returned', { slot, manifest });
     await waitDrained(d, queue, 10_000);
   });
 
