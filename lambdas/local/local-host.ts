@@ -9,6 +9,7 @@ import { API_ROOT } from '../http/origin.ts';
 import { parseStrictJson } from '../http/strict-json.ts';
 import { QueueHistory } from '../operator/queue-history.ts';
 import { composeHost } from '../runtime/compose-host.ts';
+import { log } from '../shared/log.ts';
 import { ConfigError, type LocalHostConfig } from './config.ts';
 import { DataDir } from './data-dir.ts';
 import { deliveryTuning } from './delivery-tuning.ts';
@@ -188,6 +189,11 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
     // Batches an earlier run left in flight (a stop that ran out of time, `kill -9`) end now:
     // their handlers died with that process, so nothing needs to wait for their deadlines.
     await host.delivery.recoverAfterRestart();
+    // The same for Operations: a step the dead run had claimed resumes now, not when its lease
+    // (60 s by default) runs out.
+    const released = await host.store.releaseLeases(Date.now());
+    if (released > 0)
+      log.info('resumed the Operations a previous run left claimed', { operations: released });
     server = await startNodeServer(host.http, config.port);
     origin ||= `http://127.0.0.1:${server.port}`;
     dir.recordConnection({ listen: `http://127.0.0.1:${server.port}`, origin, pid: process.pid });

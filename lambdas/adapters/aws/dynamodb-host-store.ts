@@ -599,6 +599,52 @@ export class DynamoHostStore implements HostStore {
     });
   }
 
+  async releaseLeases(now: number): Promise<number> {
+    let released = 0;
+    let start: Record<string, AttributeValue> | undefined;
+    do {
+      // A claimed Operation is due when its lease ends: the leased ones sort after `now`.
+      const page = await this.client.send(
+        new QueryCommand({
+          TableName: this.table,
+          IndexName: gsi2.name,
+          KeyConditionExpression: '#pk = :due AND #sk > :now',
+          ExpressionAttributeNames: { '#pk': gsi2.pk, '#sk': gsi2.sk },
+          ExpressionAttributeValues: marshall({ ':due': DUE, ':now': dueKey(now, '~') }),
+          ExclusiveStartKey: start,
+        }),
+      );
+      for (const item of page.Items ?? []) {
+        const v = unmarshall(item);
+        if (typeof v.leaseUntil !== 'number' || v.leaseUntil <= now || typeof v.leaseToken !== 'string')
+          continue;
+        try {
+          await this.client.send(
+            new UpdateItemCommand({
+              TableName: this.table,
+              Key: marshall(keys.operation(v.id)),
+              UpdateExpression: 'SET leaseUntil = :now, #gsk = :dueNow',
+              // Only the lease that was read: a claim or settlement meanwhile is left alone.
+              ConditionExpression: 'attribute_exists(#gpk) AND leaseToken = :t AND leaseUntil = :until',
+              ExpressionAttributeNames: { '#gpk': gsi2.pk, '#gsk': gsi2.sk },
+              ExpressionAttributeValues: marshall({
+                ':now': now,
+                ':dueNow': dueKey(Math.max(now, Number(v.nextAttemptAt ?? now)), v.id),
+                ':t': v.leaseToken,
+                ':until': v.leaseUntil,
+              }),
+            }),
+          );
+          released++;
+        } catch (err) {
+          if (!(err instanceof ConditionalCheckFailedException)) throw err;
+        }
+      }
+      start = page.LastEvaluatedKey;
+    } while (start);
+    return released;
+  }
+
   async claimOperation(
     id: string,
     from: OperationStatus,
