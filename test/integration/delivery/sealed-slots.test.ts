@@ -1,18 +1,16 @@
 /**
  * Issue 13: a batch's path is one pass. What AcquireSlot learned travels with the slot, sealed by
  * the Host (slot-seal.ts), and a lane's slot is handed to its next batch in the write that frees
- * it. These tests try to break what that must keep: a runner cannot alter or forge a slot (DL-09),
- * a hand-over never widens the bound (DL-02), a stop after the slot was taken starts nothing
- * (QC-08), and a repeated call (a lost answer) neither takes a second slot nor registers twice.
- * Against DynamoDB Local and the SQS stand-in.
+ * it. These tests try to break what that must keep: a runner cannot alter or forge a slot or its
+ * manifest (DL-09), a hand-over never widens the bound (DL-02), a stop after the slot was taken
+ * starts nothing (QC-08), and a repeated call (a lost answer) neither takes a second slot nor
+ * registers twice. Against DynamoDB Local and the SQS stand-in.
  */
-import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Received, Slot } from '../../../lambdas/delivery/delivery-service.ts';
-import { decodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
+import type { Slot } from '../../../lambdas/delivery/delivery-service.ts';
 import type { QueueTarget } from '../../../lambdas/delivery/ports.ts';
 import { createDeliveryHost, type DeliveryHost, recordingWorker } from '../../support/delivery-harness.ts';
-import { batchHead, outcomeOf, queueCounts, serial, waitDrained } from './delivery-kit.ts';
+import { batchHead, outcomeOf, queueCounts, receiveAsRunner, serial, waitDrained } from './delivery-kit.ts';
 
 describe('issue 13: sealed slots and hand-over', () => {
   let d: DeliveryHost;
@@ -40,24 +38,7 @@ describe('issue 13: sealed slots and hand-over', () => {
     return got.slot;
   }
 
-  /** Receives what is visible, as the runner does (short visibility while gathering). */
-  async function receive(queue: QueueTarget): Promise<Received[]> {
-    const out = await d.host.sqs.send(
-      new ReceiveMessageCommand({
-        QueueUrl: queue.sqsUrl,
-        MaxNumberOfMessages: 10,
-        WaitTimeSeconds: 2,
-        VisibilityTimeout: 60,
-        MessageSystemAttributeNames: ['SentTimestamp'],
-      }),
-    );
-    return (out.Messages ?? []).map((m) => {
-      const { body: _body, ...envelope } = decodeEnvelope(m.Body) as NonNullable<
-        ReturnType<typeof decodeEnvelope>
-      >;
-      return { receiptHandle: m.ReceiptHandle as string, receivedAt: Date.now(), envelope };
-    });
-  }
+  const receive = (queue: QueueTarget) => receiveAsRunner(d, queue);
 
   const slotsOf = async (consumerUid: string) => Object.keys(await d.host.delivery.slotsOf(consumerUid));
 
