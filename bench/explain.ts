@@ -138,21 +138,33 @@ function utilisationMiss(s: Summary, r: Row): string {
 }
 
 function dynamoMisses(s: Summary, rows: Row[]): string {
-  const list = rows.map((r) => `${r.setting.split(',').slice(0, 2).join(',')}: ${fmtSpread(r.host, 1)}`);
+  const list = rows.map((r) => {
+    const c = s.cells.find((x) => r.key === `dynamo:${x.kind}:${x.id}`);
+    return `${c?.label ?? r.setting}: ${fmtSpread(r.host, 1)}`;
+  });
   const out = [
     `**DynamoDB requests per batch: missed in ${rows.length} of ${s.cells.length} cells** against ≤ 6 (${list.join('; ')}).`,
   ];
   for (const c of referenceCells(s)) {
-    const both = readAndWritten(c.breakdown);
+    const b = c.breakdown;
+    const both = readAndWritten(b);
+    const reads: Record<string, number> = {};
+    for (const part of Object.keys(b.ops))
+      for (const [k, n] of Object.entries(kindsOf(b, part, true))) reads[k] = (reads[k] ?? 0) + n;
+    const repeated = Object.entries(reads)
+      .filter(([, n]) => n / Math.max(1, b.batches) > 1.05)
+      .sort(([x], [y]) => x.localeCompare(y))
+      .map(([k, n]) => `${k} ${fmt(n / Math.max(1, b.batches), 2)}`);
     out.push(
-      `At ${c.label} (${fmt(c.breakdown.batches, 0)} batches): ${dynamoByPart(c.breakdown)}.` +
+      `At ${c.label} (${fmt(b.batches, 0)} batches): ${dynamoByPart(b)}.` +
+        (repeated.length > 0 ? ` Item kinds read more than once per batch: ${repeated.join(', ')}.` : '') +
         (both.kinds.length > 0
-          ? ` Of the reads, ${fmt(both.readsPerBatch, 2)} per batch are of items the same path also writes (${both.kinds.join(', ')}): a condition on that write could answer them.`
+          ? ` ${fmt(both.readsPerBatch, 2)} reads per batch are of item kinds the same path also writes (${both.kinds.join(', ')}), which a condition on that write could check instead.`
           : ''),
     );
   }
   out.push(
-    'What would close it: every request beyond 6 per batch in the parts above; the item kinds show which records each part reads again.',
+    'What would close it: removing the requests beyond 6 per batch from the parts above, starting with the repeated reads.',
   );
   return out.join(' ');
 }
@@ -191,7 +203,7 @@ function costMisses(s: Summary, rows: Row[]): string {
     );
   }
   out.push(
-    'What would close it: in each cell, cutting the largest parts by the amount over; SQS is the floor at today’s requests per message (the producer’s send, the receive and the delete).',
+    'What would close it: in each cell, cutting the parts above, largest first, by the amount it is over.',
   );
   return out.join(' ');
 }
@@ -242,6 +254,19 @@ export function explanations(s: Summary): string[] {
 /** Measured observations beside the targets (no verdicts). */
 export function findings(s: Summary): string[] {
   const out: string[] = [];
+  for (const c of s.cells.filter((x) => x.kind === 'steady')) {
+    const tp = byKey(s, `steady:${c.id}:throughput`);
+    const p99 = byKey(s, `steady:${c.id}:p99`);
+    if (!tp || !p99 || c.rate === undefined) continue;
+    // The raw loop under the same producer shows what the stand-ins let through.
+    const behind = (tp.baseline?.median ?? c.rate) - tp.host.median;
+    out.push(
+      `**Steady stream, ${c.label}**: the Host handled ${fmtSpread(tp.host, 0)} msg/s of the ${fmt(c.rate, 0)} sent, the raw loop ${fmtSpread(tp.baseline, 0)}; send → handler p99 ${fmtSpread(p99.host, 0)} ms against the raw loop's ${fmtSpread(p99.baseline, 0)} ms` +
+        (behind > 0.05 * c.rate
+          ? `; about ${fmt(behind, 0)} msg/s more than the Host handled queued up during the window, with ${fmtSpread(c.perBatch.dynamoRequests, 1)} DynamoDB requests per batch of ${fmtSpread(c.messagesPerBatch, 1)} messages.`
+          : '.'),
+    );
+  }
   const b10 = s.cells.filter((c) => c.kind === 'drain' && c.batchSize === 10);
   const low = b10[0];
   const high = b10.at(-1);

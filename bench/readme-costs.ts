@@ -4,7 +4,7 @@
  * README never carries hand-written per-batch figures that the data path has outgrown.
  */
 import { dynamoByPart, referenceCells } from './explain.ts';
-import { fmt, fmtSpread } from './format.ts';
+import { fmt } from './format.ts';
 import { PRICES } from './pricing.ts';
 import type { Summary } from './report.ts';
 import type { BenchMeta } from './results-model.ts';
@@ -45,7 +45,7 @@ export function costsRegion(meta: BenchMeta, summary: Summary, resultsLink: stri
     );
   }
   lines.push(
-    `Idle: a Host whose one consumer is idle $${fmtSpread(summary.idle.hostWithOneIdleConsumer, 3)} per month (the supervisor's round every minute), each further idle consumer $${fmtSpread(summary.idle.perExtraConsumer, 3)}.`,
+    `Idle: a Host whose one consumer is idle $${fmt(summary.idle.hostWithOneIdleConsumer.median, 3)} per month (the supervisor's round every minute), each further idle consumer $${fmt(summary.idle.perExtraConsumer.median, 3)}.`,
   );
   return lines.join('\n');
 }

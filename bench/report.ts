@@ -130,6 +130,8 @@ export const cellId = (b: number, c: number) => `${b}x${c}`;
 export const steadyLabel = (s: SteadySetting) =>
   `steady ${fmt(s.rate, 0)} msg/s, ${cellKey(s.batchSize, s.concurrency)}`;
 
+export const steadyId = (s: SteadySetting) => `${s.rate}/s:${cellId(s.batchSize, s.concurrency)}`;
+
 function judge(value: number, ok: (v: number) => boolean): Verdict {
   return Number.isFinite(value) ? (ok(value) ? 'met' : 'missed') : '—';
 }
@@ -196,7 +198,7 @@ function steadyCounts(setting: SteadySetting, pairs: SteadyPair[]): CellCounts {
   return {
     kind: 'steady',
     label: steadyLabel(setting),
-    id: `${setting.rate}/s:${cellId(setting.batchSize, setting.concurrency)}`,
+    id: steadyId(setting),
     batchSize: setting.batchSize,
     concurrency: setting.concurrency,
     rate: setting.rate,
@@ -262,7 +264,9 @@ export function summarise(config: BenchConfig, s: BenchSamples): Summary {
     const pairs = steadyPairs.filter((p) => sameSetting(p.host.setting, setting));
     if (pairs.length === 0) continue;
     const label = `${steadyLabel(setting)}, maxBatchTimeoutSeconds ${setting.maxBatchTimeoutSeconds}`;
+    const id = steadyId(setting);
     rows.push({
+      key: `steady:${id}:throughput`,
       group: 'Steady stream',
       figure: 'achieved messages/s, no-op worker',
       setting: label,
@@ -276,6 +280,7 @@ export function summarise(config: BenchConfig, s: BenchSamples): Summary {
     });
     for (const q of ['p50', 'p99'] as const) {
       rows.push({
+        key: `steady:${id}:${q}`,
         group: 'Steady stream',
         figure: `send → handler ${q}`,
         setting: label,

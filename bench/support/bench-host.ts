@@ -182,11 +182,12 @@ export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptio
       if (!role) return fn.bind(target);
       return async (...args: unknown[]) => {
         const t0 = performance.now();
+        meter.lambdaStarted(role);
         let out: unknown;
         try {
           out = await attribute(role, () => fn.apply(target, args));
         } finally {
-          meter.lambda(role, performance.now() - t0);
+          meter.lambdaEnded(role, performance.now() - t0);
         }
         if (prop === 'register') {
           const slot = args[0] as { batchId: string };

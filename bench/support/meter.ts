@@ -177,12 +177,29 @@ export class Meter {
     }
   }
 
+  /** One invocation that took `ms` (counted when it ends). */
   lambda(role: string, ms: number): void {
-    this.tally.lambda[role] ??= { invocations: 0, totalMs: 0, billedMs: 0 };
-    const l = this.tally.lambda[role];
-    l.invocations++;
+    this.lambdaStarted(role);
+    this.lambdaEnded(role, ms);
+  }
+
+  /**
+   * An invocation counts where it starts and its duration where it ends, so that a long one (a
+   * worker invocation that outlives the drain it served) still counts in the period it served.
+   */
+  lambdaStarted(role: string): void {
+    this.lambdaEntry(role).invocations++;
+  }
+
+  lambdaEnded(role: string, ms: number): void {
+    const l = this.lambdaEntry(role);
     l.totalMs += ms;
     l.billedMs += Math.max(1, Math.ceil(ms));
+  }
+
+  private lambdaEntry(role: string): LambdaTally {
+    this.tally.lambda[role] ??= { invocations: 0, totalMs: 0, billedMs: 0 };
+    return this.tally.lambda[role];
   }
 
   transition(state: string): void {

@@ -69,10 +69,11 @@ export function installStepFunctionsHook(): void {
         const role = TASK_ROLES[name] ?? `task:${name}`;
         const w: Handler = async (taskInput: unknown) => {
           const t0 = performance.now();
+          meter.lambdaStarted(role);
           try {
             return await attribute(role, () => h(taskInput));
           } finally {
-            meter.lambda(role, performance.now() - t0);
+            meter.lambdaEnded(role, performance.now() - t0);
           }
         };
         w[WRAPPED] = true;
