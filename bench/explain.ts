@@ -31,11 +31,11 @@ const kindList = (kinds: Record<string, number>, batches: number) =>
     .join(', ');
 
 /** "batch-host:register 7.00 (reads 6.00: ATTACH 1.00, …; writes 1.00: …); …" */
-export function dynamoByPart(b: PartBreakdown): string {
+export function dynamoByPart(b: PartBreakdown, withKinds = true): string {
   return dynamoParts(b)
     .map((p) => {
-      const r = kindList(kindsOf(b, p.part, true), b.batches);
-      const w = kindList(kindsOf(b, p.part, false), b.batches);
+      const r = withKinds ? kindList(kindsOf(b, p.part, true), b.batches) : '';
+      const w = withKinds ? kindList(kindsOf(b, p.part, false), b.batches) : '';
       return `${p.part} ${fmt(p.reads + p.writes, 2)} (reads ${fmt(p.reads, 2)}${r ? `: ${r}` : ''}; writes ${fmt(p.writes, 2)}${w ? `: ${w}` : ''})`;
     })
     .join('; ');

@@ -19,7 +19,7 @@ export function costsRegion(meta: BenchMeta, summary: Summary, resultsLink: stri
     return r?.target ? `${r.target} ${r.verdict}` : '—';
   };
   const lines = [
-    `Measured by \`npm run bench\` on ${meta.date} ([results](${resultsLink})) on the local stand-ins, per finalised batch on the happy path (the handler returns; no explicit ack); USD per million messages at the ${PRICES.region} prices checked ${PRICES.checked}, producer included. Generated: \`npm run bench\` rewrites this table, \`npm run bench -- --from bench/results/<date>.json\` re-renders it.`,
+    `Measured by \`npm run bench\` on ${meta.date} ([results](${resultsLink})) on the local stand-ins, per finalised batch on the happy path (the handler returns; no explicit ack). USD per million messages include the producer, at list prices (${PRICES.region}; checked ${PRICES.checked}). Generated: \`npm run bench\` rewrites this part of the README and \`npm run bench -- --from bench/results/<date>.json\` re-renders it; edits here are lost.`,
     '',
     '| Cell | Messages / batch | Step Functions transitions / batch | Lambda invocations / batch | DynamoDB requests / batch (WRU, RRU) | SQS requests / batch | USD per million messages |',
     '|---|---|---|---|---|---|---|',
@@ -40,7 +40,7 @@ export function costsRegion(meta: BenchMeta, summary: Summary, resultsLink: stri
         .map(([k, n]) => `${k} ${fmt(n / Math.max(1, b.batches), 2)}`)
         .join(', ');
     lines.push(
-      `By part, ${c.label}: Lambda — ${per(b.lambda) || 'none'}; Step Functions — ${per(b.transitions) || 'none'}; DynamoDB — ${dynamoByPart(b) || 'none'}.`,
+      `By part, ${c.label}: Lambda — ${per(b.lambda) || 'none'}; Step Functions — ${per(b.transitions) || 'none'}; DynamoDB — ${dynamoByPart(b, false) || 'none'} (by item kind in the results).`,
       '',
     );
   }
