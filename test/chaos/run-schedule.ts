@@ -382,7 +382,12 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
           blockers.push(
             `${verdict.lost.length} without a final fate: ${verdict.lost.slice(0, 5).join(', ')}`,
           );
-        const open = [...e.view.heads.values()].filter((h) => !h.closed || !h.applied);
+        // Finished: closed, and applied or no longer holding its slot (freeing the slot is what
+        // ends a batch whose decisions needed nothing more; see DeliveryService.apply).
+        const holding = new Set([...e.view.slots.values()].flat());
+        const open = [...e.view.heads.values()].filter(
+          (h) => !h.closed || (!h.applied && holding.has(h.batchId)),
+        );
         if (open.length) blockers.push(`${open.length} batch(es) not finished`);
         const main = await state.counts(mainQueue);
         const left = main ? main.visible + main.inFlight + main.delayed : -1;
