@@ -16,7 +16,9 @@
 
 import { types } from 'node:util';
 import { LambdaClient } from '@aws-sdk/client-lambda';
+import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
+import { SSMClient } from '@aws-sdk/client-ssm';
 import { z } from 'zod';
 import { withCallRecorder } from '../../adapters/aws/call-recorder.ts';
 import { slotSchema } from '../../delivery/batch-host-protocol.ts';
@@ -34,13 +36,17 @@ import { errorReport } from './error-report.ts';
 import { createInvocationContext } from './invocation-context.ts';
 import { createQueueBatch } from './queue-batch.ts';
 import { lambdaTransport, type RemoteBatchHost, remoteBatchHost } from './remote-batch-host.ts';
+import { type SecretRefs, secretRefsSchema } from './secret-refs.ts';
 import { createWorkerEnv } from './worker-env.ts';
+import { type SecretClients, secretsOnce } from './worker-secrets.ts';
 
 export interface QueueWorkerConfig {
   /** The worker's `vars`: JSON values, given to the handler as they are. */
   vars?: Record<string, unknown>;
   /** Binding name → the queue Resource (same Space) it sends to. Only the names matter here. */
   queueProducers?: Record<string, { queue: string }>;
+  /** `env` name → where its value is read at cold start (never the value itself). */
+  secrets?: SecretRefs;
 }
 
 export interface QueueWorkerRuntime {
@@ -49,6 +55,8 @@ export interface QueueWorkerRuntime {
   host: () => RemoteBatchHost;
   /** How long to long-poll an empty queue before handing the slot back (the Host's setting). */
   idleWaitSeconds: number;
+  /** Clients for the worker's secrets (default: none, so a worker with secrets fails clearly). */
+  secretClients?: SecretClients;
   /** Kept free at the end of the Lambda's time for finalisation (default 5 s). */
   marginMs?: number;
   clock?: () => number;
@@ -73,12 +81,21 @@ const eventSchema = z.strictObject({ kind: z.literal(QUEUE_BATCH_EVENT_KIND), sl
 const configSchema = z.strictObject({
   vars: z.record(z.string(), z.unknown()).optional(),
   queueProducers: z.record(z.string(), z.strictObject({ queue: z.string().min(1) })).optional(),
+  secrets: secretRefsSchema.optional(),
 });
 
-/** `{vars, queueProducers}` from the function's environment (set by ModuleWorkerFunction). */
+/** `{vars, queueProducers, secrets}` from the function's environment (set by ModuleWorkerFunction). */
 export function workerConfigFromEnv(env: NodeJS.ProcessEnv): QueueWorkerConfig {
   const raw = env[AWS_ENV.workerConfig];
   return configSchema.parse(raw ? JSON.parse(raw) : {});
+}
+
+function once<T>(make: () => T): () => T {
+  let made: { value: T } | undefined;
+  return () => {
+    made ??= { value: make() };
+    return made.value;
+  };
 }
 
 /** The runtime on AWS: default clients and the batch-host function named in the environment. */
@@ -91,6 +108,11 @@ export function runtimeFromEnv(env: NodeJS.ProcessEnv): QueueWorkerRuntime {
   return {
     sqs: withCallRecorder(new SQSClient({}), 'sqs'),
     host: () => remoteBatchHost(lambdaTransport(lambda, fn)),
+    // Created on first use: most workers declare no secrets.
+    secretClients: {
+      secretsManager: once(() => withCallRecorder(new SecretsManagerClient({}), 'secretsmanager')),
+      ssm: once(() => withCallRecorder(new SSMClient({}), 'ssm')),
+    },
     idleWaitSeconds: Number.isInteger(idle) && idle >= 0 && idle <= 20 ? idle : 20,
     log: (message, fields) =>
       process.stderr.write(`${JSON.stringify({ level: 'info', message, ...fields })}\n`),
@@ -132,6 +154,7 @@ export const CUT_OFF_EXIT_CODE = 1;
 function inProcessInvoker(
   moduleDefault: unknown,
   config: QueueWorkerConfig,
+  secrets: Readonly<Record<string, string>>,
   host: RemoteBatchHost,
   deadlineOf: (slot: Slot) => number,
   clock: () => number,
@@ -167,6 +190,7 @@ function inProcessInvoker(
       });
       const env = createWorkerEnv({
         vars: config.vars ?? {},
+        secrets,
         producerBindings: Object.keys(config.queueProducers ?? {}),
         produce: (call) =>
           ended
@@ -222,9 +246,18 @@ export function createQueueWorkerHandler(
   runtime?: QueueWorkerRuntime,
 ) {
   let rt = runtime;
+  const noClients = () => {
+    throw new Error('no secret clients in this runtime');
+  };
+  const secretsOf = secretsOnce(
+    config.secrets ?? {},
+    () => rt?.secretClients ?? { secretsManager: noClients, ssm: noClients },
+  );
   return async (event: unknown, context: WorkerLambdaContext): Promise<RunResult> => {
     rt ??= runtimeFromEnv(process.env);
     const { slot } = eventSchema.parse(event) as { slot: Slot };
+    // Before any receive: a batch never starts without every secret its worker declares.
+    const secrets = await secretsOf();
     const clock = rt.clock ?? Date.now;
     const startedAt = clock();
     const lambdaEnd = startedAt + context.getRemainingTimeInMillis();
@@ -252,9 +285,18 @@ export function createQueueWorkerHandler(
         {
           sqs: rt.sqs as SQSClient,
           host: laneHost,
-          invoker: inProcessInvoker(moduleDefault, config, host, deadlineOf, clock, log, (batchId) => {
-            cutOff ??= batchId;
-          }),
+          invoker: inProcessInvoker(
+            moduleDefault,
+            config,
+            secrets,
+            host,
+            deadlineOf,
+            clock,
+            log,
+            (batchId) => {
+              cutOff ??= batchId;
+            },
+          ),
           idleWaitSeconds: Math.max(
             0,
             Math.min(rt.idleWaitSeconds, Math.floor((deadlineOf(slot) - clock()) / 1000) - 1),
