@@ -269,11 +269,13 @@ export function createQueueWorkerHandler(
     // recovery would finish the batch on its own.
     const deadlineOf = (s: Slot) => Math.min(lambdaEnd, s.deadline) - margin;
     let cutOff: string | undefined;
-    // After a cut-off no further batch starts here: the lane ends once that batch is finalised.
-    // (Every other call goes to `host` unchanged.)
+    // After a cut-off no further batch starts here: the lane ends once that batch is finalised,
+    // and its finalisation takes no next slot. (Every other call goes to `host` unchanged.)
     const laneHost: BatchHostPort = Object.assign(Object.create(host) as BatchHostPort, {
       acquire: (previous: Slot, credential: string): Promise<AcquireResult> =>
         cutOff !== undefined ? Promise.resolve({ status: 'stop' }) : host.acquire(previous, credential),
+      finalize: (...[s, credential, outcome, opts]: Parameters<BatchHostPort['finalize']>) =>
+        host.finalize(s, credential, outcome, cutOff !== undefined ? { ...opts, next: false } : opts),
     });
     let result: Awaited<ReturnType<typeof runLane>> | undefined;
     let failure: unknown;

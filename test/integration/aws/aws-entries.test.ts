@@ -300,7 +300,9 @@ describe('the AWS entries', () => {
     expect(exits).toHaveLength(1);
     expect(started).toBe(1);
     const head = await t.host.deliveryStore.getHead(acquired.slot.batchId);
-    expect(head).toMatchObject({ closed: true, outcome: 'abandoned', applied: true });
+    // Finalised: closed as abandoned, its slot freed (freeing the slot is what ends a batch).
+    expect(head).toMatchObject({ closed: true, outcome: 'abandoned' });
+    expect(await t.host.deliveryStore.slots(c.consumerUid)).not.toHaveProperty(acquired.slot.batchId);
     const attempts = await t.host.deliveryStore.getAttempts(c.queue.queueUid, [id!]);
     expect(attempts.get(id!)).toMatchObject({ attempts: 1 });
     expect(attempts.get(id!)?.acked).toBeUndefined();
