@@ -5,6 +5,7 @@ import { DynamoCommitStore } from '../adapters/aws/dynamodb-commit-store.ts';
 import { DynamoDeadLetterRecords } from '../adapters/aws/dynamodb-dead-letter-records.ts';
 import { DynamoDeliveryStore } from '../adapters/aws/dynamodb-delivery-store.ts';
 import { DynamoHostStore } from '../adapters/aws/dynamodb-host-store.ts';
+import { DynamoObservedStore } from '../adapters/aws/dynamodb-observed-store.ts';
 import { DynamoQueueDirectory } from '../adapters/aws/dynamodb-queue-directory.ts';
 import { SqsMessageReader } from '../adapters/aws/sqs-message-reader.ts';
 import { type QueueSettings, SqsQueueBackend } from '../adapters/aws/sqs-queue-backend.ts';
@@ -13,11 +14,13 @@ import { type ConsumerOfQueue, ControlLoop, type LaneLauncher } from '../deliver
 import { DeliveryService } from '../delivery/delivery-service.ts';
 import type { QueueTarget } from '../delivery/ports.ts';
 import { QueueProducer } from '../delivery/producer.ts';
+import { createDocsRoutes } from '../docs/docs-routes.ts';
 import type { Authenticator } from '../engine/auth.ts';
 import { CursorCodec } from '../engine/cursor.ts';
 import { OperationExecutor } from '../engine/executor.ts';
 import { formRegistry } from '../engine/forms.ts';
 import { HostEngine } from '../engine/host-engine.ts';
+import { ResourceObserver } from '../engine/resource-observer.ts';
 import { createAtLeastOnceQueueForm } from '../forms/at-least-once-queue/at-least-once-queue-form.ts';
 import { createModuleWorkerForm } from '../forms/module-worker/module-worker-form.ts';
 import type { WorkerRegistry } from '../forms/module-worker/worker-registry.ts';
@@ -136,6 +139,12 @@ export function composeHost(deps: HostDeps) {
     onAccepted: deps.onAccepted,
   });
   const executor = new OperationExecutor({ store, forms, clock: deps.clock, leaseMs: deps.operationLeaseMs });
+  // The background refresh of `observed`: the local Host runs it on a timer, AWS in the supervisor.
+  const observer = new ResourceObserver({
+    store: new DynamoObservedStore(deps.dynamodb, deps.tableName),
+    forms,
+    ...(deps.clock ? { clock: deps.clock } : {}),
+  });
   const api = createApiRoutes({ origin: deps.origin, engine, forms, authenticator: deps.authenticator });
   const loop = new ControlLoop({
     service: delivery,
@@ -182,6 +191,7 @@ export function composeHost(deps: HostDeps) {
     },
     api,
     console: createConsoleRoutes(),
+    docs: createDocsRoutes(),
     extensions: async (req) => (await operatorRoutes(req)) ?? producerRoutes(req),
     health: () =>
       withinMs(
@@ -195,6 +205,7 @@ export function composeHost(deps: HostDeps) {
     forms,
     engine,
     executor,
+    observer,
     http,
     queues,
     attachments,

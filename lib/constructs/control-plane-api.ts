@@ -18,6 +18,8 @@ import { type FunctionSizing, HostFunction } from './host-function.ts';
 const API_ENTRY = fileURLToPath(new URL('../../lambdas/http/api-gateway-handler.ts', import.meta.url));
 /** The console's static files, read by `lambdas/console/console-routes.ts` from `console/` in the bundle. */
 const CONSOLE_ASSETS = fileURLToPath(new URL('../../lambdas/console/assets', import.meta.url));
+/** The documentation pages discovery links to, read by `lambdas/docs/docs-routes.ts` from `docs/`. */
+const DOCS_PAGES = fileURLToPath(new URL('../../lambdas/docs/pages', import.meta.url));
 
 export interface ControlPlaneApiProps {
   /** The REST API's name, also the `ApiName` dimension of its metrics: one per Host. @default 'Api' */
@@ -103,7 +105,7 @@ export class ControlPlaneApi extends Construct {
       logRetention: retention,
       removalPolicy: props.removalPolicy,
       environment: { TAKOFORM_PUBLIC_ORIGIN: this.publicOrigin },
-      copyFolders: { [CONSOLE_ASSETS]: 'console' },
+      copyFolders: { [CONSOLE_ASSETS]: 'console', [DOCS_PAGES]: 'docs' },
     });
 
     // The Lambda routes by itself (discovery at the root, the API under /apis/..., the console at

@@ -140,5 +140,13 @@ export function createQueueConsumerForm(deps: QueueConsumerDeps): Form {
     references,
     prepare,
     backend: { execute: converge, reconcile: converge },
+    // The background refresh: all three facts, or nothing when any of them could not be read.
+    observe: async (r) => {
+      const spec = r.spec as unknown as ConsumerSpec;
+      const a = await deps.attachments.get(r.uid).catch(() => null);
+      if (a === null) return undefined;
+      const observed = await observe(spec, a?.state === 'active');
+      return 'queueExists' in observed && 'workerExists' in observed ? observed : undefined;
+    },
   };
 }
