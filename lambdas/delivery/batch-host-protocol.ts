@@ -93,6 +93,8 @@ export const batchHostRequestSchema = z.discriminatedUnion('action', [
     slot: slotSchema,
     credential,
     outcome: z.enum(['returned', 'threw', 'abandoned']),
+    // The handler's error for operators' consumer state: name and message, never a stack.
+    error: z.strictObject({ name: z.string().max(128), message: z.string().max(300) }).optional(),
   }),
   z.strictObject({
     action: z.literal('deadLetter'),

@@ -58,6 +58,7 @@ export class BatchHostService {
           request.slot.batchId,
           request.credential,
           request.outcome,
+          request.error,
         );
         this.o.onFinalized?.(request.outcome);
         return out;

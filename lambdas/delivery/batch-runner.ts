@@ -10,7 +10,13 @@ import {
 import { decodeEnvelope, type Envelope } from './envelope.ts';
 import { MESSAGE_LIMITS } from './limits.ts';
 import { coalescingSettle } from './settle-coalescer.ts';
-import type { BatchDelivery, InvocationOutcome, SettleAnswer, SettleCall } from './settlement-protocol.ts';
+import type {
+  BatchDelivery,
+  HandlerError,
+  InvocationOutcome,
+  SettleAnswer,
+  SettleCall,
+} from './settlement-protocol.ts';
 import { BatchUnfinishedError } from './unfinished-batch.ts';
 
 /** The Host's delivery service as the runner reaches it: in-process locally, by Lambda invoke on AWS. */
@@ -22,18 +28,27 @@ export interface BatchHostPort {
   /** Several settle calls of one batch, applied in order; one answer per call. */
   settleMany(batchId: string, credential: string, calls: SettleCall[]): Promise<SettleAnswer[]>;
   /** Closes and applies the batch; returns the ids of messages to move (bodies needed). */
-  finalize(slot: Slot, credential: string, outcome: InvocationOutcome): Promise<{ deadLetter: string[] }>;
+  finalize(
+    slot: Slot,
+    credential: string,
+    outcome: InvocationOutcome,
+    error?: HandlerError,
+  ): Promise<{ deadLetter: string[] }>;
   /** Bodies for the moves `finalize` asked for; resolves once the batch is finished. */
   deadLetter(slot: Slot, credential: string, items: DeadLetterItem[]): Promise<void>;
 }
 
 /** Runs the worker's `queue` handler on one batch and reports how it ended. */
 export interface QueueInvoker {
-  /** `slot` is the batch's slot: its handler must not run past `slot.deadline`. */
+  /**
+   * `slot` is the batch's slot: its handler must not run past `slot.deadline`. `failed` is told
+   * the handler's error (name and message, for operators) when it threw or could not start.
+   */
   invoke(
     delivery: BatchDelivery,
     settle: (call: SettleCall) => Promise<void>,
     slot: Slot,
+    failed?: (error: HandlerError) => void,
   ): Promise<InvocationOutcome>;
 }
 
@@ -186,6 +201,7 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
 
   const batch = registration.deliver.map((d) => ({ ...(held[d.received] as Held), attempts: d.attempts }));
   let outcome: InvocationOutcome = 'returned';
+  let handlerError: HandlerError | undefined;
   if (batch.length > 0) {
     const delivery: BatchDelivery = {
       batchId: slot.batchId,
@@ -218,7 +234,9 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
     try {
       // The handler's bound is the deadline registration gave the slot.
       const running = registration.deadline ? { ...slot, deadline: registration.deadline } : slot;
-      outcome = await deps.invoker.invoke(delivery, settle, running);
+      outcome = await deps.invoker.invoke(delivery, settle, running, (e) => {
+        handlerError = e;
+      });
     } catch {
       outcome = 'abandoned';
     }
@@ -228,7 +246,7 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
   }
   let fin: { deadLetter: string[] };
   try {
-    fin = await withRetries(() => deps.host.finalize(slot, credential, outcome));
+    fin = await withRetries(() => deps.host.finalize(slot, credential, outcome, handlerError));
   } catch (err) {
     // The handler has ended: recovery may apply the batch now (unfinished-batch.ts).
     if (err instanceof Error && DEFINITE_REFUSALS.has(err.name)) throw err;

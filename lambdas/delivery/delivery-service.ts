@@ -21,7 +21,7 @@ import type {
 import { type Envelope, encodeEnvelope } from './envelope.ts';
 import { MESSAGE_LIMITS, NamedError, recordExpiry } from './limits.ts';
 import type { CommitStore, QueueDirectory, QueueTarget } from './ports.ts';
-import type { InvocationOutcome, SettleAnswer, SettleCall } from './settlement-protocol.ts';
+import type { HandlerError, InvocationOutcome, SettleAnswer, SettleCall } from './settlement-protocol.ts';
 import { byCount, bySendLimits } from './sqs-batches.ts';
 import type { UnfinishedBatch } from './unfinished-batch.ts';
 
@@ -162,6 +162,14 @@ export interface DeliveryEvents {
   sent(queueUid: string): Promise<void>;
   /** A finished batch acknowledged (deleted) this many messages of the queue (the console's chart). */
   acknowledged?(queueUid: string, count: number): void;
+  /** A batch was finalised (operators' recent batches). Must not throw; awaited after the slot is freed. */
+  finished?(batch: {
+    head: BatchHead;
+    manifest: Manifest;
+    maxRetries: number;
+    mode: 'live' | 'recovery';
+    error: HandlerError | undefined;
+  }): Promise<void>;
 }
 
 const hashCredential = (c: string) => createHash('sha256').update(c).digest('hex');
@@ -245,9 +253,10 @@ export class DeliveryService {
     batchId: string,
     credential: string,
     outcome: InvocationOutcome,
+    error?: HandlerError,
   ): Promise<{ deadLetter: string[] }> {
     await this.ownedHead(batchId, credential);
-    return this.finalize(batchId, outcome, 'live');
+    return this.finalize(batchId, outcome, 'live', error);
   }
 
   private async consumer(consumerUid: string) {
@@ -608,6 +617,7 @@ export class DeliveryService {
     batchId: string,
     outcome: InvocationOutcome,
     mode: 'live' | 'recovery',
+    error?: HandlerError,
   ): Promise<{ deadLetter: string[] }> {
     const head = await this.o.store.closeBatch(batchId, outcome);
     if (!head) return { deadLetter: [] };
@@ -700,6 +710,7 @@ export class DeliveryService {
     }
     await this.o.store.markApplied(batchId, deadLetter);
     if (deadLetter.length === 0) await this.o.store.releaseSlot(head.consumerUid, batchId);
+    await this.o.delivery.finished?.({ head, manifest, maxRetries: spec?.maxRetries ?? 0, mode, error });
     return { deadLetter };
   }
 

@@ -153,8 +153,11 @@ export function remoteBatchHost(transport: BatchHostTransport): RemoteBatchHost 
           a === 'ok' || a === 'unknown_batch' || a === 'already_settled' ? a : 'backend_unavailable',
       );
     },
-    finalize: (slot, credential, outcome) =>
-      call<{ deadLetter: string[] }>({ action: 'finalize', slot, credential, outcome }, 'runner'),
+    finalize: (slot, credential, outcome, error) =>
+      call<{ deadLetter: string[] }>(
+        { action: 'finalize', slot, credential, outcome, ...(error ? { error } : {}) },
+        'runner',
+      ),
     deadLetter: async (slot, credential, items) => {
       // The batch is finished (slot released) only by the last part.
       const parts = deadLetterCalls(items);
