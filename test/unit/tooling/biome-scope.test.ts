@@ -19,9 +19,10 @@ describe('biome leaves workers/ alone', () => {
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it('a badly formatted worker in workers/ passes; the same file outside it is reported', () => {
-    const config = JSON.parse(readFileSync(new URL('biome.json', repo), 'utf8'));
-    delete config.$schema;
-    writeFileSync(join(dir, 'biome.json'), JSON.stringify(config));
+    // The repository's file as it is (formatted as biome wants it), less its schema path.
+    const config = readFileSync(new URL('biome.json', repo), 'utf8').replace(/^\s*"\$schema":[^\n]*\n/m, '');
+    expect(config).toContain('"!workers"');
+    writeFileSync(join(dir, 'biome.json'), config);
     mkdirSync(join(dir, 'workers', 'default'), { recursive: true });
     writeFileSync(join(dir, 'workers', 'default', 'sloppy.mjs'), BAD);
 
