@@ -28,7 +28,8 @@ export function errorReport(err: unknown): ErrorReport {
 /** Name and message only, shorter: what the Host keeps of a handler's error for operators. */
 export function handlerError(err: unknown): HandlerError {
   const r = errorReport(err);
-  const cut = (text: string, max: number) => (text.length > max ? `${text.slice(0, max)}…` : text);
+  // At most `max` characters in all, so that the batch host's bounds (128, 300) always accept them.
+  const cut = (text: string, max: number) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
   return { name: cut(r.error, 128), message: cut(r.message, 300) };
 }
 
