@@ -119,6 +119,8 @@ export const batchHostRequestSchema = z.discriminatedUnion('action', [
     next: z.boolean().optional(),
     /** Registration's sealed manifest: the Host then need not read it back. */
     manifest: sealedManifestSchema.optional(),
+    // The handler's error for operators' consumer state: name and message, never a stack.
+    error: z.strictObject({ name: z.string().max(128), message: z.string().max(300) }).optional(),
   }),
   z.strictObject({
     action: z.literal('deadLetter'),

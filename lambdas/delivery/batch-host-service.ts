@@ -61,6 +61,7 @@ export class BatchHostService {
             slot: request.slot,
             next: request.next === true,
             ...(request.manifest ? { manifest: request.manifest } : {}),
+            ...(request.error ? { error: request.error } : {}),
           },
         );
         this.o.onFinalized?.(request.outcome);

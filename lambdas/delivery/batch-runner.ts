@@ -12,7 +12,13 @@ import {
 import { decodeEnvelope, type Envelope } from './envelope.ts';
 import { MESSAGE_LIMITS } from './limits.ts';
 import { coalescingSettle } from './settle-coalescer.ts';
-import type { BatchDelivery, InvocationOutcome, SettleAnswer, SettleCall } from './settlement-protocol.ts';
+import type {
+  BatchDelivery,
+  HandlerError,
+  InvocationOutcome,
+  SettleAnswer,
+  SettleCall,
+} from './settlement-protocol.ts';
 import { BatchUnfinishedError } from './unfinished-batch.ts';
 
 /** The Host's delivery service as the runner reaches it: in-process locally, by Lambda invoke on AWS. */
@@ -31,7 +37,7 @@ export interface BatchHostPort {
     slot: Slot,
     credential: string,
     outcome: InvocationOutcome,
-    opts?: { next?: boolean; manifest?: SealedManifest },
+    opts?: { next?: boolean; manifest?: SealedManifest; error?: HandlerError },
   ): Promise<Finalized>;
   /** Bodies for the moves `finalize` asked for; resolves once the batch is finished. */
   deadLetter(slot: Slot, credential: string, items: DeadLetterItem[]): Promise<void>;
@@ -39,11 +45,15 @@ export interface BatchHostPort {
 
 /** Runs the worker's `queue` handler on one batch and reports how it ended. */
 export interface QueueInvoker {
-  /** `slot` is the batch's slot: its handler must not run past `slot.deadline`. */
+  /**
+   * `slot` is the batch's slot: its handler must not run past `slot.deadline`. `failed` is told
+   * the handler's error (name and message, for operators) when it threw or could not start.
+   */
   invoke(
     delivery: BatchDelivery,
     settle: (call: SettleCall) => Promise<void>,
     slot: Slot,
+    failed?: (error: HandlerError) => void,
   ): Promise<InvocationOutcome>;
 }
 
@@ -203,6 +213,7 @@ export async function runBatch(
 
   const batch = registration.deliver.map((d) => ({ ...(held[d.received] as Held), attempts: d.attempts }));
   let outcome: InvocationOutcome = 'returned';
+  let handlerError: HandlerError | undefined;
   if (batch.length > 0) {
     const delivery: BatchDelivery = {
       batchId: slot.batchId,
@@ -235,7 +246,9 @@ export async function runBatch(
     try {
       // The handler's bound is the deadline registration gave the slot.
       const running = registration.deadline ? { ...slot, deadline: registration.deadline } : slot;
-      outcome = await deps.invoker.invoke(delivery, settle, running);
+      outcome = await deps.invoker.invoke(delivery, settle, running, (e) => {
+        handlerError = e;
+      });
     } catch {
       outcome = 'abandoned';
     }
@@ -247,7 +260,11 @@ export async function runBatch(
   const next = goOn();
   try {
     fin = await withRetries(() =>
-      deps.host.finalize(slot, credential, outcome, { next, manifest: registration.manifest }),
+      deps.host.finalize(slot, credential, outcome, {
+        next,
+        manifest: registration.manifest,
+        ...(handlerError ? { error: handlerError } : {}),
+      }),
     );
   } catch (err) {
     // The handler has ended: recovery may apply the batch now (unfinished-batch.ts).

@@ -21,7 +21,7 @@ import type {
 import { type Envelope, encodeEnvelope } from './envelope.ts';
 import { MESSAGE_LIMITS, NamedError, recordExpiry } from './limits.ts';
 import type { CommitStore, QueueDirectory, QueueTarget } from './ports.ts';
-import type { InvocationOutcome, SettleAnswer, SettleCall } from './settlement-protocol.ts';
+import type { HandlerError, InvocationOutcome, SettleAnswer, SettleCall } from './settlement-protocol.ts';
 import { manifestSeal, manifestSealValid, sameMac, sealSlot, slotSealValid } from './slot-seal.ts';
 import { byCount, bySendLimits } from './sqs-batches.ts';
 import type { UnfinishedBatch } from './unfinished-batch.ts';
@@ -95,6 +95,8 @@ export interface FinalizeOptions {
   next?: boolean;
   /** The manifest registration handed to the runner, sealed: read from the table without it. */
   manifest?: SealedManifest;
+  /** The handler's error, when it threw (for the consumer's recent batches; never its stack). */
+  error?: HandlerError;
 }
 
 export interface Finalized {
@@ -210,6 +212,14 @@ export interface DeliveryEvents {
   sent(queueUid: string): Promise<void>;
   /** A finished batch acknowledged (deleted) this many messages of the queue (the console's chart). */
   acknowledged?(queueUid: string, count: number): void;
+  /** A batch was finalised (operators' recent batches). Must not throw; awaited after the slot is freed. */
+  finished?(batch: {
+    head: BatchHead;
+    manifest: Manifest;
+    maxRetries: number;
+    mode: 'live' | 'recovery';
+    error: HandlerError | undefined;
+  }): Promise<void>;
 }
 
 const hashCredential = (c: string) => createHash('sha256').update(c).digest('hex');
@@ -307,7 +317,7 @@ export class DeliveryService {
     const head = await this.o.store.closeBatch(batchId, outcome, hashCredential(credential));
     if (!head || !this.ownsBatch(head, credential))
       throw new NamedError('unknown_batch', 'not a batch of this runner');
-    return this.apply(head, 'live', slot, opts.next === true, manifest);
+    return this.apply(head, 'live', slot, opts.next === true, manifest, opts.error);
   }
 
   /** The runner's copy of a manifest if the Host sealed it for this batch, else undefined (read it). */
@@ -754,10 +764,11 @@ export class DeliveryService {
     batchId: string,
     outcome: InvocationOutcome,
     mode: 'live' | 'recovery',
+    error?: HandlerError,
   ): Promise<{ deadLetter: string[] }> {
     const head = await this.o.store.closeBatch(batchId, outcome);
     if (!head) return { deadLetter: [] };
-    return this.apply(head, mode, undefined, false);
+    return this.apply(head, mode, undefined, false, undefined, error);
   }
 
   /**
@@ -771,6 +782,7 @@ export class DeliveryService {
     slot: Slot | undefined,
     next: boolean,
     known?: Manifest,
+    error?: HandlerError,
   ): Promise<Finalized> {
     const batchId = head.batchId;
     const manifest: Manifest = known ??
@@ -860,16 +872,24 @@ export class DeliveryService {
         toHide.map((h) => h.seconds),
       );
     }
+    const finished = () =>
+      this.o.delivery.finished?.({ head, manifest, maxRetries: spec?.maxRetries ?? 0, mode, error });
     if (deadLetter.length > 0) {
       // The moves still need the bodies: the slot stays until the runner sent them.
       await this.o.store.markApplied(batchId, deadLetter);
+      await finished();
       return { deadLetter };
     }
     // Nothing is owed: freeing the slot ends the batch, and nothing reads `applied` of a batch
     // without a slot (were this call repeated, its writes are the same ones again).
     if (mode === 'recovery' || !slot) await this.o.store.markApplied(batchId, []);
-    if (next && slot) return { deadLetter, next: await this.handOver(slot) };
+    if (next && slot) {
+      const handed = await this.handOver(slot);
+      await finished();
+      return { deadLetter, next: handed };
+    }
     await this.o.store.releaseSlot(head.consumerUid, batchId);
+    await finished();
     return { deadLetter };
   }
 

@@ -17,7 +17,9 @@ import { ExecutorLoop } from './executor-loop.ts';
 import { localInvoker } from './lanes/local-invoker.ts';
 import { LocalLanes } from './lanes/local-lanes.ts';
 import { LocalSupervisor } from './lanes/local-supervisor.ts';
+import type { Periodic } from './periodic.ts';
 import { QueueHistorySampler } from './queue-history-sampler.ts';
+import { localResourceRefresh } from './resource-refresh.ts';
 import { startDynamoDbLocal } from './standins/dynamodb-local.ts';
 import { standInOldestAge } from './standins/sqs-queue-age.ts';
 import { startSqsServer } from './standins/sqs-server.ts';
@@ -102,6 +104,7 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
   let loop: ExecutorLoop | undefined;
   let supervisor: LocalSupervisor | undefined;
   let sampler: QueueHistorySampler | undefined;
+  let refresh: Periodic | undefined;
   const lanes = new LocalLanes();
   let pool: WorkerPool | undefined;
   const stop = async () => {
@@ -109,6 +112,7 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
     await loop?.stop();
     await supervisor?.stop();
     await sampler?.stop();
+    await refresh?.stop();
     // In-flight batches get a bound to finish; what is cut off is retried, never acknowledged,
     // and what is still unfinished then is recovered by the next start.
     await lanes.stop(5_000, async () => pool?.close());
@@ -201,9 +205,11 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
       { history, attachments: host.attachments, stats: (uid) => host.queues.stats(uid) },
       delivery.historySeconds * 1000,
     );
+    refresh = localResourceRefresh(host.observer, delivery.observeSeconds * 1000);
     loop.start();
     supervisor.start();
     sampler.start();
+    refresh.start();
     const apiKey = devKey;
     return {
       origin,

@@ -18,6 +18,8 @@ import { lambdaEntry, lambdaPath } from './lambda-entry.ts';
 const API_ENTRY = lambdaEntry('http/api-gateway-handler.ts');
 /** The console's static files, read by `lambdas/console/console-routes.ts` from `console/` in the bundle. */
 const CONSOLE_ASSETS = lambdaPath('console/assets');
+/** The documentation pages discovery links to, read by `lambdas/docs/docs-routes.ts` from `docs/`. */
+const DOCS_PAGES = lambdaPath('docs/pages');
 
 export interface ControlPlaneApiProps {
   /** The REST API's name, also the `ApiName` dimension of its metrics: one per Host. @default 'Api' */
@@ -103,7 +105,7 @@ export class ControlPlaneApi extends Construct {
       logRetention: retention,
       removalPolicy: props.removalPolicy,
       environment: { TAKOFORM_PUBLIC_ORIGIN: this.publicOrigin },
-      copyFolders: { [CONSOLE_ASSETS]: 'console' },
+      copyFolders: { [CONSOLE_ASSETS]: 'console', [DOCS_PAGES]: 'docs' },
     });
 
     // The Lambda routes by itself (discovery at the root, the API under /apis/..., the console at

@@ -32,7 +32,7 @@ import type { AcquireResult, Slot } from '../../delivery/delivery-service.ts';
 import { NamedError } from '../../delivery/limits.ts';
 import type { InvocationOutcome } from '../../delivery/settlement-protocol.ts';
 import { AWS_ENV } from '../../shared/aws-env.ts';
-import { errorReport } from './error-report.ts';
+import { errorReport, handlerError } from './error-report.ts';
 import { createInvocationContext } from './invocation-context.ts';
 import { createQueueBatch } from './queue-batch.ts';
 import { lambdaTransport, type RemoteBatchHost, remoteBatchHost } from './remote-batch-host.ts';
@@ -162,7 +162,7 @@ function inProcessInvoker(
   onCutOff: (batchId: string) => void,
 ): QueueInvoker {
   return {
-    invoke: async (delivery, settle, slot): Promise<InvocationOutcome> => {
+    invoke: async (delivery, settle, slot, failed): Promise<InvocationOutcome> => {
       const deadlineAt = () => deadlineOf(slot);
       const handler = declaredQueueHandler(moduleDefault);
       if (!handler) {
@@ -207,6 +207,7 @@ function inProcessInvoker(
           outcome = 'returned';
         } catch (err) {
           log('queue handler failed', { batchId: delivery.batchId, ...errorReport(err) });
+          failed?.(handlerError(err));
         }
         await context.settled();
         context.expire();

@@ -167,6 +167,7 @@ export function remoteBatchHost(transport: BatchHostTransport): RemoteBatchHost 
           outcome,
           ...(opts.next ? { next: true } : {}),
           ...(opts.manifest ? { manifest: opts.manifest } : {}),
+          ...(opts.error ? { error: opts.error } : {}),
         },
         'runner',
       ),

@@ -457,6 +457,12 @@ describe('the AWS entries', () => {
     expect(first.deadLetter).toBe(1);
     expect(first.backlog).toBeGreaterThanOrEqual(25);
     expect(first.oldestMessageAgeSeconds).toBe(42);
+    // The same minute refreshes observed (issue 14): the dead-letter queue's one message shows.
+    expect(first.observed.refreshed).toBeGreaterThanOrEqual(1);
+    expect((await own.host.host.store.getResource(c.dlqUid!))?.observed).toEqual({
+      queueExists: true,
+      messageCount: 1,
+    });
     const query = (
       cloudwatch.send.mock.calls[0] as unknown as [
         { input: { MetricDataQueries: { Expression: string; Label: string }[] } },
