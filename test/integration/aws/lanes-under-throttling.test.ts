@@ -30,7 +30,9 @@ const STEP_ARN = 'arn:aws:lambda:us-east-1:000000000000:function:dispatcher-step
 /** Throttles as the Step Functions Lambda integration reports them: half the worker invokes. */
 const FAULTS: FaultConfig = {
   seed: 20261201,
-  localInvoke: { functions: { worker: { tooManyRequests: 0.5 }, step: { tooManyRequests: 0.2 } } },
+  // The step function runs about once per lane round: a third of its invocations throttle, so
+  // that a run of a few dozen rounds meets throttling many times.
+  localInvoke: { functions: { worker: { tooManyRequests: 0.5 }, step: { tooManyRequests: 0.35 } } },
 };
 
 describe('lanes on the AWS path under Lambda throttling', () => {

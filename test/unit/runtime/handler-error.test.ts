@@ -21,6 +21,11 @@ const slot = {
   workerSpace: 'default',
   workerName: 'echo',
   workerFunction: 'local',
+  maxConcurrency: 1,
+  maxRetries: 3,
+  retryDelaySeconds: 0,
+  handlerMs: 60_000,
+  seal: 'sealed-by-the-host',
 };
 
 describe('handlerError', () => {

@@ -160,6 +160,11 @@ describe('worker secrets: a failing resolve fails the invocation', () => {
         workerSpace: 'team',
         workerName: 'orders',
         workerFunction: 'fn',
+        maxConcurrency: 1,
+        maxRetries: 3,
+        retryDelaySeconds: 0,
+        handlerMs: 60_000,
+        seal: 'sealed-by-the-host',
       },
     };
     const context = { getRemainingTimeInMillis: () => 60_000 };
