@@ -21,8 +21,11 @@ export interface HttpCoreOptions {
    * Without one, `/healthz` answers 200 whenever the process does.
    */
   readonly health?: () => Promise<void>;
-  /** Receives unexpected errors for logging; never their text in a response. */
-  readonly onError?: (err: unknown, req: HttpRequest) => void;
+  /**
+   * Receives errors that are not a Problem, for logging (never their text in a response);
+   * `transient` when a backing store did not answer (answered 503 with Retry-After).
+   */
+  readonly onError?: (err: unknown, req: HttpRequest, transient: boolean) => void;
 }
 
 const TRANSIENT_CODES = new Set([
@@ -100,8 +103,9 @@ export function createHttpHandler(opts: HttpCoreOptions): HttpHandler {
       throw new HostError('not_found');
     } catch (err) {
       if (err instanceof HostError) return problemResponse(err);
-      opts.onError?.(err, req);
-      if (isTransientBackendError(err)) {
+      const transient = isTransientBackendError(err);
+      opts.onError?.(err, req, transient);
+      if (transient) {
         // Nothing is known to have been accepted: the client keeps its key and retries later.
         return problemResponse(
           new HostError(

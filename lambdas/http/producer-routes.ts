@@ -4,7 +4,7 @@ import type { Authenticator } from '../engine/auth.ts';
 import type { ResourceRecord } from '../engine/model.ts';
 import { authenticate } from './api-routes.ts';
 import { callerResource } from './ext-access.ts';
-import { json } from './handler.ts';
+import { isTransientBackendError, json } from './handler.ts';
 import { HostError } from './problem.ts';
 import { idSegment, isPlainObject, jsonBody, requireNoQuery } from './request-parsing.ts';
 import type { HttpRequest, HttpResponse } from './types.ts';
@@ -89,8 +89,17 @@ function decodeBody(body: unknown, at: string): Uint8Array {
   return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
-/** A producer rule's refusal as its Problem (host-profile §3); anything else unchanged. */
+/**
+ * A producer rule's refusal as its Problem (host-profile §3); anything else unchanged. A backing
+ * store that does not answer (reading the queue Resource, say) is `backend_unavailable` as well:
+ * nothing was sent, and the producer's retry is the way on.
+ */
 export function producerProblem(err: unknown): unknown {
+  if (!(err instanceof HostError) && !(err instanceof NamedError) && isTransientBackendError(err)) {
+    return new HostError('backend_unavailable', 'a backing store is unavailable; retry the send', {
+      'retry-after': '2',
+    });
+  }
   if (err instanceof NamedError) {
     switch (err.name) {
       case 'invalid_body':
@@ -111,14 +120,14 @@ export function producerProblem(err: unknown): unknown {
  */
 export function createProducerRoutes(opts: ProducerRoutesOptions) {
   const messages = async (req: HttpRequest, rawUid: string): Promise<HttpResponse> => {
-    const principal = await authenticate(req, opts.authenticator);
-    if (req.method !== 'POST') throw new HostError('method_not_allowed', undefined, { allow: 'POST' });
-    requireNoQuery(req);
-    const resource = await callerResource(principal, idSegment(rawUid), opts.getResource, 'write');
-    const target = await opts.targetOf(resource);
-    if (!target) throw new HostError('not_found');
-    const items = parseMessagesRequest(jsonBody(req));
     try {
+      const principal = await authenticate(req, opts.authenticator);
+      if (req.method !== 'POST') throw new HostError('method_not_allowed', undefined, { allow: 'POST' });
+      requireNoQuery(req);
+      const resource = await callerResource(principal, idSegment(rawUid), opts.getResource, 'write');
+      const target = await opts.targetOf(resource);
+      if (!target) throw new HostError('not_found');
+      const items = parseMessagesRequest(jsonBody(req));
       return json(200, { messageIds: await opts.sendBatch(target, items) });
     } catch (err) {
       throw producerProblem(err);

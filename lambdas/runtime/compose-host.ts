@@ -208,7 +208,14 @@ export function composeHost(deps: HostDeps) {
         HEALTH_CHECK_MS,
         store.getResource('healthz').then(() => undefined),
       ),
-    onError: (err, req) => log.error('unexpected error', { method: req.method, path: req.path, err }),
+    onError: (err, req, transient) =>
+      transient
+        ? log.warn('a backing store did not answer; answered 503', {
+            method: req.method,
+            path: req.path,
+            err,
+          })
+        : log.error('unexpected error', { method: req.method, path: req.path, err }),
   });
   return {
     store,

@@ -325,6 +325,35 @@ describe('producer paths against the SQS stand-in and DynamoDB Local', () => {
     expect(res.body.code).toBe('backend_unavailable');
   });
 
+  it('AQ-04 RC-04 a table that does not answer behind the extension is 503 backend_unavailable with Retry-After, and nothing is sent', async () => {
+    const q = await createQueue('table-down');
+    let down = false;
+    // The Host's table refuses connections (as while DynamoDB restarts); the SDK has retried.
+    host.dynamodb.middlewareStack.add(
+      (next) => async (args) => {
+        if (down)
+          throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:8000'), { code: 'ECONNREFUSED' });
+        return next(args);
+      },
+      { step: 'initialize', name: 'tableDown' },
+    );
+    try {
+      const before = sentBatches.length;
+      down = true;
+      const res = await post(q.uid, { messages: [{ body: 'QUJD' }, { body: 'REVG' }] });
+      expect(res.status).toBe(503);
+      expect(res.body.code).toBe('backend_unavailable');
+      expect(res.headers['retry-after']).toBe('2');
+      expect(JSON.stringify(res.body)).not.toContain('ECONNREFUSED'); // no internals in the answer
+      expect(sentBatches.length).toBe(before);
+      down = false;
+      expect((await post(q.uid, { messages: [{ body: 'QUJD' }] })).status).toBe(200);
+    } finally {
+      down = false;
+      host.dynamodb.middlewareStack.remove('tableDown');
+    }
+  });
+
   it('AQ-04 DL-10 the TypeScript producer client sends to the same queue with the binding semantics', async () => {
     const q = await createQueue('client');
     const client = createQueueProducerClient({
