@@ -923,15 +923,19 @@ export class DeliveryService {
     return now < head.invisibleUntil - Math.min(HANDLE_SAFETY_MS, this.o.graceMs / 2);
   }
 
-  /** The runner left before moving these: back to the queue (attempts recorded), moved on return. */
+  /**
+   * The runner left before moving these: back to the queue (attempts recorded), moved on return.
+   * The head stops owing them *before* they go back: a runner still moving them (its move outlived
+   * the slot's deadline) reads that after its delete and keeps their records (`moveToDeadLetter`).
+   */
   private async returnPending(head: BatchHead, manifest: Manifest): Promise<void> {
     const pending = new Set(pendingIds(head, manifest));
+    await this.o.store.markApplied(head.batchId, []);
     const queue = await this.queueTarget(head.queueUid);
     if (queue && pending.size > 0 && this.handlesValid(head, this.now())) {
       const owed = [...manifest.entries, ...manifest.moves].filter((m) => pending.has(m.id));
       await this.changeVisibility(queue.sqsUrl, returnAll(owed));
     }
-    await this.o.store.markApplied(head.batchId, []);
     await this.o.store.releaseSlot(head.consumerUid, head.batchId);
   }
 
@@ -1103,9 +1107,14 @@ export class DeliveryService {
       queue.sqsUrl,
       done.flatMap((m) => m.handles ?? []),
     );
+    // A recovery that ran while this move waited on SQS (past the slot's deadline) may have
+    // returned an original before its delete, which then removed nothing (a receipt handle of a
+    // message received again deletes nothing, on SQS as on its stand-in). Recovery stops owing
+    // the moves before it returns them, so the head read after the delete tells.
+    const owed = new Set((await this.o.store.getHead(head.batchId))?.pendingDeadLetter ?? []);
     const expires = recordExpiry(this.now());
     for (const m of done) {
-      if ((m.handles ?? []).some((h) => failed.has(h))) {
+      if ((m.handles ?? []).some((h) => failed.has(h)) || !owed.has(m.id)) {
         // The original could not be removed and will come back: its fate is final (moved or
         // dropped), so it is deleted on sight, never delivered again as a first attempt (DL-07).
         await this.o.store.putAttempts(

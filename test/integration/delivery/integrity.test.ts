@@ -5,7 +5,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import { GetItemCommand } from '@aws-sdk/client-dynamodb';
-import { ReceiveMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
+import {
+  ChangeMessageVisibilityCommand,
+  ReceiveMessageCommand,
+  SendMessageCommand,
+} from '@aws-sdk/client-sqs';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { commitKey } from '../../../lambdas/adapters/aws/dynamodb-commit-store.ts';
@@ -522,6 +526,70 @@ describe('issue 11: what a runner may ask, and late recovery (DL-07, DL-09, RC-0
     expect(asked).toEqual([keep]);
     const c = await queueCounts(d, queue);
     expect(c.visible + c.inFlight).toBe(1);
+  });
+});
+
+describe('a dead-letter move that outlives its slot (DL-07, RC-01; chaos seed 17)', () => {
+  let d: DeliveryHost;
+  // No dispatcher: the test drives its batches itself.
+  beforeAll(async () => {
+    d = await createDeliveryHost({ graceMs: 5_000 });
+  });
+  afterAll(async () => d.close());
+
+  it('DL-07 RC-01 a recovery that returns an original while the runner still drops it: the original, received again before the drop’s delete, is deleted on sight and never delivered as a first attempt', async ({
+    expect,
+  }) => {
+    const { queue, consumerUid } = await d.setup('outlived', recordingWorker(d.logFile('outlived')), {
+      maxRetries: 0, // and no dead-letter queue: out of retries means dropped
+    });
+    const [id] = await d.host.producer.sendBatch(queue, [{ body: 'once' }]);
+    const slot = await slotOf(d, consumerUid);
+    const host: BatchHostPort = directBatchHost(d.host.delivery, d.host.loop);
+    const invoker: QueueInvoker = { invoke: async () => 'threw' }; // out of retries: dropped
+    // The drop's delete waits (SQS down, say) past the slot's deadline; meanwhile the supervisor
+    // recovers the batch, which returns the original, and another lane receives it (a new
+    // receipt handle). Only then does the delete with the old handle reach SQS.
+    let armed = true;
+    let recovered = false;
+    d.host.sqs.middlewareStack.add(
+      (next, context) => async (args) => {
+        const input = args.input as { QueueUrl?: string };
+        if (armed && context.commandName === 'DeleteMessageBatchCommand' && input.QueueUrl === queue.sqsUrl) {
+          armed = false;
+          await d.host.delivery.recoverBatch(consumerUid, slot.batchId, { ended: true });
+          recovered = true;
+          const again = await receiveAsRunner(d, queue);
+          expect(again.map((r) => r.envelope.id)).toEqual([id]);
+          // That lane is lost before it registers: the copy returns once more, as it would.
+          await d.host.sqs.send(
+            new ChangeMessageVisibilityCommand({
+              QueueUrl: queue.sqsUrl,
+              ReceiptHandle: again[0]?.receiptHandle,
+              VisibilityTimeout: 0,
+            }),
+          );
+        }
+        return next(args);
+      },
+      { step: 'initialize', name: 'slowDropDelete' },
+    );
+    try {
+      await runBatch(slot, { sqs: d.host.sqs, host, invoker, idleWaitSeconds: 1 });
+    } finally {
+      d.host.sqs.middlewareStack.remove('slowDropDelete');
+    }
+    expect(recovered).toBe(true);
+    // The original is back in the queue. Its next receive must not deliver it (1 + maxRetries = 1
+    // delivery was made): it is deleted on sight.
+    const next = await slotOf(d, consumerUid);
+    const received = await receiveAsRunner(d, queue);
+    expect(received.map((r) => r.envelope.id)).toEqual([id]);
+    const registration = await d.host.delivery.register(next, received);
+    expect(registration.deliver).toEqual([]);
+    const c = await queueCounts(d, queue);
+    expect(c.visible + c.inFlight).toBe(0);
+    expect(await attemptsRecord(d, queue.queueUid, id as string)).toBeUndefined();
   });
 });
 
