@@ -766,7 +766,11 @@ export class DeliveryService {
     mode: 'live' | 'recovery',
     error?: HandlerError,
   ): Promise<{ deadLetter: string[] }> {
-    const head = await this.o.store.closeBatch(batchId, outcome);
+    const closed = await this.o.store.closeBatch(batchId, outcome);
+    // A recovery fences the batch before it acts, and decides from the head as of the fence: a
+    // runner whose finalisation outlived the slot's deadline can then take no move on that
+    // recovery also returns, and keeps the records of moves it made (`moveToDeadLetter`).
+    const head = closed && mode === 'recovery' ? await this.o.store.fenceRecovery(batchId) : closed;
     if (!head) return { deadLetter: [] };
     return this.apply(head, mode, undefined, false, undefined, error);
   }
@@ -875,8 +879,11 @@ export class DeliveryService {
     const finished = () =>
       this.o.delivery.finished?.({ head, manifest, maxRetries: spec?.maxRetries ?? 0, mode, error });
     if (deadLetter.length > 0) {
-      // The moves still need the bodies: the slot stays until the runner sent them.
-      await this.o.store.markApplied(batchId, deadLetter);
+      // The moves still need the bodies: the slot stays until the runner sent them — unless a
+      // recovery took the batch over meanwhile; it returns them (moved on return) and frees the slot.
+      if (!(await this.o.store.markApplied(batchId, deadLetter, { unlessRecovering: true }))) {
+        return { deadLetter: [] };
+      }
       await finished();
       return { deadLetter };
     }
@@ -925,8 +932,8 @@ export class DeliveryService {
 
   /**
    * The runner left before moving these: back to the queue (attempts recorded), moved on return.
-   * The head stops owing them *before* they go back: a runner still moving them (its move outlived
-   * the slot's deadline) reads that after its delete and keeps their records (`moveToDeadLetter`).
+   * The head is fenced (`finalize`) before they go back: a runner still moving them (its move
+   * outlived the slot's deadline) reads that after its delete and keeps their records.
    */
   private async returnPending(head: BatchHead, manifest: Manifest): Promise<void> {
     const pending = new Set(pendingIds(head, manifest));
@@ -953,7 +960,7 @@ export class DeliveryService {
     const head = await this.ownedHead(batchId, credential);
     const manifest: Manifest = (await this.o.store.getManifest(batchId)) ?? { entries: [], moves: [] };
     const pending = new Set(pendingIds(head, manifest));
-    if (!head.applied || items.some((i) => !pending.has(i.id))) {
+    if (!head.applied || head.recovering || items.some((i) => !pending.has(i.id))) {
       throw new NamedError('unknown_batch', 'these messages are not owed a move by this batch');
     }
     const byId = new Map([...manifest.entries, ...manifest.moves].map((m) => [m.id, m]));
@@ -1109,9 +1116,10 @@ export class DeliveryService {
     );
     // A recovery that ran while this move waited on SQS (past the slot's deadline) may have
     // returned an original before its delete, which then removed nothing (a receipt handle of a
-    // message received again deletes nothing, on SQS as on its stand-in). Recovery stops owing
-    // the moves before it returns them, so the head read after the delete tells.
-    const owed = new Set((await this.o.store.getHead(head.batchId))?.pendingDeadLetter ?? []);
+    // message received again deletes nothing, on SQS as on its stand-in). Recovery fences the
+    // batch before it returns anything, so the head read after the delete tells.
+    const fresh = await this.o.store.getHead(head.batchId);
+    const owed = new Set(fresh && !fresh.recovering ? fresh.pendingDeadLetter : []);
     const expires = recordExpiry(this.now());
     for (const m of done) {
       if ((m.handles ?? []).some((h) => failed.has(h)) || !owed.has(m.id)) {

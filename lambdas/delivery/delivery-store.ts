@@ -74,6 +74,11 @@ export interface BatchHead {
   doubtful: boolean;
   /** Decisions applied except these dead-letter moves (message ids), which still need the bodies. */
   pendingDeadLetter: string[];
+  /**
+   * A recovery took the batch over (`fenceRecovery`): a runner still at work on it may no longer
+   * take moves on (`markApplied` with `unlessRecovering`), and those it made keep their records.
+   */
+  recovering?: boolean;
 }
 
 /** Per-message delivery state kept only while needed (after a retry or an unclean end). */
@@ -183,8 +188,17 @@ export interface DeliveryStore {
    * `credentialHash`, only a batch of that credential is closed (another is returned as it is).
    */
   closeBatch(batchId: string, outcome: string, credentialHash?: string): Promise<BatchHead | undefined>;
-  /** Records that decisions are applied, but for the dead-letter moves still pending. */
-  markApplied(batchId: string, pendingDeadLetter: string[]): Promise<void>;
+  /**
+   * Records that decisions are applied, but for the dead-letter moves still pending. With
+   * `unlessRecovering`, only if no recovery fenced the batch; false when one did.
+   */
+  markApplied(
+    batchId: string,
+    pendingDeadLetter: string[],
+    opts?: { unlessRecovering?: boolean },
+  ): Promise<boolean>;
+  /** Marks the batch as taken over by a recovery, before it acts; the head after the mark. */
+  fenceRecovery(batchId: string): Promise<BatchHead | undefined>;
 
   // Attempts records and the per-queue count of them.
   outstanding(queueUid: string): Promise<number>;

@@ -122,6 +122,7 @@ function toHead(item: Record<string, unknown>): BatchHead {
     invisibleUntil: (item.invisibleUntil ?? item.deadline) as number,
     doubtful: item.doubtful === true,
     pendingDeadLetter: (item.pendingDeadLetter ?? []) as string[],
+    ...(item.recovering === true ? { recovering: true } : {}),
   };
 }
 
@@ -582,11 +583,28 @@ export class DynamoDeliveryStore implements DeliveryStore {
     return out.item ? toHead(out.item) : undefined;
   }
 
-  async markApplied(batchId: string, pendingDeadLetter: string[]): Promise<void> {
-    await this.update(deliveryKeys.head(batchId), {
+  async markApplied(
+    batchId: string,
+    pendingDeadLetter: string[],
+    opts: { unlessRecovering?: boolean } = {},
+  ): Promise<boolean> {
+    const out = await this.update(deliveryKeys.head(batchId), {
       UpdateExpression: 'SET applied = :true, pendingDeadLetter = :p',
+      ...(opts.unlessRecovering ? { ConditionExpression: 'attribute_not_exists(recovering)' } : {}),
       ExpressionAttributeValues: marshall({ ':true': true, ':p': pendingDeadLetter }),
     });
+    return out.ok;
+  }
+
+  async fenceRecovery(batchId: string): Promise<BatchHead | undefined> {
+    const out = await this.update(deliveryKeys.head(batchId), {
+      UpdateExpression: 'SET recovering = :true',
+      ConditionExpression: 'attribute_exists(#pk)',
+      ExpressionAttributeNames: { '#pk': PK },
+      ExpressionAttributeValues: marshall({ ':true': true }),
+      ReturnValues: 'ALL_NEW',
+    });
+    return out.ok && out.item ? toHead(out.item) : undefined;
   }
 
   async outstanding(queueUid: string): Promise<number> {

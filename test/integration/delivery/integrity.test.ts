@@ -591,6 +591,64 @@ describe('a dead-letter move that outlives its slot (DL-07, RC-01; chaos seed 17
     expect(c.visible + c.inFlight).toBe(0);
     expect(await attemptsRecord(d, queue.queueUid, id as string)).toBeUndefined();
   });
+
+  it('DL-07 RC-01 a recovery that runs while the runner’s finalisation is still deciding: the runner takes no move on, the original returns and is dropped on its next receive, never delivered again', async ({
+    expect,
+  }) => {
+    const { queue, consumerUid } = await d.setup('overtaken', recordingWorker(d.logFile('overtaken')), {
+      maxRetries: 0,
+    });
+    const [id] = await d.host.producer.sendBatch(queue, [{ body: 'once' }]);
+    const slot = await slotOf(d, consumerUid);
+    const host: BatchHostPort = directBatchHost(d.host.delivery, d.host.loop);
+    const invoker: QueueInvoker = { invoke: async () => 'threw' };
+    let asked: string[] | undefined;
+    const watching: BatchHostPort = {
+      ...host,
+      finalize: async (...args) => {
+        const out = await host.finalize(...args);
+        asked = out.deadLetter;
+        return out;
+      },
+    };
+    // The runner's finalisation is slow just before it records the moves it owes; the
+    // supervisor recovers the batch in that gap (its slot's deadline passed).
+    let armed = true;
+    d.host.dynamodb.middlewareStack.add(
+      (next, context) => async (args) => {
+        const input = args.input as {
+          UpdateExpression?: string;
+          ExpressionAttributeValues?: Record<string, { L?: unknown[] }>;
+        };
+        if (
+          armed &&
+          context.commandName === 'UpdateItemCommand' &&
+          input.UpdateExpression?.startsWith('SET applied') &&
+          (input.ExpressionAttributeValues?.[':p']?.L?.length ?? 0) > 0
+        ) {
+          armed = false;
+          await d.host.delivery.recoverBatch(consumerUid, slot.batchId, { ended: true });
+        }
+        return next(args);
+      },
+      { step: 'initialize', name: 'slowFinalize' },
+    );
+    try {
+      await runBatch(slot, { sqs: d.host.sqs, host: watching, invoker, idleWaitSeconds: 1 });
+    } finally {
+      d.host.dynamodb.middlewareStack.remove('slowFinalize');
+    }
+    expect(armed).toBe(false);
+    expect(asked).toEqual([]); // the recovery owns the move now
+    const next = await slotOf(d, consumerUid);
+    const received = await receiveAsRunner(d, queue);
+    expect(received.map((r) => r.envelope.id)).toEqual([id]);
+    // Its one delivery was made: owed its drop on this receive, not delivered as a first attempt.
+    const registration = await d.host.delivery.register(next, received);
+    expect(registration.deliver).toEqual([]);
+    expect(registration.moves).toBe(1);
+    expect((await attemptsRecord(d, queue.queueUid, id as string))?.attempts).toBe(1);
+  });
 });
 
 describe('issue 11: registration under throttling (DL-03, RC-04)', () => {
