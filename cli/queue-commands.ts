@@ -72,9 +72,11 @@ export async function status(ctx: Context, queueName: string | undefined): Promi
 async function consumerStatus(ctx: Context, c: Resource, nameOf: ReadonlyMap<string, string>): Promise<Json> {
   const state = await ctx.client.request('GET', `${EXT_ROOT}/consumers/${encodeURIComponent(c.uid)}/state`);
   const s = c.spec;
+  // A slot without a running batch is a lane receiving (an idle lane's long poll, say).
+  const receiving = Math.max(0, state.slotsHeld - state.runningBatches);
   ctx.line(
     `  consumer ${c.name}: ${state.state}, running ${state.runningBatches}/${s.maxConcurrency} batches` +
-      ` (${state.slotsHeld} slots held), batch ≤ ${s.maxBatchSize} within ${s.maxBatchTimeoutSeconds} s,` +
+      `, ${receiving} ${receiving === 1 ? 'lane' : 'lanes'} receiving, batch ≤ ${s.maxBatchSize} within ${s.maxBatchTimeoutSeconds} s,` +
       ` ${s.maxRetries} retries after ${s.retryDelaySeconds} s`,
   );
   const recent = (state.recentBatches ?? []) as Json[];

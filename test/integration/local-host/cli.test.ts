@@ -186,6 +186,8 @@ describe('takoform CLI against npm start', () => {
     const human = await ok(['status', 'orders']);
     expect(human).toContain('queue orders: visible 0, in flight 0, delayed 0');
     expect(human).toContain('dead letters: orders-dlq, 3 messages');
+    // Slots without a running batch are told as lanes receiving, not as held slots.
+    expect(human).toMatch(/consumer \S+: active, running \d+\/\d+ batches, \d+ lanes? receiving, batch ≤/);
     expect(await ok(['purge', 'orders-dlq', '--yes'])).toBe('purged orders-dlq\n');
     expect(await json(['status', 'orders-dlq'])).toMatchObject({
       queues: [{ visible: 0, inFlight: 0, delayed: 0 }],
