@@ -206,8 +206,10 @@ export class DynamoDeliveryStore implements DeliveryStore {
       const out = await this.update(deliveryKeys.slots(consumerUid), {
         // A lane that takes a slot is receiving: a wake's start lease is no longer needed.
         UpdateExpression: 'SET slots.#b = :deadline REMOVE starting',
-        // `<`, not `<>`: a lowered maxConcurrency must not let the count run past it.
-        ConditionExpression: 'size(slots) < :max AND attribute_not_exists(slots.#b)',
+        // `<`, not `<>`: a lowered maxConcurrency must not let the count run past it. size() of a
+        // missing map is false on AWS already; saying so first keeps moto from failing the call.
+        ConditionExpression:
+          'attribute_exists(slots) AND size(slots) < :max AND attribute_not_exists(slots.#b)',
         ExpressionAttributeNames: { '#b': batchId },
         ExpressionAttributeValues: marshall({ ':deadline': deadline, ':max': max }),
         ReturnValues: 'ALL_NEW',

@@ -1,0 +1,83 @@
+/**
+ * The proofs of moto's gaps (runs only in `npm run test:moto`): each test makes the smallest
+ * direct SDK call that shows moto_server answering otherwise than AWS documents, or lacking what
+ * a skipped test needs. A proof that stops holding (a newer moto fixed the gap) fails here, and
+ * its entry in test/support/moto-known-gaps.json must go. The last test checks the list itself.
+ */
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { CreateTableCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import {
+  CreateQueueCommand,
+  DeleteQueueCommand,
+  GetQueueAttributesCommand,
+  SetQueueAttributesCommand,
+} from '@aws-sdk/client-sqs';
+import { describe, expect, inject, it } from 'vitest';
+import { dynamoDbClient, sqsClient } from '../../../lambdas/adapters/aws/clients.ts';
+import { OLDEST_AGE_PATH } from '../../../lambdas/local/standins/sqs-queue-age.ts';
+import { loadMotoKnownGaps } from '../../support/single-endpoint-gaps.ts';
+
+const unique = () => `gap-${randomBytes(4).toString('hex')}`;
+
+describe('moto gaps', () => {
+  it('moto fails a ConditionExpression with size() of a missing attribute (HTTP 500) instead of evaluating it false', async () => {
+    // AWS: a function of an attribute that does not exist makes its comparison false, so the
+    // update is refused with ConditionalCheckFailedException (DynamoDB Local answers the same).
+    const ddb = dynamoDbClient(inject('ddbEndpoint'));
+    const table = unique();
+    await ddb.send(
+      new CreateTableCommand({
+        TableName: table,
+        BillingMode: 'PAY_PER_REQUEST',
+        KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
+        AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
+      }),
+    );
+    const err = await ddb
+      .send(
+        new UpdateItemCommand({
+          TableName: table,
+          Key: { pk: { S: 'a' } },
+          UpdateExpression: 'SET n = :one',
+          ConditionExpression: 'size(m) < :max',
+          ExpressionAttributeValues: { ':one': { N: '1' }, ':max': { N: '2' } },
+        }),
+      )
+      .catch((e: unknown) => e as { name: string; $response?: { statusCode?: number } });
+    expect(err).toBeDefined();
+    expect((err as { name: string }).name).not.toBe('ConditionalCheckFailedException');
+    expect((err as { $response?: { statusCode?: number } }).$response?.statusCode).toBe(500);
+  });
+
+  it('moto returns a queue Policy re-serialized (with spaces), not the string that was set', async () => {
+    const sqs = sqsClient(inject('sqsEndpoint'));
+    const { QueueUrl } = await sqs.send(new CreateQueueCommand({ QueueName: unique() }));
+    const policy = JSON.stringify({
+      Version: '2012-10-17',
+      Statement: [{ Effect: 'Deny', Principal: '*', Action: 'sqs:*', Resource: '*' }],
+    });
+    await sqs.send(new SetQueueAttributesCommand({ QueueUrl, Attributes: { Policy: policy } }));
+    const got = await sqs.send(new GetQueueAttributesCommand({ QueueUrl, AttributeNames: ['Policy'] }));
+    const returned = got.Attributes?.Policy ?? '';
+    expect(JSON.parse(returned)).toEqual(JSON.parse(policy));
+    expect(returned).not.toBe(policy);
+    await sqs.send(new DeleteQueueCommand({ QueueUrl }));
+  });
+
+  it('moto has no oldest-message-age path: that is the SQS stand-in’s own, CloudWatch’s stand-in', async () => {
+    const res = await fetch(`${inject('sqsEndpoint')}${OLDEST_AGE_PATH}?queue=x`);
+    expect(res.ok).toBe(false);
+  });
+
+  it('every known gap names a test of its file and a proof above', () => {
+    const proofs = new Set(
+      [...readFileSync(new URL(import.meta.url), 'utf8').matchAll(/^ {2}it\('([^']+)'/gm)].map((m) => m[1]),
+    );
+    for (const gap of loadMotoKnownGaps()) {
+      expect(proofs, gap.test).toContain(gap.proof);
+      const own = gap.test.split(' > ').at(-1) as string;
+      expect(readFileSync(gap.file, 'utf8'), gap.file).toContain(own);
+    }
+  });
+});
