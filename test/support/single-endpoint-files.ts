@@ -24,7 +24,6 @@ export const SINGLE_ENDPOINT_FILES: readonly string[] = [
   'test/integration/host-api/idempotency.test.ts',
   'test/integration/host-api/lifecycle.test.ts',
   'test/integration/host-api/names.test.ts',
-  'test/integration/host-api/operator-endpoints.test.ts',
   'test/integration/host-api/problems.test.ts',
   'test/integration/host-api/recovery-partial.test.ts',
   'test/integration/forms/at-least-once-queue.test.ts',

@@ -6,7 +6,13 @@
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { CreateTableCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import {
+  CreateTableCommand,
+  GetItemCommand,
+  PutItemCommand,
+  TransactWriteItemsCommand,
+  UpdateItemCommand,
+} from '@aws-sdk/client-dynamodb';
 import {
   CreateQueueCommand,
   DeleteQueueCommand,
@@ -48,6 +54,64 @@ describe('moto gaps', () => {
     expect(err).toBeDefined();
     expect((err as { name: string }).name).not.toBe('ConditionalCheckFailedException');
     expect((err as { $response?: { statusCode?: number } }).$response?.statusCode).toBe(500);
+  });
+
+  it('moto does not isolate concurrent TransactWriteItems: a cancelled one restores a copy of the whole table, undoing others, or fails with HTTP 500', async () => {
+    // AWS: transactions are serializable against each other; a cancelled one changes nothing,
+    // and every transaction that succeeded stays written. moto copies the table before each
+    // transaction and puts the copy back when one is cancelled, with no lock between requests.
+    const ddb = dynamoDbClient(inject('ddbEndpoint'));
+    const table = unique();
+    await ddb.send(
+      new CreateTableCommand({
+        TableName: table,
+        BillingMode: 'PAY_PER_REQUEST',
+        KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
+        AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
+      }),
+    );
+    await ddb.send(new PutItemCommand({ TableName: table, Item: { pk: { S: 'taken' } } }));
+    // A table of some size: moto's copy then takes long enough for the requests to overlap.
+    for (let i = 0; i < 100; i++)
+      await ddb.send(new PutItemCommand({ TableName: table, Item: { pk: { S: `filler-${i}` } } }));
+    const put = (pk: string, condition?: string) => ({
+      Put: {
+        TableName: table,
+        Item: { pk: { S: pk } },
+        ...(condition ? { ConditionExpression: condition } : {}),
+      },
+    });
+    let anomalies = 0;
+    for (let round = 0; round < 15 && anomalies === 0; round++) {
+      const written = Array.from({ length: 20 }, (_, i) => `r${round}-ok-${i}`);
+      const outcomes = await Promise.allSettled([
+        ...written.map((pk) => ddb.send(new TransactWriteItemsCommand({ TransactItems: [put(pk)] }))),
+        ...written.map((_, i) =>
+          ddb.send(
+            new TransactWriteItemsCommand({
+              TransactItems: [put(`r${round}-no-${i}`), put('taken', 'attribute_not_exists(pk)')],
+            }),
+          ),
+        ),
+      ]);
+      const served = outcomes.slice(0, written.length);
+      for (const [i, o] of served.entries()) {
+        if (o.status === 'rejected') anomalies++;
+        else if (
+          !(
+            await ddb.send(new GetItemCommand({ TableName: table, Key: { pk: { S: written[i] as string } } }))
+          ).Item
+        )
+          anomalies++; // acknowledged, then undone
+      }
+      for (const o of outcomes.slice(written.length))
+        if (
+          o.status === 'rejected' &&
+          (o.reason as { name?: string }).name !== 'TransactionCanceledException'
+        )
+          anomalies++;
+    }
+    expect(anomalies).toBeGreaterThan(0);
   });
 
   it('moto returns a queue Policy re-serialized (with spaces), not the string that was set', async () => {
