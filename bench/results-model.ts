@@ -1,6 +1,12 @@
 /** The shape of `bench/results/<date>.json`: configuration, prices, raw samples, summary. */
 import type { LaneEndSample, SupervisorSample } from './scenarios/idle.ts';
 import type { ArrivalSample, ControlPlaneSample, SettleLatencySample } from './scenarios/latency.ts';
+import type {
+  SteadyBaselineSample,
+  SteadyHostSample,
+  SteadySetting,
+  SteadyTiming,
+} from './scenarios/steady.ts';
 import type { BaselineSample, Cell, HostDrainSample } from './scenarios/throughput.ts';
 import type { UtilisationSample } from './scenarios/utilisation.ts';
 
@@ -9,6 +15,8 @@ export interface BenchConfig {
   runs: number;
   cells: Cell[];
   drainTimeoutMs: number;
+  /** Producers at a fixed rate while the consumer drains (absent in results before 2026-12-01). */
+  steady?: { runs: number; timing: SteadyTiming; settings: SteadySetting[] };
   utilisation: { maxConcurrency: number; batchSize: number; messages: number };
   settle: { ackMessages: number; ackAllBatches: number };
   arrival: { maxBatchTimeoutSeconds: number; samples: number; idleMinutes: number }[];
@@ -24,6 +32,12 @@ export interface ThroughputPair {
   baseline: BaselineSample;
 }
 
+export interface SteadyPair {
+  run: number;
+  host: SteadyHostSample;
+  baseline: SteadyBaselineSample;
+}
+
 export interface ScenarioError {
   scenario: string;
   run: number;
@@ -32,6 +46,7 @@ export interface ScenarioError {
 
 export interface BenchSamples {
   throughput: ThroughputPair[];
+  steady?: SteadyPair[];
   utilisation: UtilisationSample[];
   settle: SettleLatencySample[];
   arrival: ArrivalSample[];

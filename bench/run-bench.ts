@@ -8,18 +8,18 @@
  * files are <date>-quick.* and latest.md is left alone.
  * --from <results.json>: re-renders the Markdown, chart and summary of an earlier run from its
  * raw samples, without measuring anything.
+ * A full run (measured or re-rendered) also rewrites the README's cost table (readme-costs.ts).
+ * --out <dir> and --readme <file> write elsewhere (the unit test of the README region uses them).
  */
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { renderChart } from './chart.ts';
-import { PRICE_SOURCES, PRICES } from './pricing.ts';
-import { markdown, resultsTable, summarise } from './report.ts';
 import type { BenchConfig, BenchMeta, BenchSamples } from './results-model.ts';
 import { laneEndRun, supervisorRun } from './scenarios/idle.ts';
 import { arrivalRun, controlPlaneRun, settleLatencyRun } from './scenarios/latency.ts';
+import { baselineSteady, hostSteady, type SteadySetting } from './scenarios/steady.ts';
 import { baselineDrain, hostDrain } from './scenarios/throughput.ts';
 import { utilisationRun } from './scenarios/utilisation.ts';
 import { closeShared, warmThreads, workerFile } from './support/bench-host.ts';
@@ -32,6 +32,16 @@ import {
   NOOP_WORKER,
   SLEEPING_WORKER,
 } from './support/workers.ts';
+import { writeResults } from './write-results.ts';
+
+/**
+ * Steady-stream rates a 2-core machine sustains beside the Host: 200 msg/s in batches of 10 and
+ * 1,000 msg/s in batches of 100 (the drains reach roughly twice that at concurrency 10).
+ */
+const STEADY_SETTINGS: SteadySetting[] = [
+  { rate: 200, batchSize: 10, concurrency: 10, maxBatchTimeoutSeconds: 1 },
+  { rate: 1_000, batchSize: 100, concurrency: 10, maxBatchTimeoutSeconds: 1 },
+];
 
 const FULL: BenchConfig = {
   mode: 'full',
@@ -45,6 +55,11 @@ const FULL: BenchConfig = {
     { batchSize: 100, concurrency: 50, messages: 7_500 },
   ],
   drainTimeoutMs: 120_000,
+  steady: {
+    runs: 2,
+    timing: { warmupSeconds: 5, seconds: 20, drainTimeoutMs: 30_000 },
+    settings: STEADY_SETTINGS,
+  },
   utilisation: { maxConcurrency: 10, batchSize: 10, messages: 1_500 },
   settle: { ackMessages: 200, ackAllBatches: 100 },
   arrival: [
@@ -68,6 +83,11 @@ const QUICK: BenchConfig = {
     { batchSize: 100, concurrency: 50, messages: 5_000 },
   ],
   drainTimeoutMs: 60_000,
+  steady: {
+    runs: 1,
+    timing: { warmupSeconds: 2, seconds: 5, drainTimeoutMs: 20_000 },
+    settings: STEADY_SETTINGS,
+  },
   utilisation: { maxConcurrency: 10, batchSize: 10, messages: 600 },
   settle: { ackMessages: 100, ackAllBatches: 40 },
   arrival: [
@@ -79,6 +99,7 @@ const QUICK: BenchConfig = {
   laneEnd: { idleWaitSeconds: 2 },
 };
 
+const BENCH_DIR = path.dirname(fileURLToPath(import.meta.url));
 const startedWall = performance.now();
 const log = (msg: string) =>
   process.stderr.write(
@@ -87,8 +108,17 @@ const log = (msg: string) =>
 
 async function main(): Promise<number> {
   const { values } = parseArgs({
-    options: { quick: { type: 'boolean', default: false }, from: { type: 'string' } },
+    options: {
+      quick: { type: 'boolean', default: false },
+      from: { type: 'string' },
+      out: { type: 'string' },
+      readme: { type: 'string' },
+    },
   });
+  const outputs = {
+    dir: values.out ?? path.join(BENCH_DIR, 'results'),
+    readme: values.readme ?? path.join(BENCH_DIR, '..', 'README.md'),
+  };
   if (values.from) {
     // Re-renders the report of an earlier run from its raw samples (no measurement).
     const saved = JSON.parse(readFileSync(values.from, 'utf8')) as {
@@ -96,13 +126,14 @@ async function main(): Promise<number> {
       config: BenchConfig;
       samples: BenchSamples;
     };
-    return writeResults(saved.meta, saved.config, saved.samples);
+    return writeResults(saved.meta, saved.config, saved.samples, outputs);
   }
   const config = values.quick ? QUICK : FULL;
   const startedAt = new Date();
   const loadAverageAtStart = os.loadavg();
   const samples: BenchSamples = {
     throughput: [],
+    steady: [],
     utilisation: [],
     settle: [],
     arrival: [],
@@ -163,6 +194,26 @@ async function main(): Promise<number> {
           samples.throughput.push(pair);
           log(
             `throughput run ${run} B${cell.batchSize} C${cell.concurrency}: Host ${pair.host.perSecond.toFixed(0)} msg/s, baseline ${pair.baseline.perSecond.toFixed(0)} msg/s`,
+          );
+        }
+      }
+    }
+
+    // Steady stream: Host and baseline back to back under the same producer, settings rotated.
+    const steady = config.steady;
+    for (let run = 1; steady && run <= steady.runs; run++) {
+      const order = steady.settings.map((_, i) => steady.settings[(i + run - 1) % steady.settings.length]!);
+      for (const setting of order) {
+        const label = `steady ${setting.rate}/s B${setting.batchSize} C${setting.concurrency}`;
+        const pair = await attempt(label, run, async () => {
+          const host = await hostSteady(endpoints, setting, steady.timing);
+          const baseline = await baselineSteady(endpoints, setting, steady.timing);
+          return { run, host, baseline };
+        });
+        if (pair) {
+          samples.steady?.push(pair);
+          log(
+            `${label} run ${run}: Host ${pair.host.perSecond.toFixed(0)} msg/s (p99 ${pair.host.latency.p99.toFixed(0)} ms), baseline ${pair.baseline.perSecond.toFixed(0)} msg/s (p99 ${pair.baseline.latency.p99.toFixed(0)} ms)`,
           );
         }
       }
@@ -251,33 +302,7 @@ async function main(): Promise<number> {
     loadAverageAtStart,
     loadAverageAtEnd: os.loadavg(),
   };
-  return writeResults(meta, config, samples);
-}
-
-/** Summary, Markdown, chart and JSON of one run; prints the table. */
-function writeResults(meta: BenchMeta, config: BenchConfig, samples: BenchSamples): number {
-  const summary = summarise(config, samples);
-  const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'results');
-  mkdirSync(dir, { recursive: true });
-  const base = config.mode === 'quick' ? `${meta.date}-quick` : meta.date;
-  const chartFile = `${base}.png`;
-  writeFileSync(path.join(dir, chartFile), renderChart(summary, `Takoform queue Host benchmark - ${base}`));
-  const md = markdown(meta, config, summary, chartFile);
-  writeFileSync(path.join(dir, `${base}.md`), md);
-  if (config.mode === 'full') writeFileSync(path.join(dir, 'latest.md'), md);
-  writeFileSync(
-    path.join(dir, `${base}.json`),
-    `${JSON.stringify({ meta, config, prices: PRICES, priceSources: PRICE_SOURCES, summary, samples }, null, 1)}\n`,
-  );
-  process.stdout.write(`\n${resultsTable(summary, true)}\n\n`);
-  process.stdout.write(
-    `Wall time ${meta.wallSeconds.toFixed(0)} s. Results: bench/results/${base}.{json,md,png}${config.mode === 'full' ? ' and bench/results/latest.md' : ''}\n`,
-  );
-  if (samples.errors.length > 0) {
-    process.stdout.write(`${samples.errors.length} scenario run(s) failed; see "errors" in the JSON.\n`);
-    return 1;
-  }
-  return 0;
+  return writeResults(meta, config, samples, outputs);
 }
 
 main().then(

@@ -50,7 +50,7 @@ const stack = new TakoformHostStack(app, 'TakoformHost', {
 if (context('exampleWorker') === 'true') {
   const echo = new ModuleWorkerFunction(stack, 'EchoWorker', {
     host: stack.host.workerBinding,
-    entry: 'examples/workers/default/echo.mjs',
+    entry: new URL('../examples/workers/default/echo.mjs', import.meta.url),
     space: 'default',
     name: 'echo',
   });

@@ -19,6 +19,7 @@ export interface Resource {
   phase: string;
   spec: Json;
   observed: Json;
+  observedAt?: string | null;
 }
 
 export interface Operation {

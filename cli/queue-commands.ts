@@ -77,6 +77,22 @@ async function consumerStatus(ctx: Context, c: Resource, nameOf: ReadonlyMap<str
       ` (${state.slotsHeld} slots held), batch ≤ ${s.maxBatchSize} within ${s.maxBatchTimeoutSeconds} s,` +
       ` ${s.maxRetries} retries after ${s.retryDelaySeconds} s`,
   );
+  const recent = (state.recentBatches ?? []) as Json[];
+  const newest = recent[0];
+  if (newest) {
+    const attempts = newest.attempts ? `attempt ${newest.attempts.max}` : 'no messages';
+    ctx.line(
+      `  last batch: ${newest.outcome}, ${newest.messages} messages (${newest.acknowledged} acknowledged,` +
+        ` ${newest.retried} retried, ${newest.exhausted} out of retries), ${attempts},` +
+        ` ${newest.durationMs ?? '?'} ms, ${new Date(newest.endedAt).toISOString()}; ${recent.length} recent`,
+    );
+  }
+  const e = state.lastHandlerError;
+  ctx.line(
+    e
+      ? `  last handler error: ${e.name}: ${e.message} (batch ${e.batchId}, ${new Date(e.at).toISOString()})`
+      : '  last handler error: none',
+  );
   const out: Json = { name: c.name, ...state, deadLetterQueue: null };
   const dlqUid: string | undefined = s.deadLetterQueue?.resourceUid;
   if (dlqUid) {

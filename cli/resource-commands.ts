@@ -36,7 +36,7 @@ export async function get(
   if (!r) throw new RefusedError('not_found', `no ${kind ?? 'Resource'} ${name} in Space ${space}`);
   ctx.line(row(r));
   ctx.line(`spec: ${JSON.stringify(r.spec)}`);
-  ctx.line(`observed: ${JSON.stringify(r.observed ?? null)}`);
+  ctx.line(`observed: ${JSON.stringify(r.observed ?? null)} (checked ${r.observedAt ?? 'never'})`);
   ctx.document(r);
 }
 

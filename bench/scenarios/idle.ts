@@ -9,10 +9,11 @@
  * given the clock of the next minute, so work the supervisor does only every few minutes (the
  * oldest-message-age query) is counted at its real rate.
  *
- * It also measures how a burst ends: a dispatcher lane on an empty queue takes a slot, long-polls
- * once (idleWaitSeconds), registers nothing and ends. That happens once per lane per burst, not
- * per minute.
+ * It also measures how a lane ends on an empty queue: one lane execution from its start to its
+ * end, with whatever it does on the way (counted, not assumed). That happens once per lane per
+ * burst, not per minute.
  */
+import { dispatcherInput } from '../../lambdas/delivery/dispatcher-definition.ts';
 import { type SupervisorDeps, superviseOnce } from '../../lambdas/delivery/supervisor-handler.ts';
 import { createBenchHost } from '../support/bench-host.ts';
 import { attribute, currentContext, Meter, type Tally } from '../support/meter.ts';
@@ -100,15 +101,20 @@ export async function laneEndRun(
   const meter = new Meter();
   const bench = await createBenchHost(endpoints, { meter, idleWaitSeconds: o.idleWaitSeconds });
   try {
-    await bench.setupConsumer('lane-end', NOOP_WORKER, {
+    const { consumerUid } = await bench.setupConsumer('lane-end', NOOP_WORKER, {
       maxBatchSize: 10,
       maxBatchTimeoutSeconds: 1,
       maxConcurrency: 1,
     });
+    const active = await attribute('setup', () => bench.host.attachments.listActive());
+    const generation = active.find((a) => a.consumerUid === consumerUid)?.generation;
+    if (generation === undefined) throw new Error('the consumer is not attached');
+    // The supervisor finds an empty queue and starts nothing; the one lane starts as a send's
+    // wake starts it (a lane of its own name), and this measures it to its end.
+    const dispatcher = bench.startDispatcher({ idleWaitSeconds: o.idleWaitSeconds, supervisorMs: 600_000 });
     meter.reset();
     const t0 = performance.now();
-    // No second execution while this one runs: the dispatcher checks for consumers once.
-    const dispatcher = bench.startDispatcher({ idleWaitSeconds: o.idleWaitSeconds, supervisorMs: 600_000 });
+    await dispatcher.start(`lane-end-${consumerUid}`, dispatcherInput(consumerUid, generation));
     const ok = await until(() => (meter.snapshot().transitions.LaneDone ?? 0) >= 1, o.timeoutMs, 10);
     const seconds = (performance.now() - t0) / 1000;
     await dispatcher.stop(5_000);

@@ -51,6 +51,8 @@ export interface BaselineSample {
   perSecond: number;
   receives: number;
   deletes: number;
+  /** Batches the loops deleted (absent in results written before it was counted). */
+  batches?: number;
 }
 
 /** Bodies of the same size as the Host's envelopes for a `bodyBytes`-byte message. */
@@ -151,6 +153,7 @@ export async function baselineDrain(
     let deleted = 0;
     let receives = 0;
     let deletes = 0;
+    let batches = 0;
     let endedAt = 0;
     const deadline = performance.now() + timeoutMs;
     const startedAt = performance.now();
@@ -173,6 +176,7 @@ export async function baselineDrain(
           handles.push(...got);
         }
         if (handles.length === 0) return;
+        batches++;
         for (let i = 0; i < handles.length; i += 10) {
           const part = handles.slice(i, i + 10);
           deletes++;
@@ -191,7 +195,16 @@ export async function baselineDrain(
     const ok = deleted >= cell.messages;
     if (endedAt === 0) endedAt = performance.now();
     const seconds = (endedAt - startedAt) / 1000;
-    return { ok, messages: cell.messages, deleted, seconds, perSecond: deleted / seconds, receives, deletes };
+    return {
+      ok,
+      messages: cell.messages,
+      deleted,
+      seconds,
+      perSecond: deleted / seconds,
+      receives,
+      deletes,
+      batches,
+    };
   } finally {
     await sqs.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => undefined);
     sqs.destroy();

@@ -5,14 +5,12 @@
  * - handlers: the worker's own start/end records, integrated over the window from the first
  *   handler start to the last handler start (after that the queue is empty and fewer batches
  *   can run, whatever the dispatcher does);
- * - slots: the slot map (`DISPATCH#<consumer>`) sampled every 25 ms over the same window, i.e.
- *   batches the Host counts as running, including their receive/register/finalise time.
+ * - slots: the consumer's held slots (`dispatchState`, as the control loop reads them) sampled
+ *   every 25 ms over the same window, i.e. batches the Host counts as running, including their
+ *   receive/register/finalise time.
  */
-import { GetItemCommand } from '@aws-sdk/client-dynamodb';
-import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
-import { dynamoDbClient } from '../../lambdas/adapters/aws/clients.ts';
-import { deliveryKeys } from '../../lambdas/adapters/aws/dynamodb-delivery-store.ts';
 import { createBenchHost, recordFile } from '../support/bench-host.ts';
+import { attribute } from '../support/meter.ts';
 import type { Endpoints } from '../support/standins.ts';
 import { readRecords, round, sleep, until } from '../support/stats.ts';
 import { SLEEPING_WORKER } from '../support/workers.ts';
@@ -51,7 +49,6 @@ export async function utilisationRun(
   o: { maxConcurrency: number; batchSize: number; messages: number; timeoutMs: number },
 ): Promise<UtilisationSample> {
   const bench = await createBenchHost(endpoints, { idleWaitSeconds: 1 });
-  const probe = dynamoDbClient(endpoints.dynamodb);
   const records = recordFile('utilisation');
   try {
     const { queue, consumerUid } = await bench.setupConsumer(
@@ -70,14 +67,9 @@ export async function utilisationRun(
     const sampler = (async () => {
       while (sampling) {
         const t = performance.timeOrigin + performance.now();
-        const out = await probe.send(
-          new GetItemCommand({
-            TableName: bench.tableName,
-            Key: marshall(deliveryKeys.slots(consumerUid)),
-            ConsistentRead: true,
-          }),
-        );
-        const slots = out.Item ? Object.keys((unmarshall(out.Item).slots ?? {}) as object).length : 0;
+        // Through the service, as the control loop reads it, not the store's item layout.
+        const state = await attribute('probe', () => bench.host.delivery.dispatchState(consumerUid));
+        const slots = Object.keys(state.slots).length;
         samples.push({ t, slots });
         await sleep(25);
       }
@@ -125,7 +117,6 @@ export async function utilisationRun(
       peakHandlers: peak,
     };
   } finally {
-    probe.destroy();
     await bench.close();
   }
 }

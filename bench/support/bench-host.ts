@@ -116,8 +116,18 @@ export interface BenchHostOptions {
   graceMs?: number;
 }
 
-/** Batch-host calls (one Lambda invocation each on AWS) the runner makes through the service. */
-const BATCH_HOST_METHODS = new Set(['register', 'settle', 'finalizeAsRunner', 'deadLetter']);
+/**
+ * Service methods behind the runner's batch-host calls (`directBatchHost`), each one Lambda
+ * invocation on AWS (`batch-host-protocol.ts`), by the role the bench counts them under.
+ */
+const BATCH_HOST_ROLES: Record<string, string> = {
+  acquireNext: 'batch-host:acquire',
+  register: 'batch-host:register',
+  settle: 'batch-host:settle',
+  settleMany: 'batch-host:settle',
+  finalizeAsRunner: 'batch-host:finalize',
+  deadLetterAsRunner: 'batch-host:deadLetter',
+};
 
 export type BenchHost = Awaited<ReturnType<typeof createBenchHost>>;
 
@@ -168,15 +178,16 @@ export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptio
       const value = Reflect.get(target, prop, target);
       if (typeof value !== 'function') return value;
       const fn = value as (...a: unknown[]) => Promise<unknown>;
-      if (typeof prop !== 'string' || !BATCH_HOST_METHODS.has(prop)) return fn.bind(target);
-      const role = `batch-host:${prop === 'finalizeAsRunner' ? 'finalize' : prop}`;
+      const role = typeof prop === 'string' ? BATCH_HOST_ROLES[prop] : undefined;
+      if (!role) return fn.bind(target);
       return async (...args: unknown[]) => {
         const t0 = performance.now();
+        meter.lambdaStarted(role);
         let out: unknown;
         try {
           out = await attribute(role, () => fn.apply(target, args));
         } finally {
-          meter.lambda(role, performance.now() - t0);
+          meter.lambdaEnded(role, performance.now() - t0);
         }
         if (prop === 'register') {
           const slot = args[0] as { batchId: string };
@@ -312,15 +323,14 @@ export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptio
       idleWaitSeconds: o.idleWaitSeconds ?? opts.idleWaitSeconds ?? 1,
       invokerFor,
     });
-    const attachments = Object.create(host.attachments) as typeof host.attachments;
-    // The supervisor round is attributed separately so that it never counts as per-message cost.
-    attachments.listActive = () => attribute('supervisor', () => host.attachments.listActive());
     const supervisor = new LocalSupervisor(
-      { loop, attachments, queueDirectory: host.queueDirectory, sqs },
+      { loop, attachments: host.attachments, queueDirectory: host.queueDirectory, sqs },
       o.supervisorMs ?? 60_000,
     );
     dispatchers.push({ lanes, supervisor });
-    supervisor.start();
+    // Its rounds (timers started here) run in this context, so none of their calls count as
+    // delivery; the lanes it starts are attributed by their Task states.
+    attribute('supervisor', () => supervisor.start());
     return lanes;
   }
 

@@ -40,6 +40,8 @@ export interface SdkTally {
   wru: number;
   /** Writes refused by a condition (or a cancelled transaction): AWS bills them, DynamoDB Local reports nothing. */
   refusedWrites: number;
+  /** DynamoDB: items the calls named, by kind (`itemKind`), e.g. `{ ATTACH: 2, 'BATCH/head': 1 }`. */
+  items?: Record<string, number>;
 }
 
 export interface LambdaTally {
@@ -76,6 +78,53 @@ interface CapacityRecord {
   WriteCapacityUnits?: number;
 }
 
+type Attr = { S?: string } | undefined;
+type Keyed = Record<string, Attr> | undefined;
+
+/**
+ * What kind of item a key names: the table's `pk` up to its first `#`, and the `sk` the same way
+ * when it is not `_` — `ATTACH`, `RES`, `BATCH/head`. It reads the request, never the Host's key
+ * builders, so it stays right when the Host's items change.
+ */
+export function itemKind(key: Keyed): string {
+  const pk = key?.pk?.S;
+  if (!pk) return '?';
+  const sk = key?.sk?.S;
+  const head = pk.split('#')[0] ?? pk;
+  return sk && sk !== '_' ? `${head}/${sk.split('#')[0]}` : head;
+}
+
+/** The kinds of every item a DynamoDB request names (one entry per item; a Query counts its partition). */
+function itemKinds(input: unknown): string[] {
+  const i = (input ?? {}) as {
+    Key?: Keyed;
+    Item?: Keyed;
+    TransactItems?: Record<string, { Key?: Keyed; Item?: Keyed }>[];
+    RequestItems?: Record<
+      string,
+      { Keys?: Keyed[] } | { PutRequest?: { Item?: Keyed }; DeleteRequest?: { Key?: Keyed } }[]
+    >;
+    ExpressionAttributeValues?: Record<string, Attr>;
+    KeyConditionExpression?: string;
+  };
+  if (i.Key || i.Item) return [itemKind(i.Key ?? i.Item)];
+  if (i.TransactItems)
+    return i.TransactItems.flatMap((t) => Object.values(t).map((op) => itemKind(op?.Key ?? op?.Item)));
+  if (i.RequestItems) {
+    return Object.values(i.RequestItems).flatMap((r) =>
+      Array.isArray(r)
+        ? r.map((w) => itemKind(w.PutRequest?.Item ?? w.DeleteRequest?.Key))
+        : (r.Keys ?? []).map(itemKind),
+    );
+  }
+  if (i.KeyConditionExpression && i.ExpressionAttributeValues) {
+    // The partition value a Query names: the first value whose text looks like a key.
+    const pk = Object.values(i.ExpressionAttributeValues).find((v) => v?.S?.includes('#'));
+    return [`query:${itemKind({ pk })}`];
+  }
+  return [];
+}
+
 export class Meter {
   private tally: Tally = emptyTally();
 
@@ -97,9 +146,14 @@ export class Meter {
     context: string,
     outcome: { error?: string },
     capacity: unknown,
+    items: string[] = [],
   ) {
     const e = sdkEntry(this.tally, context, `${service}:${operation}`);
     e.calls++;
+    if (items.length > 0) {
+      e.items ??= {};
+      for (const kind of items) e.items[kind] = (e.items[kind] ?? 0) + 1;
+    }
     if (outcome.error) {
       e.errors++;
       if (
@@ -123,12 +177,29 @@ export class Meter {
     }
   }
 
+  /** One invocation that took `ms` (counted when it ends). */
   lambda(role: string, ms: number): void {
-    this.tally.lambda[role] ??= { invocations: 0, totalMs: 0, billedMs: 0 };
-    const l = this.tally.lambda[role];
-    l.invocations++;
+    this.lambdaStarted(role);
+    this.lambdaEnded(role, ms);
+  }
+
+  /**
+   * An invocation counts where it starts and its duration where it ends, so that a long one (a
+   * worker invocation that outlives the drain it served) still counts in the period it served.
+   */
+  lambdaStarted(role: string): void {
+    this.lambdaEntry(role).invocations++;
+  }
+
+  lambdaEnded(role: string, ms: number): void {
+    const l = this.lambdaEntry(role);
     l.totalMs += ms;
     l.billedMs += Math.max(1, Math.ceil(ms));
+  }
+
+  private lambdaEntry(role: string): LambdaTally {
+    this.tally.lambda[role] ??= { invocations: 0, totalMs: 0, billedMs: 0 };
+    return this.tally.lambda[role];
   }
 
   transition(state: string): void {
@@ -145,6 +216,7 @@ export class Meter {
       (next, context) => async (args) => {
         const operation = String(context.commandName ?? 'Unknown').replace(/Command$/, '');
         const attributed = currentContext();
+        const items = itemKinds(args.input);
         let call = args;
         if (CAPACITY_READS.has(operation) || CAPACITY_WRITES.has(operation)) {
           call = { ...args, input: { ...(args.input as object), ReturnConsumedCapacity: 'TOTAL' } };
@@ -152,7 +224,7 @@ export class Meter {
         try {
           const out = await next(call);
           const output = out.output as { ConsumedCapacity?: unknown };
-          this.sdkCall('DynamoDB', operation, attributed, {}, output.ConsumedCapacity);
+          this.sdkCall('DynamoDB', operation, attributed, {}, output.ConsumedCapacity, items);
           return out;
         } catch (err) {
           this.sdkCall(
@@ -161,6 +233,7 @@ export class Meter {
             attributed,
             { error: (err as Error).name ?? 'Error' },
             undefined,
+            items,
           );
           throw err;
         }
@@ -209,6 +282,7 @@ export function sumSdk(t: Tally, keep: (context: string) => boolean) {
       o.rru += e.rru;
       o.wru += e.wru;
       o.refusedWrites += e.refusedWrites;
+      mergeItems(o, e);
       if (key.startsWith('SQS:')) sqsRequests += e.calls;
       if (key.startsWith('DynamoDB:')) dynamoCalls += e.calls;
       rru += e.rru;
@@ -241,8 +315,15 @@ export function addTallies(tallies: Tally[]): Tally {
         o.rru += e.rru;
         o.wru += e.wru;
         o.refusedWrites += e.refusedWrites;
+        mergeItems(o, e);
       }
     }
   }
   return out;
+}
+
+function mergeItems(into: SdkTally, from: SdkTally): void {
+  if (!from.items) return;
+  into.items ??= {};
+  for (const [kind, n] of Object.entries(from.items)) into.items[kind] = (into.items[kind] ?? 0) + n;
 }

@@ -4,7 +4,7 @@
  *
  * - every `StateEntered` (and `StateRetried`) event of a root execution counts one state
  *   transition for the consumer named in the execution input (Step Functions Standard bills per
- *   transition, retries included);
+ *   transition, retries included), read as the events pass to the stand-in that consumes them;
  * - every Task handler (AcquireSlot, InvokeWorker, RecoverBatch: a Lambda invoke on AWS) counts one
  *   Lambda invocation with its measured duration, and the SDK calls made inside it are attributed
  *   to that Task.
@@ -69,10 +69,11 @@ export function installStepFunctionsHook(): void {
         const role = TASK_ROLES[name] ?? `task:${name}`;
         const w: Handler = async (taskInput: unknown) => {
           const t0 = performance.now();
+          meter.lambdaStarted(role);
           try {
             return await attribute(role, () => h(taskInput));
           } finally {
-            meter.lambda(role, performance.now() - t0);
+            meter.lambdaEnded(role, performance.now() - t0);
           }
         };
         w[WRAPPED] = true;
@@ -84,15 +85,19 @@ export function installStepFunctionsHook(): void {
     const isRoot = typeof (input as { round?: unknown } | null)?.round === 'number';
     if (meter && isRoot) {
       meter.executionStarted();
-      void (async () => {
-        for await (const event of execution.eventLogs) {
+      // The local stand-in reads the event stream itself (history limit, its own counts), and an
+      // async generator gives each event to one reader only: count the events as they pass.
+      const source = execution.eventLogs;
+      execution.eventLogs = (async function* () {
+        for await (const event of source) {
           if ((event.type === 'StateEntered' || event.type === 'StateRetried') && event.state) {
             meter.transition(
               event.type === 'StateRetried' ? `${event.state.name} (retry)` : event.state.name,
             );
           }
+          yield event;
         }
-      })().catch(() => undefined);
+      })();
     }
     return execution;
   };

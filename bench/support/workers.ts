@@ -65,3 +65,14 @@ export default {
   },
 };
 `;
+
+/** Records when each batch's handler started and the send time (`timestampMillis`) of each message. */
+export const STEADY_WORKER = `
+import { appendFileSync } from 'node:fs';
+export default {
+  async queue(batch, env) {
+    const at = Date.now();
+    appendFileSync(env.RECORDS, JSON.stringify({ at, ts: batch.messages.map((m) => m.timestampMillis) }) + '\\n');
+  },
+};
+`;

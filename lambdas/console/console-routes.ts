@@ -29,7 +29,8 @@ export const CONSOLE_CSP =
   "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; " +
   "base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
-const SECURITY_HEADERS = {
+/** The console's headers; the Host's documentation pages send the same. */
+export const CONSOLE_SECURITY_HEADERS = {
   'content-security-policy': CONSOLE_CSP,
   'x-content-type-options': 'nosniff',
   'x-frame-options': 'DENY',
@@ -72,7 +73,7 @@ function loadAssets(): Map<string, Asset> {
 /** A Problem with the console's headers, so that even an error page runs no foreign code. */
 function consoleProblem(err: HostError): HttpResponse {
   const out = problemResponse(err);
-  return { ...out, headers: { ...out.headers, ...SECURITY_HEADERS } };
+  return { ...out, headers: { ...out.headers, ...CONSOLE_SECURITY_HEADERS } };
 }
 
 export function isConsolePath(path: string): boolean {
@@ -90,7 +91,7 @@ export function createConsoleRoutes(): (req: HttpRequest) => HttpResponse {
       // Relative, so that it also holds under a stage prefix (`/prod/console/`).
       return {
         status: 308,
-        headers: { location: '../console', 'cache-control': 'no-store', ...SECURITY_HEADERS },
+        headers: { location: '../console', 'cache-control': 'no-store', ...CONSOLE_SECURITY_HEADERS },
         body: '',
       };
     }
@@ -105,7 +106,7 @@ export function createConsoleRoutes(): (req: HttpRequest) => HttpResponse {
       // names may be reused for a few minutes and are revalidated by their ETag after that.
       'cache-control': name === '' ? 'no-cache' : 'public, max-age=300',
       etag: asset.etag,
-      ...SECURITY_HEADERS,
+      ...CONSOLE_SECURITY_HEADERS,
     };
     const ifNoneMatch = headerValue(req, 'if-none-match');
     if (ifNoneMatch?.split(',').some((t) => t.trim() === asset.etag)) {

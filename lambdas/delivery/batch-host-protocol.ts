@@ -44,6 +44,11 @@ export const slotSchema = z.strictObject({
   workerName: z.string().min(1).max(128),
   workerFunction: z.string().min(1).max(2048),
   wakeSeq: z.number().int().nonnegative().optional(),
+  maxConcurrency: z.number().int().min(1).max(250),
+  maxRetries: z.number().int().min(0).max(100),
+  retryDelaySeconds: z.number().int().min(0).max(MESSAGE_LIMITS.maxDelaySeconds),
+  handlerMs: z.number().int().positive().max(86_400_000),
+  seal: z.string().min(1).max(128),
 });
 
 const receivedSchema = z.strictObject({
@@ -56,6 +61,23 @@ const receivedSchema = z.strictObject({
     notBefore: z.number().finite().optional(),
     commit: z.string().min(1).max(256).optional(),
   }),
+});
+
+const manifestEntrySchema = z.strictObject({
+  id,
+  ts: z.number().finite(),
+  attempts: z.number().int().min(0).max(1_000),
+  hadRecord: z.boolean(),
+  // Every copy SQS handed to the batch (duplicates ride with their first copy).
+  handles: z.array(handle).max(MESSAGE_LIMITS.maxBatchMessages).optional(),
+  receivedAt: epochMs.optional(),
+});
+
+/** A batch's manifest as registration handed it to the runner, with the Host's seal. */
+const sealedManifestSchema = z.strictObject({
+  entries: z.array(manifestEntrySchema).max(MESSAGE_LIMITS.maxBatchMessages),
+  moves: z.array(manifestEntrySchema).max(MESSAGE_LIMITS.maxBatchMessages),
+  seal: z.string().min(1).max(128),
 });
 
 const settleCallSchema = z.discriminatedUnion('kind', [
@@ -93,6 +115,12 @@ export const batchHostRequestSchema = z.discriminatedUnion('action', [
     slot: slotSchema,
     credential,
     outcome: z.enum(['returned', 'threw', 'abandoned']),
+    /** The lane goes on: the answer carries its next slot (the Host hands this one over). */
+    next: z.boolean().optional(),
+    /** Registration's sealed manifest: the Host then need not read it back. */
+    manifest: sealedManifestSchema.optional(),
+    // The handler's error for operators' consumer state: name and message, never a stack.
+    error: z.strictObject({ name: z.string().max(128), message: z.string().max(300) }).optional(),
   }),
   z.strictObject({
     action: z.literal('deadLetter'),

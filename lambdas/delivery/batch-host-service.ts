@@ -1,4 +1,3 @@
-import { timingSafeEqual } from 'node:crypto';
 import type { ResourceRecord } from '../engine/model.ts';
 import type { AttachmentStore } from '../forms/queue-consumer/attachments.ts';
 import type { BatchHostRequest } from './batch-host-protocol.ts';
@@ -58,6 +57,12 @@ export class BatchHostService {
           request.slot.batchId,
           request.credential,
           request.outcome,
+          {
+            slot: request.slot,
+            next: request.next === true,
+            ...(request.manifest ? { manifest: request.manifest } : {}),
+            ...(request.error ? { error: request.error } : {}),
+          },
         );
         this.o.onFinalized?.(request.outcome);
         return out;
@@ -68,13 +73,6 @@ export class BatchHostService {
       case 'produce':
         return this.produce(request);
     }
-  }
-
-  /** Constant-time check that `credential` is the one the Host derived for `batchId`. */
-  private credentialMatches(batchId: string, credential: string): boolean {
-    const expected = Buffer.from(this.o.delivery.credentialOf(batchId));
-    const given = Buffer.from(credential);
-    return expected.length === given.length && timingSafeEqual(expected, given);
   }
 
   private async deadLetter(request: Extract<BatchHostRequest, { action: 'deadLetter' }>): Promise<void> {
@@ -92,7 +90,7 @@ export class BatchHostService {
   private async produce(request: Extract<BatchHostRequest, { action: 'produce' }>): Promise<string[]> {
     const ended = () =>
       new NamedError('backend_unavailable', 'the invocation that owned this binding has ended');
-    if (!this.credentialMatches(request.batchId, request.credential)) throw ended();
+    if (!this.o.delivery.credentialMatches(request.batchId, request.credential)) throw ended();
     const head = await this.o.store.getHead(request.batchId);
     if (!head || head.closed) throw ended();
     const bytes = request.messages.reduce((n, m) => n + m.body.length, 0);

@@ -2,15 +2,23 @@ import { ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import {
   type AcquireResult,
   type DeadLetterItem,
+  type Finalized,
   REGISTER_ROOM_MS,
   type Received,
   type Registration,
+  type SealedManifest,
   type Slot,
 } from './delivery-service.ts';
 import { decodeEnvelope, type Envelope } from './envelope.ts';
 import { MESSAGE_LIMITS } from './limits.ts';
 import { coalescingSettle } from './settle-coalescer.ts';
-import type { BatchDelivery, InvocationOutcome, SettleAnswer, SettleCall } from './settlement-protocol.ts';
+import type {
+  BatchDelivery,
+  HandlerError,
+  InvocationOutcome,
+  SettleAnswer,
+  SettleCall,
+} from './settlement-protocol.ts';
 import { BatchUnfinishedError } from './unfinished-batch.ts';
 
 /** The Host's delivery service as the runner reaches it: in-process locally, by Lambda invoke on AWS. */
@@ -21,19 +29,31 @@ export interface BatchHostPort {
   settle(batchId: string, credential: string, call: SettleCall): Promise<void>;
   /** Several settle calls of one batch, applied in order; one answer per call. */
   settleMany(batchId: string, credential: string, calls: SettleCall[]): Promise<SettleAnswer[]>;
-  /** Closes and applies the batch; returns the ids of messages to move (bodies needed). */
-  finalize(slot: Slot, credential: string, outcome: InvocationOutcome): Promise<{ deadLetter: string[] }>;
+  /**
+   * Closes and applies the batch; returns the ids of messages to move (bodies needed). `next`:
+   * the lane goes on, and the Host hands this batch's slot to the next one in the same write.
+   */
+  finalize(
+    slot: Slot,
+    credential: string,
+    outcome: InvocationOutcome,
+    opts?: { next?: boolean; manifest?: SealedManifest; error?: HandlerError },
+  ): Promise<Finalized>;
   /** Bodies for the moves `finalize` asked for; resolves once the batch is finished. */
   deadLetter(slot: Slot, credential: string, items: DeadLetterItem[]): Promise<void>;
 }
 
 /** Runs the worker's `queue` handler on one batch and reports how it ended. */
 export interface QueueInvoker {
-  /** `slot` is the batch's slot: its handler must not run past `slot.deadline`. */
+  /**
+   * `slot` is the batch's slot: its handler must not run past `slot.deadline`. `failed` is told
+   * the handler's error (name and message, for operators) when it threw or could not start.
+   */
   invoke(
     delivery: BatchDelivery,
     settle: (call: SettleCall) => Promise<void>,
     slot: Slot,
+    failed?: (error: HandlerError) => void,
   ): Promise<InvocationOutcome>;
 }
 
@@ -56,6 +76,8 @@ export interface RunResult {
   delivered: number;
   /** The batch credential (empty when nothing was registered); proves the lane to `acquire`. */
   credential?: string;
+  /** The lane's next slot, handed over by finalisation when `goOn` said so. */
+  next?: AcquireResult;
 }
 
 /** Settlement rejections that prove the Host answered the call (nothing uncertain was written). */
@@ -114,7 +136,12 @@ async function withRetries<T>(call: () => Promise<T>, tries = 4): Promise<T> {
  * invokes the handler, finalises and dead-letters. Bodies stay in this process (DL-10); the Host
  * sees ids, attempts and receipt handles only.
  */
-export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult> {
+export async function runBatch(
+  slot: Slot,
+  deps: RunnerDeps,
+  /** Asked once the handler ended: whether the lane runs another batch after this one. */
+  goOn: () => boolean = () => false,
+): Promise<RunResult> {
   const clock = deps.clock ?? Date.now;
   const held: Held[] = [];
   let firstAt: number | undefined;
@@ -186,6 +213,7 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
 
   const batch = registration.deliver.map((d) => ({ ...(held[d.received] as Held), attempts: d.attempts }));
   let outcome: InvocationOutcome = 'returned';
+  let handlerError: HandlerError | undefined;
   if (batch.length > 0) {
     const delivery: BatchDelivery = {
       batchId: slot.batchId,
@@ -218,7 +246,9 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
     try {
       // The handler's bound is the deadline registration gave the slot.
       const running = registration.deadline ? { ...slot, deadline: registration.deadline } : slot;
-      outcome = await deps.invoker.invoke(delivery, settle, running);
+      outcome = await deps.invoker.invoke(delivery, settle, running, (e) => {
+        handlerError = e;
+      });
     } catch {
       outcome = 'abandoned';
     }
@@ -226,9 +256,16 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
     // the unsettled rest is retried rather than acknowledged.
     if (outcome === 'returned' && doubtful) outcome = 'threw';
   }
-  let fin: { deadLetter: string[] };
+  let fin: Finalized;
+  const next = goOn();
   try {
-    fin = await withRetries(() => deps.host.finalize(slot, credential, outcome));
+    fin = await withRetries(() =>
+      deps.host.finalize(slot, credential, outcome, {
+        next,
+        manifest: registration.manifest,
+        ...(handlerError ? { error: handlerError } : {}),
+      }),
+    );
   } catch (err) {
     // The handler has ended: recovery may apply the batch now (unfinished-batch.ts).
     if (err instanceof Error && DEFINITE_REFUSALS.has(err.name)) throw err;
@@ -257,7 +294,7 @@ export async function runBatch(slot: Slot, deps: RunnerDeps): Promise<RunResult>
       throw new BatchUnfinishedError(slot.batchId, outcome, err);
     }
   }
-  return { idle: false, delivered: batch.length, credential };
+  return { idle: false, delivered: batch.length, credential, ...(fin.next ? { next: fin.next } : {}) };
 }
 
 export interface LaneLimits {
@@ -286,14 +323,18 @@ export async function runLane(first: Slot, deps: RunnerDeps, limits: LaneLimits)
   let slot = first;
   let delivered = 0;
   for (let batches = 1; ; batches++) {
-    const run = await runBatch(slot, deps);
+    const goOn = () =>
+      batches < limits.maxBatches && clock() - started < limits.budgetMs && !deps.signal?.aborted;
+    const run = await runBatch(slot, deps, goOn);
     delivered += run.delivered;
     if (run.idle) return { idle: true, delivered, batches };
-    const over = batches >= limits.maxBatches || clock() - started >= limits.budgetMs;
-    if (!run.credential || over || deps.signal?.aborted) {
+    if (!run.credential || !goOn()) {
+      // A slot handed over for a batch that will not run now (the Host began to stop): an empty
+      // registration frees it at once.
+      if (run.next?.status === 'acquired') await deps.host.register(run.next.slot, []).catch(() => undefined);
       return { idle: false, delivered, batches };
     }
-    const next = await deps.host.acquire(slot, run.credential);
+    const next = run.next ?? (await deps.host.acquire(slot, run.credential));
     if (next.status !== 'acquired') return { idle: false, delivered, batches };
     slot = next.slot;
   }

@@ -21,7 +21,8 @@ import type {
 import { type Envelope, encodeEnvelope } from './envelope.ts';
 import { MESSAGE_LIMITS, NamedError, recordExpiry } from './limits.ts';
 import type { CommitStore, QueueDirectory, QueueTarget } from './ports.ts';
-import type { InvocationOutcome, SettleAnswer, SettleCall } from './settlement-protocol.ts';
+import type { HandlerError, InvocationOutcome, SettleAnswer, SettleCall } from './settlement-protocol.ts';
+import { manifestSeal, manifestSealValid, sameMac, sealSlot, slotSealValid } from './slot-seal.ts';
 import { byCount, bySendLimits } from './sqs-batches.ts';
 import type { UnfinishedBatch } from './unfinished-batch.ts';
 
@@ -59,6 +60,50 @@ export interface Slot {
    * no send through the Host came after it (see `DispatchState`).
    */
   wakeSeq?: number;
+  /** The consumer generation's settings the Host applies to this batch. */
+  maxConcurrency: number;
+  maxRetries: number;
+  retryDelaySeconds: number;
+  /** The worker's invocation bound (ms): the Host's, or the function's own if shorter. */
+  handlerMs: number;
+  /**
+   * The Host's HMAC of every other field (`slot-seal.ts`): with it the Host trusts the slot
+   * without reading the attachment, queue and worker again; without it the slot is refused.
+   */
+  seal: string;
+}
+
+/** What a lane knows of its consumer generation: the slot minus what is per batch. */
+type LaneContext = Omit<Slot, 'batchId' | 'deadline' | 'invisibleUntil' | 'wakeSeq' | 'seal'>;
+
+const laneContextOf = ({ batchId, deadline, invisibleUntil, wakeSeq, seal, ...context }: Slot): LaneContext =>
+  context;
+
+/**
+ * The id of a lane's next batch: derived from the batch before it, so a retried hand-over of the
+ * slot (a lost answer) finds the slot it already took instead of taking a second one.
+ */
+export function nextBatchId(batchId: string): string {
+  const suffix = createHash('sha256').update(`next:${batchId}`).digest('base64url').slice(0, 12);
+  return `${laneRootOf(batchId)}.${suffix}`;
+}
+
+export interface FinalizeOptions {
+  /** The batch's sealed slot (the runner's copy): the Host then need not read its records. */
+  slot?: Slot;
+  /** The lane goes on: hand the slot to its next batch (`Finalized.next`). */
+  next?: boolean;
+  /** The manifest registration handed to the runner, sealed: read from the table without it. */
+  manifest?: SealedManifest;
+  /** The handler's error, when it threw (for the consumer's recent batches; never its stack). */
+  error?: HandlerError;
+}
+
+export interface Finalized {
+  /** Ids of messages to move to the dead-letter queue (the runner sends their bodies). */
+  deadLetter: string[];
+  /** The lane's next slot, when asked for and nothing is owed a move. */
+  next?: AcquireResult;
 }
 
 export type AcquireResult =
@@ -107,7 +152,12 @@ export interface Registration {
    * moved when it is finalised (the runner holds their bodies).
    */
   moves: number;
+  /** What registration recorded, sealed: the runner hands it back to `finalize` (no read then). */
+  manifest?: SealedManifest;
 }
+
+/** A batch's manifest with the Host's seal (`slot-seal.ts`). */
+export type SealedManifest = Manifest & { seal: string };
 
 /** A body the runner holds for a dead-letter move the Host asked for (by message id). */
 export interface DeadLetterItem {
@@ -162,6 +212,14 @@ export interface DeliveryEvents {
   sent(queueUid: string): Promise<void>;
   /** A finished batch acknowledged (deleted) this many messages of the queue (the console's chart). */
   acknowledged?(queueUid: string, count: number): void;
+  /** A batch was finalised (operators' recent batches). Must not throw; awaited after the slot is freed. */
+  finished?(batch: {
+    head: BatchHead;
+    manifest: Manifest;
+    maxRetries: number;
+    mode: 'live' | 'recovery';
+    error: HandlerError | undefined;
+  }): Promise<void>;
 }
 
 const hashCredential = (c: string) => createHash('sha256').update(c).digest('hex');
@@ -180,6 +238,8 @@ const visibilityLeft = (receivedAt: number, now: number) =>
  * written as attempts records instead.
  */
 const HANDLE_SAFETY_MS = 5_000;
+/** Complete commits a Host process remembers (ids of about 20 bytes: well under 1 MB). */
+const COMMITS_REMEMBERED = 20_000;
 /** Tries of one SQS batch call for entries SQS failed on its side (about 1.5 s in all). */
 const SQS_BATCH_TRIES = 5;
 /** A dead-letter move SQS refused is tried again when the message returns, this much later. */
@@ -201,6 +261,8 @@ interface Visibility {
  */
 export class DeliveryService {
   private readonly o: Required<DeliveryServiceOptions>;
+  /** Commits known to be complete (see `committed`). */
+  private readonly commitsSeen = new Set<string>();
 
   constructor(opts: DeliveryServiceOptions) {
     this.o = {
@@ -245,9 +307,27 @@ export class DeliveryService {
     batchId: string,
     credential: string,
     outcome: InvocationOutcome,
-  ): Promise<{ deadLetter: string[] }> {
-    await this.ownedHead(batchId, credential);
-    return this.finalize(batchId, outcome, 'live');
+    opts: FinalizeOptions = {},
+  ): Promise<Finalized> {
+    // A sealed slot brings the consumer's settings and queue; without one they are read.
+    const slot = opts.slot ? this.trusted(opts.slot) : undefined;
+    if (slot && slot.batchId !== batchId) throw new NamedError('unknown_batch', 'not a batch of this runner');
+    const manifest = this.trustedManifest(batchId, opts.manifest);
+    // Closing is conditional on the credential: the write that checks ownership is the close.
+    const head = await this.o.store.closeBatch(batchId, outcome, hashCredential(credential));
+    if (!head || !this.ownsBatch(head, credential))
+      throw new NamedError('unknown_batch', 'not a batch of this runner');
+    return this.apply(head, 'live', slot, opts.next === true, manifest, opts.error);
+  }
+
+  /** The runner's copy of a manifest if the Host sealed it for this batch, else undefined (read it). */
+  private trustedManifest(batchId: string, sealed: SealedManifest | undefined): Manifest | undefined {
+    if (!sealed) return undefined;
+    const { seal, ...manifest } = sealed;
+    if (!manifestSealValid(this.o.credentialKey, batchId, manifest, seal)) {
+      throw new NamedError('unknown_batch', 'not a manifest of this batch');
+    }
+    return manifest;
   }
 
   private async consumer(consumerUid: string) {
@@ -260,126 +340,165 @@ export class DeliveryService {
     return this.o.directory.queue(uid);
   }
 
-  /** The bound on one invocation of a worker: the Host's, or the worker's own if shorter. */
-  private async workerTimeoutOf(workerUid: string): Promise<number> {
-    const worker = await this.o.getWorker(workerUid);
-    const own = worker ? await this.o.workerTimeoutMsOf(worker.space, worker.name) : undefined;
-    return own !== undefined ? Math.min(own, this.o.workerTimeoutMs) : this.o.workerTimeoutMs;
+  /**
+   * AcquireSlot, a lane's first slot of a worker invocation: reads the consumer generation, its
+   * queue and worker once, and seals what it learned into the slot; the lane's later slots and
+   * the runner's calls carry it (`acquireNext`, `register`, `finalizeAsRunner`).
+   */
+  async acquire(consumerUid: string, generation: number): Promise<AcquireResult> {
+    const context = await this.laneContext(consumerUid, generation);
+    if (!context) return { status: 'stop' };
+    return this.take(context, `b${newToken(18)}`);
   }
 
-  /**
-   * AcquireSlot: recover expired batches, then take a slot if fewer than maxConcurrency run.
-   * `laneRoot` continues a lane (its batches share the root's id as a prefix).
-   */
-  async acquire(consumerUid: string, generation: number, laneRoot?: string): Promise<AcquireResult> {
+  /** The consumer generation as a lane needs it; undefined when it stopped or changed. */
+  private async laneContext(consumerUid: string, generation: number): Promise<LaneContext | undefined> {
     const a = await this.consumer(consumerUid);
-    if (a?.state !== 'active' || a.generation !== generation) return { status: 'stop' };
-    await this.recoverExpired(consumerUid);
+    if (a?.state !== 'active' || a.generation !== generation) return undefined;
     const queue = await this.queueTarget(a.spec.queue.resourceUid);
     const worker = await this.o.getWorker(a.spec.worker.resourceUid);
-    if (!queue || !worker || worker.deleted) return { status: 'stop' };
+    if (!queue || !worker || worker.deleted) return undefined;
     const workerFunction = await this.o.workerFunction(worker.space, worker.name);
-    if (!workerFunction) return { status: 'stop' };
-    const now = this.now();
-    // Until registration the slot covers gathering only: a lane lost before its handler starts
-    // (or whose registration failed) frees its slot within about a minute, not a worker timeout.
-    // Registration extends the deadline to the handler's bound.
-    const deadline =
-      now +
-      (this.o.idleWaitSeconds + a.spec.maxBatchTimeoutSeconds) * 1000 +
-      REGISTER_ROOM_MS +
-      this.o.slotMarginMs;
-    const batchId = laneRoot ? `${laneRoot}.${newToken(9)}` : `b${newToken(18)}`;
-    const state = await this.o.store.acquireSlot(consumerUid, batchId, deadline, a.spec.maxConcurrency);
-    if (!state) return { status: 'busy' };
+    if (!workerFunction) return undefined;
+    const own = await this.o.workerTimeoutMsOf(worker.space, worker.name);
     return {
-      status: 'acquired',
-      held: Object.keys(state.slots).length,
-      capacity: a.spec.maxConcurrency,
-      slot: {
-        batchId,
-        consumerUid,
-        generation,
-        queueUid: queue.queueUid,
-        queueName: queue.queueName,
-        sqsUrl: queue.sqsUrl,
-        maxBatchSize: a.spec.maxBatchSize,
-        maxBatchTimeoutSeconds: a.spec.maxBatchTimeoutSeconds,
-        deadline,
-        invisibleUntil: deadline + this.o.graceMs,
-        workerUid: a.spec.worker.resourceUid,
-        workerSpace: worker.space,
-        workerName: worker.name,
-        workerFunction,
-        wakeSeq: state.wakes,
-      },
+      consumerUid,
+      generation,
+      queueUid: queue.queueUid,
+      queueName: queue.queueName,
+      sqsUrl: queue.sqsUrl,
+      maxBatchSize: a.spec.maxBatchSize,
+      maxBatchTimeoutSeconds: a.spec.maxBatchTimeoutSeconds,
+      workerUid: a.spec.worker.resourceUid,
+      workerSpace: worker.space,
+      workerName: worker.name,
+      workerFunction,
+      maxConcurrency: a.spec.maxConcurrency,
+      maxRetries: a.spec.maxRetries,
+      retryDelaySeconds: a.spec.retryDelaySeconds,
+      handlerMs: own !== undefined ? Math.min(own, this.o.workerTimeoutMs) : this.o.workerTimeoutMs,
     };
   }
 
-  /**
-   * A lane's next slot in the same invocation. The credential of the batch it just ran proves
-   * the caller is this consumer's runner (the batch head names the consumer).
-   */
-  async acquireNext(previous: Slot, credential: string): Promise<AcquireResult> {
-    const head = await this.ownedHead(previous.batchId, credential);
-    if (head.consumerUid !== previous.consumerUid) {
-      throw new NamedError('unknown_batch', 'not a batch of this runner');
-    }
-    return this.acquire(previous.consumerUid, previous.generation, laneRootOf(previous.batchId));
+  /** The slot deadline while gathering: idle wait + batch timeout + room to register + margin. */
+  private gatheringDeadline(context: LaneContext, now: number): number {
+    // Until registration the slot covers gathering only: a lane lost before its handler starts
+    // (or whose registration failed) frees its slot within about a minute, not a worker timeout.
+    // Registration extends the deadline to the handler's bound.
+    return (
+      now +
+      (this.o.idleWaitSeconds + context.maxBatchTimeoutSeconds) * 1000 +
+      REGISTER_ROOM_MS +
+      this.o.slotMarginMs
+    );
   }
 
-  /** Decides, for each received message, whether it is delivered now, later, or dead-lettered. */
+  /** A sealed slot for a batch that holds `deadline` in the slot map. */
+  private slotFor(context: LaneContext, batchId: string, deadline: number, wakes: number): Slot {
+    return sealSlot(this.o.credentialKey, {
+      ...context,
+      batchId,
+      deadline,
+      invisibleUntil: deadline + this.o.graceMs,
+      wakeSeq: wakes,
+    });
+  }
+
+  /**
+   * Takes a slot if fewer than maxConcurrency are held. Slots whose deadline passed count against
+   * the bound until recovered: the answer shows them, they are recovered, and a refused take is
+   * tried once more.
+   */
+  private async take(context: LaneContext, batchId: string): Promise<AcquireResult> {
+    const now = this.now();
+    const deadline = this.gatheringDeadline(context, now);
+    const max = context.maxConcurrency;
+    let out = await this.o.store.takeSlot(context.consumerUid, batchId, deadline, max);
+    const expired = Object.keys(out.state.slots).filter(
+      (id) => id !== batchId && out.state.slots[id]! <= now,
+    );
+    for (const id of expired) await this.recoverBatch(context.consumerUid, id);
+    if (!out.taken && expired.length > 0) {
+      out = await this.o.store.takeSlot(context.consumerUid, batchId, deadline, max);
+    }
+    if (!out.taken) return { status: 'busy' };
+    const recovered = new Set(expired);
+    return {
+      status: 'acquired',
+      held: Object.keys(out.state.slots).filter((id) => !recovered.has(id)).length,
+      capacity: max,
+      slot: this.slotFor(context, batchId, deadline, out.state.wakes),
+    };
+  }
+
+  /** The sealed slot's fields, or `unknown_batch` if the Host did not seal it as it is. */
+  private trusted(slot: Slot): Slot {
+    if (!slotSealValid(this.o.credentialKey, slot)) {
+      throw new NamedError('unknown_batch', 'not a slot of this Host');
+    }
+    return slot;
+  }
+
+  /** Whether `credential` is the one the Host derived for `batchId` (constant time). */
+  credentialMatches(batchId: string, credential: string): boolean {
+    return sameMac(this.credentialOf(batchId), credential);
+  }
+
+  /**
+   * A lane's next slot in the same invocation (after a batch that ended with dead-letter moves,
+   * or when the runner did not ask `finalize` for it). The sealed slot and the credential of the
+   * batch it just ran prove the caller is this consumer's runner; the consumer generation is
+   * read once more, so a stopped or changed consumer ends its lanes here.
+   */
+  async acquireNext(previous: Slot, credential: string): Promise<AcquireResult> {
+    const slot = this.trusted(previous);
+    if (!this.credentialMatches(slot.batchId, credential)) {
+      throw new NamedError('unknown_batch', 'not a batch of this runner');
+    }
+    if (!(await this.stillActive(slot))) return { status: 'stop' };
+    return this.take(laneContextOf(slot), nextBatchId(slot.batchId));
+  }
+
+  /** Whether the slot's consumer generation is still the active one. */
+  private async stillActive(slot: Slot): Promise<boolean> {
+    const a = await this.consumer(slot.consumerUid);
+    return a?.state === 'active' && a.generation === slot.generation;
+  }
+
+  /**
+   * Decides, for each received message, whether it is delivered now, later, or dead-lettered.
+   * The slot is trusted only with its seal (DL-09); that its consumer generation is still the
+   * active one is a condition of the registration's transaction, not a read before it.
+   */
   async register(claimed: Slot, received: Received[]): Promise<Registration> {
     const nothing: Registration = { credential: '', deliver: [], moves: 0 };
-    // Only the slot's id is taken from the caller; everything else comes from the Host's own
-    // records, so a forged or altered slot cannot register anything (DL-09).
-    const slots = await this.o.store.slots(claimed.consumerUid);
-    const deadline = slots[claimed.batchId];
-    const a = await this.consumer(claimed.consumerUid);
-    const queue = a ? await this.queueTarget(a.spec.queue.resourceUid) : undefined;
+    const sealed = this.trusted(claimed);
     const giveBack = () =>
-      queue && queue.queueUid === claimed.queueUid
-        ? this.changeVisibility(
-            queue.sqsUrl,
-            received.map((r) => ({ handle: r.receiptHandle, seconds: 0 })),
-          )
-        : Promise.resolve();
-    if (deadline === undefined || (await this.o.store.getHead(claimed.batchId))) {
+      this.changeVisibility(
+        sealed.sqsUrl,
+        received.map((r) => ({ handle: r.receiptHandle, seconds: 0 })),
+      );
+    if (received.length === 0) return this.releaseEmpty(sealed);
+    // Read after the receive: the grace argument (ARCHITECTURE.md) needs this order.
+    const slots = await this.o.store.slots(sealed.consumerUid);
+    if (slots[sealed.batchId] === undefined) {
       // A revoked slot (its consumer is stopping): give the messages back at once, deliver nothing.
       await giveBack();
       throw new NamedError('unknown_batch', 'no such slot is open');
-    }
-    if (a?.state !== 'active' || !queue || queue.queueUid !== claimed.queueUid) {
-      // The stop boundary passed while this lane was receiving: nothing new starts.
-      await giveBack();
-      await this.o.store.releaseSlot(claimed.consumerUid, claimed.batchId);
-      return nothing;
     }
     const now = this.now();
     // Late recovery: a batch abandoned by a lost runner has its messages back in the queue from
     // its deadline + grace on. Recovering every expired slot before reading attempts records
     // means such a message is never counted from records its recovery has not written yet.
     for (const [batchId, d] of Object.entries(slots)) {
-      if (batchId !== claimed.batchId && d <= now) await this.recoverBatch(claimed.consumerUid, batchId);
+      if (batchId !== sealed.batchId && d <= now) await this.recoverBatch(sealed.consumerUid, batchId);
     }
     // From registration on the slot lasts as long as the handler may run, and its messages stay
     // hidden a grace period longer (only the Host's own records decide how long).
-    const running = now + (await this.workerTimeoutOf(a.spec.worker.resourceUid)) + this.o.slotMarginMs;
-    const slot: Slot = {
-      ...claimed,
-      deadline: running,
-      invisibleUntil: running + this.o.graceMs,
-      sqsUrl: queue.sqsUrl,
-    };
-    const spec = a.spec;
-    const commitIds = [...new Set(received.flatMap((r) => (r.envelope.commit ? [r.envelope.commit] : [])))];
-    const committed = commitIds.length ? await this.o.commits.committed(commitIds) : new Set<string>();
-    if (commitIds.some((c) => !committed.has(c))) {
-      // A receive can overtake the producer's commit write by milliseconds: look once more.
-      await new Promise((r) => setTimeout(r, 250));
-      const missing = commitIds.filter((c) => !committed.has(c));
-      for (const c of await this.o.commits.committed(missing)) committed.add(c);
-    }
+    const running = now + sealed.handlerMs + this.o.slotMarginMs;
+    const slot: Slot = { ...sealed, deadline: running, invisibleUntil: running + this.o.graceMs };
+    const spec = { maxRetries: sealed.maxRetries, maxConcurrency: sealed.maxConcurrency };
+    const committed = await this.committed(received);
     const records =
       (await this.o.store.outstanding(slot.queueUid)) > 0
         ? await this.o.store.getAttempts(
@@ -446,13 +565,7 @@ export class DeliveryService {
     }
     const delivered = entries;
     const moved = moves;
-    if (delivered.length === 0 && moved.length === 0) {
-      const wakes = await this.o.store.releaseSlot(slot.consumerUid, slot.batchId);
-      // A send through the Host after this slot was taken: its message may have missed this
-      // receive, so the lane takes another slot instead of ending.
-      const woken = claimed.wakeSeq !== undefined && wakes > claimed.wakeSeq;
-      return woken ? { ...nothing, woken } : nothing;
-    }
+    if (delivered.length === 0 && moved.length === 0) return this.releaseEmpty(sealed);
     const credential = this.credentialOf(slot.batchId);
     const head: BatchHead = {
       batchId: slot.batchId,
@@ -471,12 +584,16 @@ export class DeliveryService {
       doubtful: false,
       pendingDeadLetter: [],
     };
-    // Head, manifest and the slot's `registered` mark in one transaction. A slot revoked at the
-    // stop boundary (QC-08) makes it fail, and then this batch never starts.
+    // Head, manifest and the slot's `registered` mark in one transaction, on condition that the
+    // consumer generation is still active. A slot revoked at the stop boundary (QC-08), a stop or
+    // an update of the consumer, or a head that exists already make it fail, and then this batch
+    // never starts.
     let created: boolean;
     try {
       created = await this.o.store.createBatch(head, { entries: delivered, moves: moved });
     } catch (err) {
+      // The batch was registered before (a replayed call): refused, and its messages stay with it.
+      if (err instanceof NamedError) throw err;
       // The transaction may have committed with its answer lost: then the batch exists and its
       // messages must not go back (another batch would deliver them with the same attempt).
       const committed = await this.batchExists(slot.batchId);
@@ -490,6 +607,8 @@ export class DeliveryService {
     }
     if (!created) {
       await this.changeVisibility(slot.sqsUrl, returnAll([...delivered, ...moved]));
+      // A slot the consumer's stop or update left behind: freed now (a no-op if it was revoked).
+      await this.o.store.releaseSlot(slot.consumerUid, slot.batchId);
       return nothing;
     }
     // The runner received with a short visibility, so the messages of a runner that dies before
@@ -506,13 +625,50 @@ export class DeliveryService {
       });
     }
     crashPoint('delivery.after-register');
+    const manifest: Manifest = { entries: delivered, moves: moved };
     return {
       credential,
       deadline: slot.deadline,
       deliver,
       moves: moved.length,
       room: Object.keys(slots).length < spec.maxConcurrency,
+      manifest: { ...manifest, seal: manifestSeal(this.o.credentialKey, slot.batchId, manifest) },
     };
+  }
+
+  /**
+   * A slot whose receive brought nothing to deliver: freed in one write. A send through the Host
+   * after the slot was taken may have missed this receive: the lane then takes another slot
+   * instead of ending (`woken`).
+   */
+  private async releaseEmpty(slot: Slot): Promise<Registration> {
+    const wakes = await this.o.store.releaseSlot(slot.consumerUid, slot.batchId);
+    const woken = slot.wakeSeq !== undefined && wakes > slot.wakeSeq;
+    return { credential: '', deliver: [], moves: 0, ...(woken ? { woken } : {}) };
+  }
+
+  /**
+   * The commits of multi-message sends among `received` that are complete. A commit, once
+   * written, stays: those seen are remembered (a bounded set), so the batches of one large send
+   * read its commit once.
+   */
+  private async committed(received: Received[]): Promise<Set<string>> {
+    const ids = [...new Set(received.flatMap((r) => (r.envelope.commit ? [r.envelope.commit] : [])))];
+    const committed = new Set(ids.filter((c) => this.commitsSeen.has(c)));
+    const look = async () => {
+      const missing = ids.filter((c) => !committed.has(c));
+      if (missing.length === 0) return;
+      for (const c of await this.o.commits.committed(missing)) committed.add(c);
+    };
+    await look();
+    if (committed.size < ids.length) {
+      // A receive can overtake the producer's commit write by milliseconds: look once more.
+      await new Promise((r) => setTimeout(r, 250));
+      await look();
+    }
+    if (this.commitsSeen.size + committed.size > COMMITS_REMEMBERED) this.commitsSeen.clear();
+    for (const c of committed) this.commitsSeen.add(c);
+    return committed;
   }
 
   /**
@@ -608,18 +764,36 @@ export class DeliveryService {
     batchId: string,
     outcome: InvocationOutcome,
     mode: 'live' | 'recovery',
+    error?: HandlerError,
   ): Promise<{ deadLetter: string[] }> {
     const head = await this.o.store.closeBatch(batchId, outcome);
     if (!head) return { deadLetter: [] };
-    const manifest: Manifest = (await this.o.store.getManifest(batchId)) ?? { entries: [], moves: [] };
+    return this.apply(head, mode, undefined, false, undefined, error);
+  }
+
+  /**
+   * Applies a closed batch's decisions (see `finalize`). `slot`, when the runner brought its
+   * sealed slot, stands in for reading the consumer and queue. `next`: the lane goes on, so the
+   * batch's slot is handed to its next batch in the same write that frees it.
+   */
+  private async apply(
+    head: BatchHead,
+    mode: 'live' | 'recovery',
+    slot: Slot | undefined,
+    next: boolean,
+    known?: Manifest,
+    error?: HandlerError,
+  ): Promise<Finalized> {
+    const batchId = head.batchId;
+    const manifest: Manifest = known ??
+      (await this.o.store.getManifest(batchId)) ?? { entries: [], moves: [] };
     if (head.applied) {
       if (mode === 'live') return { deadLetter: pendingIds(head, manifest) };
       await this.returnPending(head, manifest);
       return { deadLetter: [] };
     }
-    const a = await this.consumer(head.consumerUid);
-    const spec = a?.spec;
-    const queue = await this.queueTarget(head.queueUid);
+    const spec = slot ?? (await this.consumer(head.consumerUid))?.spec;
+    const queue = slot ?? (await this.queueTarget(head.queueUid));
     const now = this.now();
     const usable = queue !== undefined && this.handlesValid(head, now);
     const handlesOf = (m: ManifestEntry) => (usable ? (m.handles ?? []) : []);
@@ -698,9 +872,50 @@ export class DeliveryService {
         toHide.map((h) => h.seconds),
       );
     }
-    await this.o.store.markApplied(batchId, deadLetter);
-    if (deadLetter.length === 0) await this.o.store.releaseSlot(head.consumerUid, batchId);
+    const finished = () =>
+      this.o.delivery.finished?.({ head, manifest, maxRetries: spec?.maxRetries ?? 0, mode, error });
+    if (deadLetter.length > 0) {
+      // The moves still need the bodies: the slot stays until the runner sent them.
+      await this.o.store.markApplied(batchId, deadLetter);
+      await finished();
+      return { deadLetter };
+    }
+    // Nothing is owed: freeing the slot ends the batch, and nothing reads `applied` of a batch
+    // without a slot (were this call repeated, its writes are the same ones again).
+    if (mode === 'recovery' || !slot) await this.o.store.markApplied(batchId, []);
+    if (next && slot) {
+      const handed = await this.handOver(slot);
+      await finished();
+      return { deadLetter, next: handed };
+    }
+    await this.o.store.releaseSlot(head.consumerUid, batchId);
+    await finished();
     return { deadLetter };
+  }
+
+  /**
+   * Frees a finished batch's slot and takes the lane's next one in the same write (the count of
+   * held slots is unchanged, so the bound still holds: DL-02).
+   */
+  private async handOver(slot: Slot): Promise<AcquireResult> {
+    const context = laneContextOf(slot);
+    const now = this.now();
+    const batchId = nextBatchId(slot.batchId);
+    const deadline = this.gatheringDeadline(context, now);
+    const out = await this.o.store.swapSlot(
+      slot.consumerUid,
+      slot.batchId,
+      batchId,
+      deadline,
+      slot.maxConcurrency,
+    );
+    if (!out.taken) return { status: 'busy' };
+    return {
+      status: 'acquired',
+      held: Object.keys(out.state.slots).length,
+      capacity: slot.maxConcurrency,
+      slot: this.slotFor(context, batchId, out.state.slots[batchId] ?? deadline, out.state.wakes),
+    };
   }
 
   /** Whether the manifest's receipt handles are still certain to be the current ones. */

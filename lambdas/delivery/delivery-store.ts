@@ -119,6 +119,28 @@ export interface DeliveryStore {
     deadline: number,
     max: number,
   ): Promise<DispatchState | undefined>;
+  /**
+   * Takes a slot if fewer than `max` are held. Answers with the slot map after the take, or as it
+   * was when every slot was taken (its expired slots are then worth recovering).
+   */
+  takeSlot(
+    consumerUid: string,
+    batchId: string,
+    deadline: number,
+    max: number,
+  ): Promise<{ taken: boolean; state: DispatchState }>;
+  /**
+   * Frees `previous` and takes `batchId` in one write, if the count of held slots then stays
+   * within `max`; refused (and `previous` freed all the same) otherwise. Repeating a hand-over
+   * that was made answers `taken` again.
+   */
+  swapSlot(
+    consumerUid: string,
+    previous: string,
+    batchId: string,
+    deadline: number,
+    max: number,
+  ): Promise<{ taken: boolean; state: DispatchState }>;
   /** Frees a slot; returns the wake count after it. */
   releaseSlot(consumerUid: string, batchId: string): Promise<number>;
   /** Counts one wake (a message was sent through the Host); returns the state after it. */
@@ -140,8 +162,10 @@ export interface DeliveryStore {
   // Batches.
   /**
    * Writes head and manifest and marks the slot registered with its new deadline
-   * (`head.deadline`), all or nothing, before any handler runs. False (and nothing written) when
-   * the slot was revoked or recovered meanwhile.
+   * (`head.deadline`), all or nothing, before any handler runs, on condition that the consumer's
+   * generation `head.generation` is the active one. False (and nothing written) when the slot was
+   * revoked or recovered meanwhile or the consumer stopped or changed; `unknown_batch` when the
+   * batch was registered before.
    */
   createBatch(head: BatchHead, manifest: Manifest): Promise<boolean>;
   getHead(batchId: string): Promise<BatchHead | undefined>;
@@ -154,8 +178,11 @@ export interface DeliveryStore {
    */
   settleMany(batchId: string, credentialHash: string, calls: SettleCall[]): Promise<GroupSettleResult[]>;
   markDoubtful(batchId: string): Promise<void>;
-  /** Closes the batch once; returns the head as closed (by this call or an earlier one). */
-  closeBatch(batchId: string, outcome: string): Promise<BatchHead | undefined>;
+  /**
+   * Closes the batch once; returns the head as closed (by this call or an earlier one). With
+   * `credentialHash`, only a batch of that credential is closed (another is returned as it is).
+   */
+  closeBatch(batchId: string, outcome: string, credentialHash?: string): Promise<BatchHead | undefined>;
   /** Records that decisions are applied, but for the dead-letter moves still pending. */
   markApplied(batchId: string, pendingDeadLetter: string[]): Promise<void>;
 

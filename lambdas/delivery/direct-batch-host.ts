@@ -16,7 +16,8 @@ export function directBatchHost(
     register: (slot, received) => loop.register(slot, received),
     settle: (batchId, credential, call) => service.settle(batchId, credential, call),
     settleMany: (batchId, credential, calls) => service.settleMany(batchId, credential, calls),
-    finalize: (slot, credential, outcome) => service.finalizeAsRunner(slot.batchId, credential, outcome),
+    finalize: (slot, credential, outcome, opts) =>
+      service.finalizeAsRunner(slot.batchId, credential, outcome, { slot, ...opts }),
     deadLetter: (slot, credential, items) =>
       service.deadLetterAsRunner(slot.batchId, credential, items, true),
   };

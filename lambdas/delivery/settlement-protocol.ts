@@ -41,6 +41,15 @@ export type InvocationOutcome =
   /** Cut off, crashed or lost: what is still unsettled is retried, never acknowledged. */
   | 'abandoned';
 
+/**
+ * What operators see of a handler's error (consumer state): its name and message, bounded. The
+ * stack stays in the worker's own log and never reaches a Host API answer.
+ */
+export interface HandlerError {
+  name: string;
+  message: string;
+}
+
 /** A producer call from inside a worker, through an `env` binding. */
 export interface ProduceCall {
   binding: string;

@@ -2,7 +2,8 @@
  * Lambda entry of the dispatcher supervisor, run every minute by an EventBridge schedule: one
  * supervision round (`supervision.ts`, the control loop's periodic part, which the local Host
  * runs too) — recover expired batches, start lanes for a visible backlog that no lane is
- * receiving — plus what only AWS has: the oldest message age and the metrics the alarms watch.
+ * receiving — plus what only AWS has: the oldest message age and the metrics the alarms watch —
+ * and then the background refresh of Resources' `observed` (`engine/resource-observer.ts`).
  *
  * Consumers in `stopping` are not in the active index: their expired batches are recovered by the
  * executor, whose reconcile of the consumer's delete asks for in-flight batches (which recovers
@@ -33,6 +34,8 @@ export interface SupervisorDeps {
 
 export interface SupervisorResult extends SupervisionResult {
   oldestMessageAgeSeconds: number | undefined;
+  /** Resources whose `observed` was looked at and written this minute. */
+  observed: { seen: number; refreshed: number };
 }
 
 /** The largest `ApproximateAgeOfOldestMessage` over the Host's queues in the last minutes. */
@@ -93,7 +96,13 @@ export async function superviseOnce(deps: SupervisorDeps, obs?: Observability): 
   } catch (err) {
     obs?.logger.warn('could not read the oldest message age', { err: errorFields(err) });
   }
-  return { ...round, oldestMessageAgeSeconds };
+  let observed = { seen: 0, refreshed: 0 };
+  try {
+    observed = await host.host.observer.observeOnce();
+  } catch (err) {
+    obs?.logger.warn('could not refresh observed', { err: errorFields(err) });
+  }
+  return { ...round, oldestMessageAgeSeconds, observed };
 }
 
 export function createSupervisorHandler(deps: SupervisorDeps, obs: Observability) {

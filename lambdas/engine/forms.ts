@@ -93,6 +93,12 @@ export interface Form {
    */
   prepare?(input: PrepareInput, reads: FormReads): Promise<Prepared>;
   readonly backend: Backend;
+  /**
+   * A read-only look at what a settled Resource's `observed` says now (the background refresh,
+   * `resource-observer.ts`); undefined when it cannot tell, so a failed check refreshes nothing.
+   * Never changes anything outside the Host.
+   */
+  observe?(resource: ResourceRecord): Promise<JsonObject | undefined>;
 }
 
 export type FormRegistry = ReadonlyMap<string, Form>;

@@ -105,6 +105,11 @@ export interface HostStore {
   acceptDelete(input: AcceptMutation): Promise<AcceptResult>;
 
   /** Unfinished Operations due at `now` (queued, or leased work whose lease ran out). */
+  /**
+   * Ends every Operation lease still running at `now` (the executors that held them are known to
+   * be dead: the local Host's data-folder lock); those Operations are due at once. Returns how many.
+   */
+  releaseLeases(now: number): Promise<number>;
   dueOperations(now: number, limit: number): Promise<{ id: string; status: OperationStatus }[]>;
   /**
    * Takes the lease if it is free or expired and the status is still `from`; a queued

@@ -1,4 +1,5 @@
 import { isConsolePath } from '../console/console-routes.ts';
+import { isDocsPath } from '../docs/docs-routes.ts';
 import { discoveryDocument } from './discovery.ts';
 import { DISCOVERY_PATH } from './origin.ts';
 import { HostError, internalErrorResponse, problemResponse } from './problem.ts';
@@ -11,6 +12,8 @@ export interface HttpCoreOptions {
   readonly api?: (req: HttpRequest) => Promise<HttpResponse>;
   /** `/console` and its files (no credentials: the page signs in by itself). */
   readonly console?: (req: HttpRequest) => HttpResponse;
+  /** `/` and the documentation pages discovery links to (`/docs/…`), no credentials. */
+  readonly docs?: (req: HttpRequest) => HttpResponse;
   /** Routes under `/ext/`: this Host's non-portable extensions (host-profile §3). */
   readonly extensions?: (req: HttpRequest) => Promise<HttpResponse>;
   /**
@@ -52,12 +55,14 @@ export function isTransientBackendError(err: unknown): boolean {
 
 /** Liveness and readiness of the Host, for load balancers, supervisors and `takoform status`. */
 export const HEALTH_PATH = '/healthz';
+/** The same check under the name many tools try first. */
+const HEALTH_ALIAS = '/health';
 
 async function health(req: HttpRequest, check: (() => Promise<void>) | undefined): Promise<HttpResponse> {
   if (req.method !== 'GET' && req.method !== 'HEAD') {
     throw new HostError('method_not_allowed', undefined, { allow: 'GET' });
   }
-  if (req.rawQuery !== '') throw new HostError('invalid_request', '/healthz takes no query');
+  if (req.rawQuery !== '') throw new HostError('invalid_request', 'the health check takes no query');
   try {
     await check?.();
   } catch {
@@ -87,8 +92,9 @@ export function createHttpHandler(opts: HttpCoreOptions): HttpHandler {
         if (req.rawQuery !== '') throw new HostError('invalid_request', 'discovery takes no query');
         return json(200, discoveryDocument(opts.origin));
       }
-      if (req.path === HEALTH_PATH) return await health(req, opts.health);
+      if (req.path === HEALTH_PATH || req.path === HEALTH_ALIAS) return await health(req, opts.health);
       if (opts.console && isConsolePath(req.path)) return opts.console(req);
+      if (opts.docs && isDocsPath(req.path)) return opts.docs(req);
       if (opts.extensions && req.path.startsWith('/ext/')) return await opts.extensions(req);
       if (opts.api) return await opts.api(req);
       throw new HostError('not_found');

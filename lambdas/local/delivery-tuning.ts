@@ -37,5 +37,7 @@ export function deliveryTuning(env: NodeJS.ProcessEnv, workerTimeoutSeconds: num
     supervisorSeconds: read('TAKOFORM_SUPERVISOR_SECONDS', 1, 3_600, 60),
     /** How often the console's chart samples each queue's counts (kept for the last hour). */
     historySeconds: read('TAKOFORM_HISTORY_SECONDS', 1, 600, 15),
+    /** How often `observed` (queue message counts, consumer facts) is refreshed (AWS: every minute). */
+    observeSeconds: read('TAKOFORM_OBSERVE_SECONDS', 1, 3_600, 10),
   };
 }

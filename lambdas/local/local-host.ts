@@ -9,6 +9,7 @@ import { API_ROOT } from '../http/origin.ts';
 import { parseStrictJson } from '../http/strict-json.ts';
 import { QueueHistory } from '../operator/queue-history.ts';
 import { composeHost } from '../runtime/compose-host.ts';
+import { log } from '../shared/log.ts';
 import { ConfigError, type LocalHostConfig } from './config.ts';
 import { DataDir } from './data-dir.ts';
 import { deliveryTuning } from './delivery-tuning.ts';
@@ -16,7 +17,9 @@ import { ExecutorLoop } from './executor-loop.ts';
 import { localInvoker } from './lanes/local-invoker.ts';
 import { LocalLanes } from './lanes/local-lanes.ts';
 import { LocalSupervisor } from './lanes/local-supervisor.ts';
+import type { Periodic } from './periodic.ts';
 import { QueueHistorySampler } from './queue-history-sampler.ts';
+import { localResourceRefresh } from './resource-refresh.ts';
 import { startDynamoDbLocal } from './standins/dynamodb-local.ts';
 import { standInOldestAge } from './standins/sqs-queue-age.ts';
 import { startSqsServer } from './standins/sqs-server.ts';
@@ -101,6 +104,7 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
   let loop: ExecutorLoop | undefined;
   let supervisor: LocalSupervisor | undefined;
   let sampler: QueueHistorySampler | undefined;
+  let refresh: Periodic | undefined;
   const lanes = new LocalLanes();
   let pool: WorkerPool | undefined;
   const stop = async () => {
@@ -108,6 +112,7 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
     await loop?.stop();
     await supervisor?.stop();
     await sampler?.stop();
+    await refresh?.stop();
     // In-flight batches get a bound to finish; what is cut off is retried, never acknowledged,
     // and what is still unfinished then is recovered by the next start.
     await lanes.stop(5_000, async () => pool?.close());
@@ -188,6 +193,11 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
     // Batches an earlier run left in flight (a stop that ran out of time, `kill -9`) end now:
     // their handlers died with that process, so nothing needs to wait for their deadlines.
     await host.delivery.recoverAfterRestart();
+    // The same for Operations: a step the dead run had claimed resumes now, not when its lease
+    // (60 s by default) runs out.
+    const released = await host.store.releaseLeases(Date.now());
+    if (released > 0)
+      log.info('resumed the Operations a previous run left claimed', { operations: released });
     server = await startNodeServer(host.http, config.port);
     origin ||= `http://127.0.0.1:${server.port}`;
     dir.recordConnection({ listen: `http://127.0.0.1:${server.port}`, origin, pid: process.pid });
@@ -195,9 +205,11 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
       { history, attachments: host.attachments, stats: (uid) => host.queues.stats(uid) },
       delivery.historySeconds * 1000,
     );
+    refresh = localResourceRefresh(host.observer, delivery.observeSeconds * 1000);
     loop.start();
     supervisor.start();
     sampler.start();
+    refresh.start();
     const apiKey = devKey;
     return {
       origin,

@@ -11,6 +11,7 @@ import { decodeEnvelope, type Envelope } from '../delivery/envelope.ts';
 import type { QueueTarget } from '../delivery/ports.ts';
 import type { Attachment } from '../forms/queue-consumer/attachments.ts';
 import type { ConsumerSpec } from '../forms/queue-consumer/consumer-spec.ts';
+import { RECENT_BATCHES_SHOWN, type RecentBatch } from './recent-batches.ts';
 
 /** Bounds of one operator call (the HTTP layer validates against them). */
 export const OPERATOR_LIMITS = {
@@ -43,6 +44,8 @@ export interface QueueOperatorDeps {
   dispatchState(
     consumerUid: string,
   ): Promise<{ slots: Record<string, number>; registered: Record<string, boolean> }>;
+  /** Finished batches, newest first. */
+  recentBatches?(consumerUid: string, limit: number): Promise<RecentBatch[]>;
 }
 
 export interface QueueStatsView {
@@ -81,6 +84,10 @@ export interface ConsumerStateView {
   maxConcurrency: number | null;
   /** Each held slot: its batch id, its deadline (epoch ms) and whether its handler runs. */
   batches: { batchId: string; deadline: number; running: boolean }[];
+  /** The last finished batches (at most 20, kept a day), newest first. */
+  recentBatches: RecentBatch[];
+  /** The newest handler error among them, with its batch and time; null when none threw. */
+  lastHandlerError: { name: string; message: string; batchId: string; at: number } | null;
 }
 
 /** A request the operator layer refuses; the HTTP layer maps `reason` to a Problem code. */
@@ -100,6 +107,11 @@ interface Read {
 
 function preview(body: Uint8Array): string {
   return new TextDecoder('utf-8', { fatal: false }).decode(body.subarray(0, PREVIEW_BYTES));
+}
+
+function lastError(batches: readonly RecentBatch[]): ConsumerStateView['lastHandlerError'] {
+  const b = batches.find((x) => x.error);
+  return b?.error ? { ...b.error, batchId: b.batchId, at: b.endedAt } : null;
 }
 
 export class QueueOperator {
@@ -127,9 +139,10 @@ export class QueueOperator {
   }
 
   async consumerState(consumerUid: string): Promise<ConsumerStateView> {
-    const [a, dispatch] = await Promise.all([
+    const [a, dispatch, recentBatches] = await Promise.all([
       this.d.attachment(consumerUid),
       this.d.dispatchState(consumerUid),
+      this.d.recentBatches?.(consumerUid, RECENT_BATCHES_SHOWN) ?? [],
     ]);
     const slots = Object.keys(dispatch.slots);
     const settings = a
@@ -156,6 +169,8 @@ export class QueueOperator {
           running: dispatch.registered[b] === true,
         }))
         .sort((x, y) => x.deadline - y.deadline),
+      recentBatches,
+      lastHandlerError: lastError(recentBatches),
     };
   }
 

@@ -5,7 +5,9 @@ import { DynamoCommitStore } from '../adapters/aws/dynamodb-commit-store.ts';
 import { DynamoDeadLetterRecords } from '../adapters/aws/dynamodb-dead-letter-records.ts';
 import { DynamoDeliveryStore } from '../adapters/aws/dynamodb-delivery-store.ts';
 import { DynamoHostStore } from '../adapters/aws/dynamodb-host-store.ts';
+import { DynamoObservedStore } from '../adapters/aws/dynamodb-observed-store.ts';
 import { DynamoQueueDirectory } from '../adapters/aws/dynamodb-queue-directory.ts';
+import { DynamoRecentBatches } from '../adapters/aws/dynamodb-recent-batches.ts';
 import { SqsMessageReader } from '../adapters/aws/sqs-message-reader.ts';
 import { type QueueSettings, SqsQueueBackend } from '../adapters/aws/sqs-queue-backend.ts';
 import { createConsoleRoutes } from '../console/console-routes.ts';
@@ -13,11 +15,13 @@ import { type ConsumerOfQueue, ControlLoop, type LaneLauncher } from '../deliver
 import { DeliveryService } from '../delivery/delivery-service.ts';
 import type { QueueTarget } from '../delivery/ports.ts';
 import { QueueProducer } from '../delivery/producer.ts';
+import { createDocsRoutes } from '../docs/docs-routes.ts';
 import type { Authenticator } from '../engine/auth.ts';
 import { CursorCodec } from '../engine/cursor.ts';
 import { OperationExecutor } from '../engine/executor.ts';
 import { formRegistry } from '../engine/forms.ts';
 import { HostEngine } from '../engine/host-engine.ts';
+import { ResourceObserver } from '../engine/resource-observer.ts';
 import { createAtLeastOnceQueueForm } from '../forms/at-least-once-queue/at-least-once-queue-form.ts';
 import { createModuleWorkerForm } from '../forms/module-worker/module-worker-form.ts';
 import type { WorkerRegistry } from '../forms/module-worker/worker-registry.ts';
@@ -29,6 +33,7 @@ import { createOperatorRoutes } from '../http/operator-routes.ts';
 import { createProducerRoutes } from '../http/producer-routes.ts';
 import type { QueueHistorySource } from '../operator/queue-history.ts';
 import { QueueOperator } from '../operator/queue-operator.ts';
+import { summarizeBatch } from '../operator/recent-batches.ts';
 import { log } from '../shared/log.ts';
 
 export interface HostDeps {
@@ -89,12 +94,19 @@ export function composeHost(deps: HostDeps) {
   let loopRef: ControlLoop | undefined;
   const deliveryStore = new DynamoDeliveryStore(deps.dynamodb, deps.tableName);
   const lanes = deps.lanes;
+  const recentBatches = new DynamoRecentBatches(deps.dynamodb, deps.tableName);
+  const now = deps.clock ?? Date.now;
   const delivery = new DeliveryService({
     delivery: {
       hidden: async (consumerUid, generation, seconds) =>
         lanes ? loopRef?.wakeLater(consumerUid, generation, seconds) : undefined,
       sent: async (queueUid) => (lanes ? loopRef?.wake(queueUid) : undefined),
       acknowledged: (queueUid, count) => deps.history?.acknowledged?.(queueUid, count),
+      // One PutItem per finished batch, after its slot is free; a failure only leaves a gap.
+      finished: ({ head, manifest, maxRetries, mode, error }) =>
+        recentBatches
+          .record(head.consumerUid, summarizeBatch(head, manifest, maxRetries, mode, now(), error))
+          .catch((err) => log.warn('could not record a finished batch', { batchId: head.batchId, err })),
     },
     store: deliveryStore,
     sqs: deps.sqs,
@@ -136,6 +148,12 @@ export function composeHost(deps: HostDeps) {
     onAccepted: deps.onAccepted,
   });
   const executor = new OperationExecutor({ store, forms, clock: deps.clock, leaseMs: deps.operationLeaseMs });
+  // The background refresh of `observed`: the local Host runs it on a timer, AWS in the supervisor.
+  const observer = new ResourceObserver({
+    store: new DynamoObservedStore(deps.dynamodb, deps.tableName),
+    forms,
+    ...(deps.clock ? { clock: deps.clock } : {}),
+  });
   const api = createApiRoutes({ origin: deps.origin, engine, forms, authenticator: deps.authenticator });
   const loop = new ControlLoop({
     service: delivery,
@@ -168,6 +186,7 @@ export function composeHost(deps: HostDeps) {
       (await store.getClaim(consumerClaimKey(queueUid)))?.attributes.consumer ?? undefined,
     attachment: (uid) => attachments.get(uid),
     dispatchState: (uid) => deliveryStore.dispatchState(uid),
+    recentBatches: (uid, limit) => recentBatches.recent(uid, limit),
   });
   const operatorRoutes = createOperatorRoutes({
     authenticator: deps.authenticator,
@@ -182,6 +201,7 @@ export function composeHost(deps: HostDeps) {
     },
     api,
     console: createConsoleRoutes(),
+    docs: createDocsRoutes(),
     extensions: async (req) => (await operatorRoutes(req)) ?? producerRoutes(req),
     health: () =>
       withinMs(
@@ -195,6 +215,7 @@ export function composeHost(deps: HostDeps) {
     forms,
     engine,
     executor,
+    observer,
     http,
     queues,
     attachments,

@@ -1,4 +1,3 @@
-import { fileURLToPath } from 'node:url';
 import { Duration, type RemovalPolicy, Stack, Token, Validations } from 'aws-cdk-lib';
 import {
   AccessLogFormat,
@@ -14,10 +13,13 @@ import { CfnWebACLAssociation } from 'aws-cdk-lib/aws-wafv2';
 import { Construct } from 'constructs';
 import { parsePublicOrigin } from '../../lambdas/http/origin.ts';
 import { type FunctionSizing, HostFunction } from './host-function.ts';
+import { lambdaEntry, lambdaPath } from './lambda-entry.ts';
 
-const API_ENTRY = fileURLToPath(new URL('../../lambdas/http/api-gateway-handler.ts', import.meta.url));
+const API_ENTRY = lambdaEntry('http/api-gateway-handler.ts');
 /** The console's static files, read by `lambdas/console/console-routes.ts` from `console/` in the bundle. */
-const CONSOLE_ASSETS = fileURLToPath(new URL('../../lambdas/console/assets', import.meta.url));
+const CONSOLE_ASSETS = lambdaPath('console/assets');
+/** The documentation pages discovery links to, read by `lambdas/docs/docs-routes.ts` from `docs/`. */
+const DOCS_PAGES = lambdaPath('docs/pages');
 
 export interface ControlPlaneApiProps {
   /** The REST API's name, also the `ApiName` dimension of its metrics: one per Host. @default 'Api' */
@@ -103,7 +105,7 @@ export class ControlPlaneApi extends Construct {
       logRetention: retention,
       removalPolicy: props.removalPolicy,
       environment: { TAKOFORM_PUBLIC_ORIGIN: this.publicOrigin },
-      copyFolders: { [CONSOLE_ASSETS]: 'console' },
+      copyFolders: { [CONSOLE_ASSETS]: 'console', [DOCS_PAGES]: 'docs' },
     });
 
     // The Lambda routes by itself (discovery at the root, the API under /apis/..., the console at

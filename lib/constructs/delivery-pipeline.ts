@@ -1,4 +1,3 @@
-import { fileURLToPath } from 'node:url';
 import { ArnFormat, Duration, type RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
 import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
@@ -13,9 +12,8 @@ import { AWS_ENV, METRICS_NAMESPACE } from '../../lambdas/shared/aws-env.ts';
 import { type FunctionSizing, HostFunction } from './host-function.ts';
 import type { HostTable } from './host-table.ts';
 import { grantKeyUse } from './key-grants.ts';
+import { lambdaEntry } from './lambda-entry.ts';
 import { nagResource } from './nag.ts';
-
-const entry = (path: string) => fileURLToPath(new URL(`../../lambdas/${path}`, import.meta.url));
 
 /** The SQS actions each Host function calls, and nothing else (SEC-02). */
 export const SQS_ACTIONS = {
@@ -158,7 +156,7 @@ export class DeliveryPipeline extends Construct {
     ) => {
       const f = new HostFunction(this, fid, {
         ...common,
-        entry: entry(path),
+        entry: lambdaEntry(path),
         description,
         timeout,
         memorySize: sizing?.memorySize ?? defaultMemory,

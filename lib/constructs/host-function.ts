@@ -1,6 +1,7 @@
 import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
+import type * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as iam from 'aws-cdk-lib/aws-iam';
-import { Architecture, type CfnFunction, Runtime } from 'aws-cdk-lib/aws-lambda';
+import { Architecture, type CfnFunction, type ILayerVersion, Runtime } from 'aws-cdk-lib/aws-lambda';
 import { type ICommandHooks, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
@@ -34,6 +35,19 @@ export interface HostFunctionProps {
    * as the console's): absolute source folder → folder name in the bundle. @default none
    */
   readonly copyFolders?: Record<string, string>;
+  /** Lambda layers. @default none */
+  readonly layers?: ILayerVersion[];
+  /** The function's network placement; its role then may manage its ENIs. @default no VPC */
+  readonly vpc?: FunctionVpc;
+}
+
+/** A function in a VPC: the VPC, which of its subnets, and the security groups. */
+export interface FunctionVpc {
+  readonly vpc: ec2.IVpc;
+  /** @default the VPC's private subnets (CDK's default selection) */
+  readonly subnets?: ec2.SubnetSelection;
+  /** @default one new group allowing all outbound traffic */
+  readonly securityGroups?: ec2.ISecurityGroup[];
 }
 
 /** Memory and reserved concurrency of one function, as a construct's props give them. */
@@ -123,6 +137,14 @@ export class HostFunction extends Construct {
         ? { reservedConcurrentExecutions: props.reservedConcurrentExecutions }
         : {}),
       environment: { NODE_OPTIONS: '--enable-source-maps', ...props.environment },
+      ...(props.layers ? { layers: props.layers } : {}),
+      ...(props.vpc
+        ? {
+            vpc: props.vpc.vpc,
+            vpcSubnets: props.vpc.subnets,
+            securityGroups: props.vpc.securityGroups,
+          }
+        : {}),
       bundling: {
         format: OutputFormat.ESM,
         banner: ESM_REQUIRE_BANNER,
@@ -139,6 +161,37 @@ export class HostFunction extends Construct {
     });
 
     if (props.tracing ?? true) this.enableTracing();
+    if (props.vpc) this.allowNetworkInterfaces();
+  }
+
+  /**
+   * Lambda places a VPC function with the execution role's rights on ENIs: the actions of AWS's
+   * AWSLambdaVPCAccessExecutionRole (which CDK attaches only to roles it creates itself), in a
+   * policy of their own that exists before the function does.
+   */
+  private allowNetworkInterfaces(): void {
+    const eni = new iam.Policy(this, 'NetworkInterfacePolicy', {
+      roles: [this.role],
+      statements: [
+        new iam.PolicyStatement({
+          actions: [
+            'ec2:AssignPrivateIpAddresses',
+            'ec2:CreateNetworkInterface',
+            'ec2:DeleteNetworkInterface',
+            'ec2:DescribeNetworkInterfaces',
+            'ec2:DescribeSubnets',
+            'ec2:UnassignPrivateIpAddresses',
+          ],
+          resources: ['*'],
+        }),
+      ],
+    });
+    this.fn.node.addDependency(eni);
+    Validations.of(eni).acknowledge({
+      id: 'AwsSolutions-IAM5[Resource::*]',
+      reason:
+        "Lambda creates and deletes the function's network interfaces with its role; the Describe actions support no resource scope, and the ENIs' ids are not known before Lambda makes them (AWS's own AWSLambdaVPCAccessExecutionRole grants these on *).",
+    });
   }
 
   /**

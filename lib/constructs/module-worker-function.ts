@@ -3,11 +3,14 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { Annotations, Duration, RemovalPolicy, Stack, Token, Validations } from 'aws-cdk-lib';
+import { Duration, RemovalPolicy, Stack, Token, Validations } from 'aws-cdk-lib';
+import type * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type { IKey } from 'aws-cdk-lib/aws-kms';
-import type { CfnFunction, IFunction } from 'aws-cdk-lib/aws-lambda';
+import type { CfnFunction, IFunction, ILayerVersion } from 'aws-cdk-lib/aws-lambda';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
+import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
+import type { IParameter } from 'aws-cdk-lib/aws-ssm';
 import { AwsCustomResource, AwsCustomResourcePolicy, PhysicalResourceId } from 'aws-cdk-lib/custom-resources';
 import { Construct } from 'constructs';
 import {
@@ -16,20 +19,27 @@ import {
 } from '../../lambdas/adapters/aws/dynamodb-worker-registry.ts';
 import { QUEUE_TAGS } from '../../lambdas/adapters/aws/sqs-queue-backend.ts';
 import { ID_PATTERN } from '../../lambdas/engine/ids.ts';
+import { SECRET_NAME_PATTERN, type SecretRefs } from '../../lambdas/runtime/worker/secret-refs.ts';
 import { AWS_ENV } from '../../lambdas/shared/aws-env.ts';
 import { SQS_ACTIONS } from './delivery-pipeline.ts';
 import { HostFunction } from './host-function.ts';
 import { TABLE_KEY_WRITE_ACTIONS } from './host-table.ts';
 import { grantKeyUse } from './key-grants.ts';
+import { lambdaEntry } from './lambda-entry.ts';
 import { nagResource } from './nag.ts';
 
-const WORKER_ENTRY = fileURLToPath(
-  new URL('../../lambdas/runtime/worker/module-worker-entry.ts', import.meta.url),
-);
+const WORKER_ENTRY = lambdaEntry('runtime/worker/module-worker-entry.ts');
 const HANDLER_NAMES = ['fetch', 'scheduled', 'queue'] as const;
 type HandlerName = (typeof HANDLER_NAMES)[number];
 /** Lambda's limit for all environment variables together is 4 KB; leave room for the others. */
 const MAX_CONFIG_BYTES = 3_000;
+/** Lambda's bound on one invocation. */
+const LAMBDA_MAX_SECONDS = 900;
+/** The timeout when none is given (then capped by the Host's workerTimeout). */
+const DEFAULT_TIMEOUT_SECONDS = 300;
+/** Names Lambda reserves, and the runtime's own (`TAKOFORM_*`): not settable through `environment`. */
+const RESERVED_ENV =
+  /^(?:TAKOFORM_.*|AWS_.*|_HANDLER|_X_AMZN_TRACE_ID|LAMBDA_TASK_ROOT|LAMBDA_RUNTIME_DIR|TZ)$/;
 
 /** What a worker needs of the Host it belongs to (TakoformHost.workerBinding provides it). */
 export interface WorkerHostBinding {
@@ -58,20 +68,63 @@ export interface WorkerHostBinding {
 
 export interface ModuleWorkerFunctionProps {
   readonly host: WorkerHostBinding;
-  /** Path of the worker module (`.mjs`, `.js` or `.ts`): its default export is a plain object. */
-  readonly entry: string;
+  /**
+   * The worker module (`.mjs`, `.js` or `.ts`; its default export is a plain object): an absolute
+   * path, a `file:` URL such as `new URL('./workers/orders.mjs', import.meta.url)`, or a path
+   * relative to `entryBase`. Never resolved against the process's working directory, so the same
+   * app synthesizes alike from any directory; a missing file is a synth error.
+   */
+  readonly entry: string | URL;
+  /**
+   * What a relative `entry` is resolved against: a directory path, or the calling module's
+   * `import.meta.url` (its directory is used). @default none (a relative `entry` is an error)
+   */
+  readonly entryBase?: string | URL;
   /** The Space and name of the ModuleWorker Resource this code serves. */
   readonly space: string;
   readonly name: string;
-  /** JSON values given to handlers as `env.<name>`. @default {} */
+  /**
+   * JSON values given to handlers as `env.<name>`. Not secret: they are in the template, the
+   * function's environment and the Host's registration item. Use `secrets` for credentials.
+   * @default {}
+   */
   readonly vars?: Record<string, unknown>;
+  /**
+   * Secrets given to handlers as `env.<NAME>` strings (names `^[A-Z][A-Z0-9_]{0,63}$`, distinct
+   * from vars and producer bindings): a Secrets Manager secret (its `SecretString`) or an SSM
+   * parameter (String or SecureString, decrypted). Only the reference is deployed; the worker
+   * runtime reads the values once per sandbox, before its first batch, and an unreadable one fails
+   * the invocation before any message is received. This function alone is granted read on each.
+   * A rotated value reaches new sandboxes only. @default {}
+   */
+  readonly secrets?: Record<string, ISecret | IParameter>;
+  /**
+   * Extra environment variables of the function's process (`process.env`, not the handler's
+   * `env`), e.g. a library's settings; in the template in plain text, like `vars`. Lambda's
+   * reserved names and `TAKOFORM_*` are refused. @default none
+   */
+  readonly environment?: Record<string, string>;
+  /** Lambda layers (at most 5). @default none */
+  readonly layers?: ILayerVersion[];
+  /**
+   * Runs the function in this VPC. It calls SQS and Lambda (and Secrets Manager or SSM for
+   * `secrets`, X-Ray when tracing), so the subnets need a NAT route or interface endpoints for
+   * those services. @default no VPC
+   */
+  readonly vpc?: ec2.IVpc;
+  /** Only with `vpc`. @default the VPC's private subnets */
+  readonly vpcSubnets?: ec2.SubnetSelection;
+  /** Only with `vpc`. @default one new security group allowing all outbound traffic */
+  readonly securityGroups?: ec2.ISecurityGroup[];
   /** Binding name → `{queue: '<queue Resource name in the same Space>'}`. @default {} */
   readonly queueProducers?: Record<string, { queue: string }>;
   /**
-   * Lambda timeout (at most 15 min); the handler is cut off a few seconds before. Slots of this
-   * worker's consumers are held for it (not for the Host's `workerTimeout`), so a crashed
-   * invocation's batch is recovered that much sooner. @default 5 min, or the Host's
-   * `workerTimeout` when that is shorter
+   * Lambda timeout, 30 s up to the Host's `workerTimeout` (its bound on one worker invocation);
+   * the handler is cut off a few seconds before. Slots of this worker's consumers are held for it,
+   * so a shorter timeout has a crashed invocation's batch recovered that much sooner. A longer one
+   * is a synth error: the Host holds a slot at most for its own bound and cuts the handler off
+   * there, so the rest could never be used. @default 5 min, or the Host's `workerTimeout` when
+   * that is shorter
    */
   readonly timeout?: Duration;
   /** @default 512 */
@@ -109,8 +162,10 @@ const shortHash = (text: string, n: number) => createHash('sha256').update(text)
  *   esbuild's `alias` points at `entry`; no file is generated and nothing needs Docker.
  * - IAM: `sqs:ReceiveMessage` on the Host's queues tagged `takoform:space = <space>` only (it
  *   receives its own batches; user code runs with this role, so it must not reach other Spaces'
- *   queues), `lambda:InvokeFunction` on the batch-host function only, its own log group; no
- *   DynamoDB.
+ *   queues), `lambda:InvokeFunction` on the batch-host function only, its own log group, read
+ *   on its own `secrets`; no DynamoDB.
+ * - Secrets: only references (secret ARN, parameter name) are deployed, in the function's
+ *   environment; the runtime reads the values at cold start (lambdas/runtime/worker/worker-secrets.ts).
  * - Registration: a custom resource puts `WORKER#<space>#<name>` (function ARN, declared
  *   handlers, vars, producer bindings, timeout, deployment uid = hash of the code asset and the
  *   configuration) on create and update, and deletes it when the worker leaves the stack.
@@ -137,26 +192,20 @@ export class ModuleWorkerFunction extends Construct {
       throw new Error(`ModuleWorkerFunction ${this.node.path}: ${errors.join('; ')}`);
     }
     const stack = Stack.of(this);
-    const entry = path.resolve(props.entry);
+    const entry = resolveEntry(props.entry, props.entryBase) as string;
     this.handlers = props.handlers ?? introspectHandlers(entry);
     const config = { vars: props.vars ?? {}, queueProducers: props.queueProducers ?? {} };
-    const configJson = stack.toJsonString(config);
-    if (!Token.isUnresolved(configJson) && Buffer.byteLength(configJson) > MAX_CONFIG_BYTES) {
+    const plainJson = stack.toJsonString({ ...config, environment: props.environment ?? {} });
+    if (!Token.isUnresolved(plainJson) && Buffer.byteLength(plainJson) > MAX_CONFIG_BYTES) {
       throw new Error(
-        `ModuleWorkerFunction ${this.node.path}: vars and queueProducers exceed ${MAX_CONFIG_BYTES} bytes of JSON`,
+        `ModuleWorkerFunction ${this.node.path}: vars, queueProducers and environment exceed ${MAX_CONFIG_BYTES} bytes of JSON`,
       );
     }
     const host = props.host;
     this.functionName = `${host.workerFunctionNamePrefix}${shortHash(`${props.space}/${props.name}`, 16)}`;
-    const hostBound = host.workerTimeoutSeconds;
-    this.timeout =
-      props.timeout ?? Duration.seconds(hostBound !== undefined ? Math.min(300, hostBound) : 300);
-    if (hostBound !== undefined && this.timeout.toSeconds() > hostBound) {
-      Annotations.of(this).addWarningV2(
-        '@takoform/ModuleWorkerFunction.timeoutAboveHost',
-        `timeout ${this.timeout.toSeconds()} s exceeds the Host's workerTimeout of ${hostBound} s: slots are sized by the Host's bound, so a handler is cut off at its slot deadline and the rest is never used`,
-      );
-    }
+    this.timeout = props.timeout ?? Duration.seconds(Math.min(DEFAULT_TIMEOUT_SECONDS, hostBoundOf(host)));
+    const secretRefs = secretReferences(props.secrets ?? {});
+    const configJson = stack.toJsonString(props.secrets ? { ...config, secrets: secretRefs } : config);
 
     this.function = new HostFunction(this, 'Worker', {
       entry: WORKER_ENTRY,
@@ -168,7 +217,12 @@ export class ModuleWorkerFunction extends Construct {
       removalPolicy: host.removalPolicy,
       tracing: host.tracing,
       esbuildArgs: { '--alias:takoform-worker-module': entry },
+      layers: props.layers,
+      ...(props.vpc
+        ? { vpc: { vpc: props.vpc, subnets: props.vpcSubnets, securityGroups: props.securityGroups } }
+        : {}),
       environment: {
+        ...props.environment,
         [AWS_ENV.batchHostFunction]: host.batchHostFunction.functionArn,
         [AWS_ENV.idleWaitSeconds]: String(host.idleWaitSeconds),
         [AWS_ENV.workerConfig]: configJson,
@@ -193,6 +247,8 @@ export class ModuleWorkerFunction extends Construct {
     );
     // Receiving from an SSE-KMS queue decrypts with its key.
     if (host.queueEncryptionKey) grantKeyUse(fn, host.queueEncryptionKey, ['kms:Decrypt']);
+    // Each secret is readable by this function's role only (and its key, when it has one).
+    for (const secret of Object.values(props.secrets ?? {})) secret.grantRead(fn);
     Validations.of(this.function.role).acknowledge({
       id: `AwsSolutions-IAM5[Resource::${nagResource(this, host.queueArnPattern)}]`,
       reason:
@@ -202,7 +258,13 @@ export class ModuleWorkerFunction extends Construct {
     // The deployment uid changes exactly when the code asset or the configuration changes.
     const code = (fn.node.defaultChild as CfnFunction).code as CfnFunction.CodeProperty;
     const assetKey = JSON.stringify(stack.resolve(code.s3Key ?? ''));
-    this.deploymentUid = `mw-${shortHash(`${assetKey}\0${JSON.stringify(stack.resolve(config))}\0${this.handlers.join(',')}`, 24)}`;
+    // Secrets and environment count only when given, so a worker without them keeps its uid.
+    const configured = stack.resolve({
+      ...config,
+      ...(props.secrets ? { secrets: secretRefs } : {}),
+      ...(props.environment ? { environment: props.environment } : {}),
+    });
+    this.deploymentUid = `mw-${shortHash(`${assetKey}\0${JSON.stringify(configured)}\0${this.handlers.join(',')}`, 24)}`;
 
     const key = workerRegistrationKey(props.space, props.name);
     const item = registrationItem({
@@ -286,13 +348,57 @@ const acknowledged = new WeakSet<object>();
 /** (space/name) pairs per stack: two registrations of one worker would overwrite each other. */
 const registeredNames = new WeakMap<Stack, Set<string>>();
 
+/**
+ * The entry's absolute path: a `file:` URL or an absolute path as given, a relative path against
+ * `base` (a directory, or a module's `file:` URL, whose directory counts). Undefined when a
+ * relative path has no base.
+ */
+export function resolveEntry(entry: string | URL, base?: string | URL): string | undefined {
+  if (entry instanceof URL || entry.startsWith('file:')) return fileURLToPath(entry);
+  if (path.isAbsolute(entry)) return entry;
+  if (base === undefined) return undefined;
+  if (base instanceof URL || base.startsWith('file:')) return fileURLToPath(new URL(entry, base));
+  return path.resolve(base, entry);
+}
+
+/** The Host's bound on one worker invocation; Lambda's own when the binding names none. */
+function hostBoundOf(host: WorkerHostBinding): number {
+  return host.workerTimeoutSeconds ?? LAMBDA_MAX_SECONDS;
+}
+
+const isSecret = (ref: ISecret | IParameter): ref is ISecret => 'secretArn' in ref;
+
+/** What the runtime reads for each secret: a secret's full ARN (else its name), a parameter's name. */
+function secretReferences(secrets: Record<string, ISecret | IParameter>): SecretRefs {
+  return Object.fromEntries(
+    Object.entries(secrets).map(([name, ref]) => [
+      name,
+      isSecret(ref)
+        ? { secretsManager: ref.secretFullArn ?? ref.secretName }
+        : { ssmParameter: ref.parameterName },
+    ]),
+  );
+}
+
 function validate(props: ModuleWorkerFunctionProps): string[] {
   const errors: string[] = [];
   if (!ID_PATTERN.test(props.space)) errors.push(`space ${JSON.stringify(props.space)} is not an identifier`);
   if (!ID_PATTERN.test(props.name)) errors.push(`name ${JSON.stringify(props.name)} is not an identifier`);
-  if (!existsSync(props.entry)) errors.push(`entry ${props.entry} does not exist`);
+  const entry = resolveEntry(props.entry, props.entryBase);
+  if (entry === undefined) {
+    errors.push(
+      `entry ${props.entry} is relative: give an absolute path, a file: URL (new URL('./worker.mjs', import.meta.url)) or entryBase`,
+    );
+  } else if (!existsSync(entry)) errors.push(`entry ${entry} does not exist`);
   const timeout = props.timeout?.toSeconds();
-  if (timeout !== undefined && (timeout < 30 || timeout > 900)) errors.push('timeout must be 30 s..15 min');
+  const bound = hostBoundOf(props.host);
+  if (timeout !== undefined && (timeout < 30 || timeout > LAMBDA_MAX_SECONDS)) {
+    errors.push('timeout must be 30 s..15 min');
+  } else if (timeout !== undefined && timeout > bound) {
+    errors.push(
+      `timeout ${timeout} s exceeds the Host's workerTimeout of ${bound} s: the Host holds a slot and runs a handler at most that long, so lower the timeout or raise the Host's workerTimeout`,
+    );
+  }
   const memory = props.memorySize;
   if (memory !== undefined && (!Number.isInteger(memory) || memory < 128 || memory > 10_240)) {
     errors.push('memorySize must be an integer in 128..10240');
@@ -307,6 +413,19 @@ function validate(props: ModuleWorkerFunctionProps): string[] {
       errors.push(`queueProducers.${binding}.queue must name a queue Resource`);
     }
   }
+  for (const name of Object.keys(props.secrets ?? {})) {
+    if (!SECRET_NAME_PATTERN.test(name))
+      errors.push(`secrets: ${JSON.stringify(name)} does not match ${SECRET_NAME_PATTERN.source}`);
+    if (vars.includes(name) || Object.hasOwn(props.queueProducers ?? {}, name))
+      errors.push(`${JSON.stringify(name)} is both a secret and a var or producer binding`);
+  }
+  for (const name of Object.keys(props.environment ?? {})) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]{0,127}$/.test(name) || RESERVED_ENV.test(name))
+      errors.push(`environment: ${JSON.stringify(name)} is reserved or not a variable name`);
+  }
+  if ((props.layers?.length ?? 0) > 5) errors.push('layers: at most 5');
+  if (!props.vpc && (props.vpcSubnets || props.securityGroups))
+    errors.push('vpcSubnets and securityGroups need vpc');
   for (const h of props.handlers ?? []) {
     if (!HANDLER_NAMES.includes(h)) errors.push(`handlers: unknown handler ${JSON.stringify(h)}`);
   }

@@ -15,6 +15,9 @@ import { HostController, tuningFor } from './host-control.ts';
 import { type BatchView, type HeadItem, HostState } from './host-state.ts';
 import { isBoundary, type Schedule, type Step } from './schedule.ts';
 
+/** How long a send is retried while the Host answers with errors (a stand-in restarting). */
+const SEND_RETRY_MS = 30_000;
+
 const FORMS = {
   queue: 'https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/',
   worker: 'https://edge.forms.takoform.com/forms/ModuleWorker/0.3.0/',
@@ -292,7 +295,10 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
     const body = {
       messages: items.map((m) => ({ body: Buffer.from(bodyOf(s.seed, m.seq)).toString('base64') })),
     };
-    for (let attempt = 0; attempt < 8; attempt++) {
+    // A producer retries for as long as a stand-in restart can take (DynamoDB Local's JVM needs
+    // up to ~12 s on a loaded machine), not for a fixed count of quick tries.
+    const giveUpAt = Date.now() + SEND_RETRY_MS;
+    for (let attempt = 0; attempt === 0 || Date.now() < giveUpAt; attempt++) {
       try {
         const r = await ctl.request('POST', `/ext/queues/v1/queues/${queueUid}/messages`, {
           body,
@@ -312,9 +318,9 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
         sendsFailed++; // no answer: the messages may or may not be in the queue
       }
       if (items.length > 1) uncommittable += items.length;
-      await sleep(400);
+      await sleep(Math.min(2_000, 400 * 2 ** Math.min(attempt, 3)));
     }
-    throw new RunFailure(`send of ${items.length} message(s) never confirmed`);
+    throw new RunFailure(`send of ${items.length} message(s) never confirmed in ${SEND_RETRY_MS / 1000} s`);
   };
 
   try {
@@ -382,7 +388,12 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
           blockers.push(
             `${verdict.lost.length} without a final fate: ${verdict.lost.slice(0, 5).join(', ')}`,
           );
-        const open = [...e.view.heads.values()].filter((h) => !h.closed || !h.applied);
+        // Finished: closed, and applied or no longer holding its slot (freeing the slot is what
+        // ends a batch whose decisions needed nothing more; see DeliveryService.apply).
+        const holding = new Set([...e.view.slots.values()].flat());
+        const open = [...e.view.heads.values()].filter(
+          (h) => !h.closed || (!h.applied && holding.has(h.batchId)),
+        );
         if (open.length) blockers.push(`${open.length} batch(es) not finished`);
         const main = await state.counts(mainQueue);
         const left = main ? main.visible + main.inFlight + main.delayed : -1;

@@ -396,7 +396,7 @@ describe('delivery on AWS: template', () => {
     ]);
   });
 
-  it('DL-09: the registration records the function’s own timeout; one above the Host’s workerTimeout warns at synth', () => {
+  it('DL-09: the registration records the function’s own timeout; one above the Host’s workerTimeout is a synth error', () => {
     const itemOf = (st: Stack) => {
       const [r] = Object.values(Template.fromStack(st).findResources('Custom::TakoformWorkerRegistration'));
       return JSON.parse(render(r?.Properties.Create)).parameters.Item;
@@ -417,10 +417,13 @@ describe('delivery on AWS: template', () => {
       Template.fromStack(tight.stack).findResources('AWS::Lambda::Function')[fnId]?.Properties.Timeout,
     ).toBe(120);
     expect(Annotations.fromStack(tight.stack).findWarning('*', aboveHost)).toEqual([]);
-    // An explicit timeout above the Host's bound is allowed, with a warning on the worker.
-    const long = build({}, { timeout: Duration.minutes(15) });
-    expect(itemOf(long.stack).timeoutSeconds).toEqual({ N: '900' });
-    Annotations.fromStack(long.stack).hasWarning('/TakoformHost/Orders', aboveHost);
+    // An explicit timeout above the Host's bound could never be used: refused, naming both.
+    expect(() => build({}, { timeout: Duration.minutes(15) })).toThrow(
+      /timeout 900 s exceeds the Host's workerTimeout of 840 s/,
+    );
+    // Up to the Host's bound is the worker's own.
+    const atBound = build({ workerTimeout: Duration.minutes(10) }, { timeout: Duration.minutes(10) });
+    expect(itemOf(atBound.stack).timeoutSeconds).toEqual({ N: '600' });
   });
 
   it('worker: the deployment uid follows the configuration and is stable otherwise', () => {

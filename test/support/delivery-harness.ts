@@ -152,7 +152,7 @@ export async function createDeliveryHost(
     };
     const current = pool;
     return {
-      invoke: async (delivery, settle, batchSlot) =>
+      invoke: async (delivery, settle, batchSlot, failed) =>
         entry
           ? current.invokeQueue({
               file: entry.file,
@@ -161,6 +161,7 @@ export async function createDeliveryHost(
               settle,
               produce,
               deadline: batchSlot.deadline,
+              ...(failed ? { failed } : {}),
             })
           : 'abandoned',
     };

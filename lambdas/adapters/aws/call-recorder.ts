@@ -12,7 +12,14 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 
 /** The IAM service prefix of each client the Host uses. */
-export type RecordedService = 'dynamodb' | 'sqs' | 'lambda' | 'states' | 'cloudwatch';
+export type RecordedService =
+  | 'dynamodb'
+  | 'sqs'
+  | 'lambda'
+  | 'states'
+  | 'cloudwatch'
+  | 'secretsmanager'
+  | 'ssm';
 
 export interface RecordedCall {
   /** The function whose entry made the call (`asFunction`), undefined outside any. */

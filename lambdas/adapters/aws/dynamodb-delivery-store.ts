@@ -25,8 +25,10 @@ import type {
   SettleResult,
 } from '../../delivery/delivery-store.ts';
 import { codeOf } from '../../delivery/delivery-store.ts';
+import { NamedError } from '../../delivery/limits.ts';
 import type { SettleCall } from '../../delivery/settlement-protocol.ts';
 import { TABLE_KEYS } from '../../shared/table-schema.ts';
+import { attachmentKey } from './dynamodb-attachments.ts';
 import { deadLetterRecordKey } from './dynamodb-dead-letter-records.ts';
 
 const { pk: PK, sk: SK, ttl: TTL } = TABLE_KEYS;
@@ -202,6 +204,16 @@ export class DynamoDeliveryStore implements DeliveryStore {
     deadline: number,
     max: number,
   ): Promise<DispatchState | undefined> {
+    const out = await this.takeSlot(consumerUid, batchId, deadline, max);
+    return out.taken ? out.state : undefined;
+  }
+
+  async takeSlot(
+    consumerUid: string,
+    batchId: string,
+    deadline: number,
+    max: number,
+  ): Promise<{ taken: boolean; state: DispatchState }> {
     for (let round = 0; round < 2; round++) {
       const out = await this.update(deliveryKeys.slots(consumerUid), {
         // A lane that takes a slot is receiving: a wake's start lease is no longer needed.
@@ -215,11 +227,44 @@ export class DynamoDeliveryStore implements DeliveryStore {
         ReturnValues: 'ALL_NEW',
         ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
       });
-      if (out.ok) return toDispatchState(out.item);
-      if (out.old?.slots !== undefined) return undefined; // all slots taken
+      if (out.ok) return { taken: true, state: toDispatchState(out.item) };
+      if (out.old?.slots !== undefined) {
+        const state = toDispatchState(out.old);
+        // Taken by this call's earlier try, whose answer was lost (a lane's ids are derived, so
+        // no one else asks for this one): it is ours. Otherwise every slot is taken.
+        return { taken: state.slots[batchId] !== undefined, state };
+      }
       await this.initSlots(consumerUid); // first use: the slot map does not exist yet
     }
-    return undefined;
+    return { taken: false, state: toDispatchState(undefined) };
+  }
+
+  async swapSlot(
+    consumerUid: string,
+    previous: string,
+    batchId: string,
+    deadline: number,
+    max: number,
+  ): Promise<{ taken: boolean; state: DispatchState }> {
+    const out = await this.update(deliveryKeys.slots(consumerUid), {
+      UpdateExpression: 'SET slots.#b = :deadline REMOVE slots.#p, registered.#p, starting',
+      // With the previous slot held the count stays as it is, so it may equal the bound; without
+      // it (recovered meanwhile) this is a take like any other.
+      ConditionExpression:
+        'attribute_not_exists(slots.#b) AND ((attribute_exists(slots.#p) AND size(slots) <= :max) OR (attribute_not_exists(slots.#p) AND size(slots) < :max))',
+      ExpressionAttributeNames: { '#b': batchId, '#p': previous },
+      ExpressionAttributeValues: marshall({ ':deadline': deadline, ':max': max }),
+      ReturnValues: 'ALL_NEW',
+      ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+    });
+    if (out.ok) return { taken: true, state: toDispatchState(out.item) };
+    const old = toDispatchState(out.old);
+    // This hand-over was made before (a repeated call whose answer was lost): the slot is ours.
+    if (old.slots[batchId] !== undefined && old.slots[previous] === undefined)
+      return { taken: true, state: old };
+    // Every slot is taken (a lowered maxConcurrency): the previous one is freed all the same.
+    await this.releaseSlot(consumerUid, previous);
+    return { taken: false, state: old };
   }
 
   async releaseSlot(consumerUid: string, batchId: string): Promise<number> {
@@ -350,6 +395,17 @@ export class DynamoDeliveryStore implements DeliveryStore {
           ExpressionAttributeValues: marshall({ ':true': true, ':deadline': head.deadline }),
         },
       },
+      {
+        // The consumer generation the slot was sealed for is still the active one: a stop or an
+        // update after the slot was taken starts nothing (the check replaces a read before it).
+        ConditionCheck: {
+          TableName: this.table,
+          Key: marshall(attachmentKey(head.consumerUid)),
+          ConditionExpression: '#state = :active AND generation = :g',
+          ExpressionAttributeNames: { '#state': 'state' },
+          ExpressionAttributeValues: marshall({ ':active': 'active', ':g': head.generation }),
+        },
+      },
     ];
     // One transaction, so a handler never runs without the records that settle and recover it
     // (a BatchWriteItem may leave items unprocessed under throttling). The token makes a retry of
@@ -362,7 +418,15 @@ export class DynamoDeliveryStore implements DeliveryStore {
         return true;
       } catch (err) {
         const codes = cancellationCodes(err);
-        if (codes?.[2] === 'ConditionalCheckFailed') return false;
+        // The head exists: registered before (a replayed call, never this call's own retry,
+        // which the token makes succeed).
+        if (
+          codes?.[0] === 'ConditionalCheckFailed' ||
+          (err as Error)?.name === 'IdempotentParameterMismatchException'
+        ) {
+          throw new NamedError('unknown_batch', 'this batch is registered already');
+        }
+        if (codes?.[2] === 'ConditionalCheckFailed' || codes?.[3] === 'ConditionalCheckFailed') return false;
         if (!retryable(err, codes) || round >= CONFLICT_TRIES) throw err;
         await backoff(round);
       }
@@ -497,12 +561,22 @@ export class DynamoDeliveryStore implements DeliveryStore {
     });
   }
 
-  async closeBatch(batchId: string, outcome: string): Promise<BatchHead | undefined> {
+  async closeBatch(
+    batchId: string,
+    outcome: string,
+    credentialHash?: string,
+  ): Promise<BatchHead | undefined> {
+    const ours = credentialHash === undefined ? '' : ' AND credentialHash = :h';
     const out = await this.update(deliveryKeys.head(batchId), {
       UpdateExpression: 'SET closed = :true, outcome = :o',
-      ConditionExpression: 'attribute_exists(#pk) AND closed = :false',
+      ConditionExpression: `attribute_exists(#pk) AND closed = :false${ours}`,
       ExpressionAttributeNames: { '#pk': PK },
-      ExpressionAttributeValues: marshall({ ':true': true, ':false': false, ':o': outcome }),
+      ExpressionAttributeValues: marshall({
+        ':true': true,
+        ':false': false,
+        ':o': outcome,
+        ...(credentialHash === undefined ? {} : { ':h': credentialHash }),
+      }),
       ReturnValues: 'ALL_NEW',
     });
     // Closed already (by this step's earlier attempt, or by recovery): the head as it is.

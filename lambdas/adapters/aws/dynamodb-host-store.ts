@@ -27,6 +27,8 @@ import { TABLE_KEYS } from '../../shared/table-schema.ts';
 const { pk: PK, sk: SK, gsi1, gsi2, ttl: TTL } = TABLE_KEYS;
 const ONE = '_';
 const DUE = 'DUE';
+/** gsi2 partition of every live Resource: what the background refresh of `observed` walks. */
+export const OBSERVABLE = 'OBSERVE';
 
 /** Item keys: one item per record, one table (see ARCHITECTURE.md, "Tables"). */
 export const keys = {
@@ -68,11 +70,13 @@ function resourceItem(r: ResourceRecord, claimKeys: readonly string[] = []): Rec
   if (!r.deletedAt) {
     item[gsi1.pk] = owner(r.principal);
     item[gsi1.sk] = r.uid;
+    item[gsi2.pk] = OBSERVABLE;
+    item[gsi2.sk] = r.uid;
   }
   return marshall(item, { removeUndefinedValues: true });
 }
 
-function toResource(item: Record<string, AttributeValue>): ResourceRecord {
+export function toResource(item: Record<string, AttributeValue>): ResourceRecord {
   const v = unmarshall(item);
   return {
     uid: v.uid,
@@ -599,6 +603,52 @@ export class DynamoHostStore implements HostStore {
     });
   }
 
+  async releaseLeases(now: number): Promise<number> {
+    let released = 0;
+    let start: Record<string, AttributeValue> | undefined;
+    do {
+      // A claimed Operation is due when its lease ends: the leased ones sort after `now`.
+      const page = await this.client.send(
+        new QueryCommand({
+          TableName: this.table,
+          IndexName: gsi2.name,
+          KeyConditionExpression: '#pk = :due AND #sk > :now',
+          ExpressionAttributeNames: { '#pk': gsi2.pk, '#sk': gsi2.sk },
+          ExpressionAttributeValues: marshall({ ':due': DUE, ':now': dueKey(now, '~') }),
+          ExclusiveStartKey: start,
+        }),
+      );
+      for (const item of page.Items ?? []) {
+        const v = unmarshall(item);
+        if (typeof v.leaseUntil !== 'number' || v.leaseUntil <= now || typeof v.leaseToken !== 'string')
+          continue;
+        try {
+          await this.client.send(
+            new UpdateItemCommand({
+              TableName: this.table,
+              Key: marshall(keys.operation(v.id)),
+              UpdateExpression: 'SET leaseUntil = :now, #gsk = :dueNow',
+              // Only the lease that was read: a claim or settlement meanwhile is left alone.
+              ConditionExpression: 'attribute_exists(#gpk) AND leaseToken = :t AND leaseUntil = :until',
+              ExpressionAttributeNames: { '#gpk': gsi2.pk, '#gsk': gsi2.sk },
+              ExpressionAttributeValues: marshall({
+                ':now': now,
+                ':dueNow': dueKey(Math.max(now, Number(v.nextAttemptAt ?? now)), v.id),
+                ':t': v.leaseToken,
+                ':until': v.leaseUntil,
+              }),
+            }),
+          );
+          released++;
+        } catch (err) {
+          if (!(err instanceof ConditionalCheckFailedException)) throw err;
+        }
+      }
+      start = page.LastEvaluatedKey;
+    } while (start);
+    return released;
+  }
+
   async claimOperation(
     id: string,
     from: OperationStatus,
@@ -751,10 +801,14 @@ export class DynamoHostStore implements HostStore {
       set.push('phase = :idle', 'deletedAt = :now');
       values[':idle'] = 'idle';
       values[':now'] = nowIso;
-      remove.push('#gpk', '#gsk');
+      remove.push('#gpk', '#gsk', '#opk', '#osk');
     } else {
       set.push('phase = :phase');
       values[':phase'] = succeeded ? 'idle' : 'error';
+      // Resources made before the refresh existed join its index with their next Operation.
+      set.push('#opk = :observable', '#osk = :uid');
+      values[':observable'] = OBSERVABLE;
+      values[':uid'] = op.resourceUid;
     }
     if (succeeded) {
       set.push('observedGeneration = :gen', 'observedAt = :now');
@@ -776,9 +830,11 @@ export class DynamoHostStore implements HostStore {
           Key: marshall(keys.resource(op.resourceUid)),
           UpdateExpression: `SET ${set.join(', ')} REMOVE ${remove.join(', ')}`,
           ConditionExpression: 'busyOperation = :op',
-          ExpressionAttributeNames: remove.includes('#gpk')
-            ? { '#gpk': gsi1.pk, '#gsk': gsi1.sk }
-            : undefined,
+          ExpressionAttributeNames: {
+            ...(remove.includes('#gpk') ? { '#gpk': gsi1.pk, '#gsk': gsi1.sk } : {}),
+            '#opk': gsi2.pk,
+            '#osk': gsi2.sk,
+          },
           ExpressionAttributeValues: marshall(values),
         },
       },

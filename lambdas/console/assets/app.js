@@ -152,6 +152,20 @@ function settingsText(s) {
   return `batch ≤ ${s.maxBatchSize} / ${s.maxBatchTimeoutSeconds} s, retries ${s.maxRetries} after ${s.retryDelaySeconds} s`;
 }
 
+/** Every consumer's entries of `key` in its state (held slots, recent batches), each with its consumer. */
+const perConsumer = (consumers, states, key) =>
+  consumers.flatMap((c, i) => (states[i]?.[key] ?? []).map((b) => ({ consumer: c, ...b })));
+
+/** A batch's row: its consumer and id, then `rest`. */
+const batchRow = (b, ...rest) =>
+  el(
+    'tr',
+    { 'data-batch': b.batchId },
+    cell('consumer', b.consumer.name),
+    cell('batch', b.batchId, 'mono'),
+    ...rest,
+  );
+
 function renderConsumers(consumers, states) {
   fill(
     'consumers',
@@ -174,20 +188,46 @@ function renderConsumers(consumers, states) {
     }),
     'No consumers yet.',
   );
-  const batches = consumers.flatMap((c, i) => (states[i]?.batches ?? []).map((b) => ({ consumer: c, ...b })));
   fill(
     'batches',
-    batches.map((b) =>
-      el(
-        'tr',
-        { 'data-batch': b.batchId },
-        cell('consumer', b.consumer.name),
-        cell('batch', b.batchId, 'mono'),
+    perConsumer(consumers, states, 'batches').map((b) =>
+      batchRow(
+        b,
         cell('state', b.running ? 'handler running' : 'gathering'),
         cell('deadline', time(b.deadline)),
       ),
     ),
     'No batch is in flight.',
+  );
+  // Newest first across consumers; each consumer's state lists its last 20.
+  const recent = perConsumer(consumers, states, 'recentBatches')
+    .sort((x, y) => y.endedAt - x.endedAt)
+    .slice(0, 50);
+  fill(
+    'recent-batches',
+    recent.map((b) =>
+      batchRow(
+        b,
+        cell('outcome', b.outcome, `outcome-${b.outcome}`),
+        cell('messages', b.messages, 'num'),
+        cell('acknowledged', b.acknowledged, 'num'),
+        cell('retried', b.retried, 'num'),
+        cell('exhausted', b.exhausted, 'num'),
+        cell(
+          'attempts',
+          b.attempts
+            ? b.attempts.min === b.attempts.max
+              ? b.attempts.max
+              : `${b.attempts.min}–${b.attempts.max}`
+            : '–',
+          'num',
+        ),
+        cell('duration', b.durationMs === null ? '–' : `${b.durationMs} ms`, 'num'),
+        cell('ended', time(b.endedAt)),
+        cell('error', b.error ? `${b.error.name}: ${b.error.message}` : '–'),
+      ),
+    ),
+    'No batch has finished yet.',
   );
 }
 

@@ -30,5 +30,11 @@ export function createAtLeastOnceQueueForm(queues: QueueBackend): Form {
     validateCreate: parseQueueSpec,
     validateUpdate: (spec) => parseQueueSpec(spec),
     backend: { execute: converge, reconcile: converge },
+    // The background refresh: the live count, or that the SQS queue is gone; a failed read is no answer.
+    observe: async (r) => {
+      const seen = await queues.inspect(r.uid).catch(() => null);
+      if (seen === null) return undefined;
+      return seen ? { queueExists: true, messageCount: seen.messageCount } : { queueExists: false };
+    },
   };
 }

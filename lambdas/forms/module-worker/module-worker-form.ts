@@ -34,5 +34,10 @@ export function createModuleWorkerForm(registry: WorkerRegistry): Form {
     validateUpdate: (spec) => exactlyEmpty(spec),
     // Nothing is provisioned: executing and reconciling are the same read-only observation.
     backend: { execute: observe, reconcile: observe },
+    observe: async (r) => {
+      const code = await registry.lookup(r.space, r.name).catch(() => null);
+      if (code === null) return undefined;
+      return { activeDeploymentUid: code?.deploymentUid ?? null, ready: code !== undefined };
+    },
   };
 }

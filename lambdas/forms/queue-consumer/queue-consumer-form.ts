@@ -68,11 +68,14 @@ export function createQueueConsumerForm(deps: QueueConsumerDeps): Form {
     if (dlq) await liveTarget(reads, input, dlq, FORM_URLS.atLeastOnceQueue, 'deadLetterQueue');
     const code = await deps.workers.lookup(worker.space, worker.name);
     if (!code?.handlers.includes('queue'))
-      conflict('worker does not declare and provide a queue handler (QC-04)');
+      conflict(
+        'the worker has no queue handler: its module must export queue(batch, env, ctx) (and declare it)',
+      );
 
     const claimKey = consumerClaimKey(spec.queue.resourceUid);
     const held = await reads.getClaim(claimKey);
-    if (held && held.owner !== input.uid) conflict('the queue already has a live consumer (QC-05)');
+    if (held && held.owner !== input.uid)
+      conflict('the queue already has a consumer; delete that consumer first, or use another queue');
     const previousDlq = held?.owner === input.uid ? (held.attributes.deadLetterQueue ?? null) : null;
 
     if (dlq) {
@@ -81,7 +84,9 @@ export function createQueueConsumerForm(deps: QueueConsumerDeps): Form {
       let at: string | null = dlq;
       for (let hops = 0; at !== null; hops++) {
         if (at === spec.queue.resourceUid)
-          conflict('deadLetterQueue would close a dead-letter cycle (QC-06)');
+          conflict(
+            'deadLetterQueue would send messages in a loop: following the dead-letter queues of the consumers from it leads back to this queue',
+          );
         if (hops > MAX_CHAIN) conflict('the dead-letter chain is too long to check');
         const next = await reads.getClaim(consumerClaimKey(at));
         at = next?.attributes.deadLetterQueue ?? null;
@@ -140,5 +145,13 @@ export function createQueueConsumerForm(deps: QueueConsumerDeps): Form {
     references,
     prepare,
     backend: { execute: converge, reconcile: converge },
+    // The background refresh: all three facts, or nothing when any of them could not be read.
+    observe: async (r) => {
+      const spec = r.spec as unknown as ConsumerSpec;
+      const a = await deps.attachments.get(r.uid).catch(() => null);
+      if (a === null) return undefined;
+      const observed = await observe(spec, a?.state === 'active');
+      return 'queueExists' in observed && 'workerExists' in observed ? observed : undefined;
+    },
   };
 }

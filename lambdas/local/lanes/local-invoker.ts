@@ -27,7 +27,7 @@ export async function localInvoker(
   };
   return {
     // Missing code or configuration: the batch ends unsettled and is retried, never acknowledged.
-    invoke: async (delivery, settle, batchSlot) =>
+    invoke: async (delivery, settle, batchSlot, failed) =>
       found && config
         ? deps.pool.invokeQueue({
             file: found.file,
@@ -36,6 +36,7 @@ export async function localInvoker(
             settle,
             produce,
             deadline: batchSlot.deadline,
+            ...(failed ? { failed } : {}),
           })
         : 'abandoned',
   };

@@ -4,6 +4,7 @@ import { type ResourceLimits, Worker } from 'node:worker_threads';
 import { MESSAGE_LIMITS } from '../../delivery/limits.ts';
 import type {
   BatchDelivery,
+  HandlerError,
   InvocationOutcome,
   ProduceCall,
   SettleCall,
@@ -48,6 +49,8 @@ export interface QueueInvocation {
    * off then even if `timeoutMs` has not passed, so no handler outlives its slot.
    */
   deadline?: number;
+  /** Told the handler's error (name and message) when it threw or could not start. */
+  failed?: (error: HandlerError) => void;
 }
 
 const DEFAULT_MAX_THREADS = 8;
@@ -162,6 +165,14 @@ function pipeLines(stream: Readable, prefix: string, sink: (line: string) => voi
   });
 }
 
+/** A thread's report of a handler error, checked: the thread runs the worker's code. */
+function handlerErrorOf(raw: unknown): HandlerError | undefined {
+  if (!isObject(raw)) return undefined;
+  const { name, message } = raw as { name?: unknown; message?: unknown };
+  if (typeof name !== 'string' || typeof message !== 'string') return undefined;
+  return { name: name.slice(0, 128), message: message.slice(0, 300) };
+}
+
 /** One invocation in progress on a thread, as the Host thread tracks it. */
 interface Running {
   readonly invocation: number;
@@ -173,7 +184,7 @@ interface Running {
   readonly hostCalls: Set<Promise<void>>;
   /** False once the invocation ended for any reason: no further call reaches the Host. */
   open: boolean;
-  end(outcome: InvocationOutcome): void;
+  end(outcome: InvocationOutcome, error?: HandlerError): void;
   /** The handler started: from now on the invocation's own time bound applies. */
   started(): void;
 }
@@ -247,7 +258,7 @@ class PooledThread {
       this.running?.open && this.running.invocation === message.invocation ? this.running : undefined;
     if (message.type === 'done') {
       if (running && (message.outcome === 'returned' || message.outcome === 'threw'))
-        running.end(message.outcome);
+        running.end(message.outcome, handlerErrorOf(message.error));
       return;
     }
     if (message.type === 'started') {
@@ -362,9 +373,10 @@ export class WorkerPool {
           produce: input.produce,
           hostCalls: new Set(),
           open: true,
-          end: (outcome) => {
+          end: (outcome, error) => {
             if (!running.open) return;
             running.open = false;
+            if (error) input.failed?.(error);
             clearTimeout(timer);
             if (thread.running === running) thread.running = undefined;
             void Promise.allSettled([...running.hostCalls]).then(() => resolve(outcome));

@@ -15,8 +15,13 @@ import { pathToFileURL } from 'node:url';
 import { types } from 'node:util';
 import { parentPort } from 'node:worker_threads';
 import { NamedError } from '../../delivery/limits.ts';
-import type { DeliveredMessage, ProduceCall, SettleCall } from '../../delivery/settlement-protocol.ts';
-import { errorText } from '../../runtime/worker/error-report.ts';
+import type {
+  DeliveredMessage,
+  HandlerError,
+  ProduceCall,
+  SettleCall,
+} from '../../delivery/settlement-protocol.ts';
+import { errorText, handlerError } from '../../runtime/worker/error-report.ts';
 import { createInvocationContext } from '../../runtime/worker/invocation-context.ts';
 import { createQueueBatch } from '../../runtime/worker/queue-batch.ts';
 import { createWorkerEnv } from '../../runtime/worker/worker-env.ts';
@@ -39,7 +44,7 @@ export type ToThread =
 export type FromThread =
   | { type: 'settle'; invocation: number; rpc: number; call: SettleCall }
   | { type: 'produce'; invocation: number; rpc: number; call: ProduceCall }
-  | { type: 'done'; invocation: number; outcome: 'returned' | 'threw' }
+  | { type: 'done'; invocation: number; outcome: 'returned' | 'threw'; error?: HandlerError }
   /** The module is loaded and the handler is about to run: the invocation's time bound starts. */
   | { type: 'started'; invocation: number };
 
@@ -197,6 +202,7 @@ class InvocationLink {
 async function invoke(message: Extract<ToThread, { type: 'invoke' }>): Promise<void> {
   const link = new InvocationLink(message.invocation);
   let outcome: 'returned' | 'threw' = 'threw';
+  let error: HandlerError | undefined;
   try {
     const handler = queueHandler(await load(message.file));
     if (!handler) {
@@ -220,6 +226,7 @@ async function invoke(message: Extract<ToThread, { type: 'invoke' }>): Promise<v
         await Reflect.apply(handler.fn, handler.self, [batch, env, context.ctx]);
         outcome = 'returned';
       } catch (err) {
+        error = handlerError(err);
         diagnostic(`queue handler failed: ${errorText(err)}`);
       }
       await context.settled();
@@ -229,13 +236,14 @@ async function invoke(message: Extract<ToThread, { type: 'invoke' }>): Promise<v
     }
   } catch (err) {
     const where = err instanceof SyntaxError ? syntaxErrorLocation(message.file) : undefined;
+    error = handlerError(err);
     diagnostic(
       `the invocation could not start (module load or env): ${where ? `${where}\n` : ''}${errorText(err)}`,
     );
   }
   await link.drain();
   link.ended = true;
-  post({ type: 'done', invocation: message.invocation, outcome });
+  post({ type: 'done', invocation: message.invocation, outcome, ...(error ? { error } : {}) });
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

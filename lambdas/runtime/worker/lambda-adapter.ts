@@ -16,7 +16,9 @@
 
 import { types } from 'node:util';
 import { LambdaClient } from '@aws-sdk/client-lambda';
+import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
+import { SSMClient } from '@aws-sdk/client-ssm';
 import { z } from 'zod';
 import { withCallRecorder } from '../../adapters/aws/call-recorder.ts';
 import { slotSchema } from '../../delivery/batch-host-protocol.ts';
@@ -30,17 +32,21 @@ import type { AcquireResult, Slot } from '../../delivery/delivery-service.ts';
 import { NamedError } from '../../delivery/limits.ts';
 import type { InvocationOutcome } from '../../delivery/settlement-protocol.ts';
 import { AWS_ENV } from '../../shared/aws-env.ts';
-import { errorReport } from './error-report.ts';
+import { errorReport, handlerError } from './error-report.ts';
 import { createInvocationContext } from './invocation-context.ts';
 import { createQueueBatch } from './queue-batch.ts';
 import { lambdaTransport, type RemoteBatchHost, remoteBatchHost } from './remote-batch-host.ts';
+import { type SecretRefs, secretRefsSchema } from './secret-refs.ts';
 import { createWorkerEnv } from './worker-env.ts';
+import { type SecretClients, secretsOnce } from './worker-secrets.ts';
 
 export interface QueueWorkerConfig {
   /** The worker's `vars`: JSON values, given to the handler as they are. */
   vars?: Record<string, unknown>;
   /** Binding name → the queue Resource (same Space) it sends to. Only the names matter here. */
   queueProducers?: Record<string, { queue: string }>;
+  /** `env` name → where its value is read at cold start (never the value itself). */
+  secrets?: SecretRefs;
 }
 
 export interface QueueWorkerRuntime {
@@ -49,6 +55,8 @@ export interface QueueWorkerRuntime {
   host: () => RemoteBatchHost;
   /** How long to long-poll an empty queue before handing the slot back (the Host's setting). */
   idleWaitSeconds: number;
+  /** Clients for the worker's secrets (default: none, so a worker with secrets fails clearly). */
+  secretClients?: SecretClients;
   /** Kept free at the end of the Lambda's time for finalisation (default 5 s). */
   marginMs?: number;
   clock?: () => number;
@@ -73,12 +81,21 @@ const eventSchema = z.strictObject({ kind: z.literal(QUEUE_BATCH_EVENT_KIND), sl
 const configSchema = z.strictObject({
   vars: z.record(z.string(), z.unknown()).optional(),
   queueProducers: z.record(z.string(), z.strictObject({ queue: z.string().min(1) })).optional(),
+  secrets: secretRefsSchema.optional(),
 });
 
-/** `{vars, queueProducers}` from the function's environment (set by ModuleWorkerFunction). */
+/** `{vars, queueProducers, secrets}` from the function's environment (set by ModuleWorkerFunction). */
 export function workerConfigFromEnv(env: NodeJS.ProcessEnv): QueueWorkerConfig {
   const raw = env[AWS_ENV.workerConfig];
   return configSchema.parse(raw ? JSON.parse(raw) : {});
+}
+
+function once<T>(make: () => T): () => T {
+  let made: { value: T } | undefined;
+  return () => {
+    made ??= { value: make() };
+    return made.value;
+  };
 }
 
 /** The runtime on AWS: default clients and the batch-host function named in the environment. */
@@ -91,6 +108,11 @@ export function runtimeFromEnv(env: NodeJS.ProcessEnv): QueueWorkerRuntime {
   return {
     sqs: withCallRecorder(new SQSClient({}), 'sqs'),
     host: () => remoteBatchHost(lambdaTransport(lambda, fn)),
+    // Created on first use: most workers declare no secrets.
+    secretClients: {
+      secretsManager: once(() => withCallRecorder(new SecretsManagerClient({}), 'secretsmanager')),
+      ssm: once(() => withCallRecorder(new SSMClient({}), 'ssm')),
+    },
     idleWaitSeconds: Number.isInteger(idle) && idle >= 0 && idle <= 20 ? idle : 20,
     log: (message, fields) =>
       process.stderr.write(`${JSON.stringify({ level: 'info', message, ...fields })}\n`),
@@ -132,6 +154,7 @@ export const CUT_OFF_EXIT_CODE = 1;
 function inProcessInvoker(
   moduleDefault: unknown,
   config: QueueWorkerConfig,
+  secrets: Readonly<Record<string, string>>,
   host: RemoteBatchHost,
   deadlineOf: (slot: Slot) => number,
   clock: () => number,
@@ -139,7 +162,7 @@ function inProcessInvoker(
   onCutOff: (batchId: string) => void,
 ): QueueInvoker {
   return {
-    invoke: async (delivery, settle, slot): Promise<InvocationOutcome> => {
+    invoke: async (delivery, settle, slot, failed): Promise<InvocationOutcome> => {
       const deadlineAt = () => deadlineOf(slot);
       const handler = declaredQueueHandler(moduleDefault);
       if (!handler) {
@@ -167,6 +190,7 @@ function inProcessInvoker(
       });
       const env = createWorkerEnv({
         vars: config.vars ?? {},
+        secrets,
         producerBindings: Object.keys(config.queueProducers ?? {}),
         produce: (call) =>
           ended
@@ -183,6 +207,7 @@ function inProcessInvoker(
           outcome = 'returned';
         } catch (err) {
           log('queue handler failed', { batchId: delivery.batchId, ...errorReport(err) });
+          failed?.(handlerError(err));
         }
         await context.settled();
         context.expire();
@@ -222,9 +247,18 @@ export function createQueueWorkerHandler(
   runtime?: QueueWorkerRuntime,
 ) {
   let rt = runtime;
+  const noClients = () => {
+    throw new Error('no secret clients in this runtime');
+  };
+  const secretsOf = secretsOnce(
+    config.secrets ?? {},
+    () => rt?.secretClients ?? { secretsManager: noClients, ssm: noClients },
+  );
   return async (event: unknown, context: WorkerLambdaContext): Promise<RunResult> => {
     rt ??= runtimeFromEnv(process.env);
     const { slot } = eventSchema.parse(event) as { slot: Slot };
+    // Before any receive: a batch never starts without every secret its worker declares.
+    const secrets = await secretsOf();
     const clock = rt.clock ?? Date.now;
     const startedAt = clock();
     const lambdaEnd = startedAt + context.getRemainingTimeInMillis();
@@ -236,11 +270,13 @@ export function createQueueWorkerHandler(
     // recovery would finish the batch on its own.
     const deadlineOf = (s: Slot) => Math.min(lambdaEnd, s.deadline) - margin;
     let cutOff: string | undefined;
-    // After a cut-off no further batch starts here: the lane ends once that batch is finalised.
-    // (Every other call goes to `host` unchanged.)
+    // After a cut-off no further batch starts here: the lane ends once that batch is finalised,
+    // and its finalisation takes no next slot. (Every other call goes to `host` unchanged.)
     const laneHost: BatchHostPort = Object.assign(Object.create(host) as BatchHostPort, {
       acquire: (previous: Slot, credential: string): Promise<AcquireResult> =>
         cutOff !== undefined ? Promise.resolve({ status: 'stop' }) : host.acquire(previous, credential),
+      finalize: (...[s, credential, outcome, opts]: Parameters<BatchHostPort['finalize']>) =>
+        host.finalize(s, credential, outcome, cutOff !== undefined ? { ...opts, next: false } : opts),
     });
     let result: Awaited<ReturnType<typeof runLane>> | undefined;
     let failure: unknown;
@@ -250,9 +286,18 @@ export function createQueueWorkerHandler(
         {
           sqs: rt.sqs as SQSClient,
           host: laneHost,
-          invoker: inProcessInvoker(moduleDefault, config, host, deadlineOf, clock, log, (batchId) => {
-            cutOff ??= batchId;
-          }),
+          invoker: inProcessInvoker(
+            moduleDefault,
+            config,
+            secrets,
+            host,
+            deadlineOf,
+            clock,
+            log,
+            (batchId) => {
+              cutOff ??= batchId;
+            },
+          ),
           idleWaitSeconds: Math.max(
             0,
             Math.min(rt.idleWaitSeconds, Math.floor((deadlineOf(slot) - clock()) / 1000) - 1),

@@ -14,7 +14,12 @@ import {
   toBase64,
 } from '../../delivery/batch-host-protocol.ts';
 import type { BatchHostPort } from '../../delivery/batch-runner.ts';
-import type { AcquireResult, DeadLetterItem, Registration } from '../../delivery/delivery-service.ts';
+import type {
+  AcquireResult,
+  DeadLetterItem,
+  Finalized,
+  Registration,
+} from '../../delivery/delivery-service.ts';
 import { MESSAGE_LIMITS, NamedError } from '../../delivery/limits.ts';
 import type { ProduceCall, SettleAnswer } from '../../delivery/settlement-protocol.ts';
 
@@ -153,8 +158,19 @@ export function remoteBatchHost(transport: BatchHostTransport): RemoteBatchHost 
           a === 'ok' || a === 'unknown_batch' || a === 'already_settled' ? a : 'backend_unavailable',
       );
     },
-    finalize: (slot, credential, outcome) =>
-      call<{ deadLetter: string[] }>({ action: 'finalize', slot, credential, outcome }, 'runner'),
+    finalize: (slot, credential, outcome, opts = {}) =>
+      call<Finalized>(
+        {
+          action: 'finalize',
+          slot,
+          credential,
+          outcome,
+          ...(opts.next ? { next: true } : {}),
+          ...(opts.manifest ? { manifest: opts.manifest } : {}),
+          ...(opts.error ? { error: opts.error } : {}),
+        },
+        'runner',
+      ),
     deadLetter: async (slot, credential, items) => {
       // The batch is finished (slot released) only by the last part.
       const parts = deadLetterCalls(items);

@@ -16,6 +16,8 @@ export type ProduceTransport = (call: ProduceCall) => Promise<string[]>;
 export interface WorkerEnvInput {
   /** The worker's `vars`: JSON values, given to the handler as they are. */
   vars: Readonly<Record<string, unknown>>;
+  /** The worker's secrets, resolved at cold start (worker-secrets.ts): name → string value. */
+  secrets?: Readonly<Record<string, string>>;
   /** The producer binding names (`queueProducers` keys). */
   producerBindings: readonly string[];
   produce: ProduceTransport;
@@ -82,7 +84,7 @@ function producerBinding(binding: string, produce: ProduceTransport): QueueProdu
 
 /**
  * The `env` of one invocation (ModuleWorker 0.3.0 §runtime, MW-03): its own enumerable keys are
- * exactly the `vars` keys and the producer binding names, nothing else. Var values are the given
+ * exactly the `vars` keys, the secret names and the producer binding names, nothing else. Var values are the given
  * JSON values; each binding is a frozen object with only `send` and `sendBatch`, which convert
  * bodies to bytes here and leave every other check (sizes, `delaySeconds`, unknown fields, batch
  * length) to the Host's producer core behind `produce`. Fields other than `body` travel verbatim
@@ -102,6 +104,10 @@ export function createWorkerEnv(input: WorkerEnvInput): Readonly<Record<string, 
     Object.defineProperty(env, key, { value, enumerable: true, writable: false, configurable: false });
   };
   for (const [key, value] of Object.entries(input.vars)) define(key, value);
+  for (const [name, value] of Object.entries(input.secrets ?? {})) {
+    if (Object.hasOwn(env, name)) throw new Error(`env name ${JSON.stringify(name)} is declared twice`);
+    define(name, value);
+  }
   for (const name of input.producerBindings) {
     if (Object.hasOwn(env, name)) throw new Error(`env name ${JSON.stringify(name)} is declared twice`);
     define(name, producerBinding(name, input.produce));

@@ -300,7 +300,9 @@ describe('the AWS entries', () => {
     expect(exits).toHaveLength(1);
     expect(started).toBe(1);
     const head = await t.host.deliveryStore.getHead(acquired.slot.batchId);
-    expect(head).toMatchObject({ closed: true, outcome: 'abandoned', applied: true });
+    // Finalised: closed as abandoned, its slot freed (freeing the slot is what ends a batch).
+    expect(head).toMatchObject({ closed: true, outcome: 'abandoned' });
+    expect(await t.host.deliveryStore.slots(c.consumerUid)).not.toHaveProperty(acquired.slot.batchId);
     const attempts = await t.host.deliveryStore.getAttempts(c.queue.queueUid, [id!]);
     expect(attempts.get(id!)).toMatchObject({ attempts: 1 });
     expect(attempts.get(id!)?.acked).toBeUndefined();
@@ -455,6 +457,12 @@ describe('the AWS entries', () => {
     expect(first.deadLetter).toBe(1);
     expect(first.backlog).toBeGreaterThanOrEqual(25);
     expect(first.oldestMessageAgeSeconds).toBe(42);
+    // The same minute refreshes observed (issue 14): the dead-letter queue's one message shows.
+    expect(first.observed.refreshed).toBeGreaterThanOrEqual(1);
+    expect((await own.host.host.store.getResource(c.dlqUid!))?.observed).toEqual({
+      queueExists: true,
+      messageCount: 1,
+    });
     const query = (
       cloudwatch.send.mock.calls[0] as unknown as [
         { input: { MetricDataQueries: { Expression: string; Label: string }[] } },

@@ -85,7 +85,9 @@ describe('DL-02 RC-01: the Lambda adapter ends its sandbox after a cut-off', () 
         host: () =>
           remoteBatchHost(async (req: BatchHostRequest) => {
             const answer = await batchHost(JSON.parse(JSON.stringify(req)));
-            const what = req.action === 'finalize' ? `finalize:${req.outcome}` : req.action;
+            // A finalisation that asks for the lane's next slot (the hand-over) is marked `+next`.
+            const what =
+              req.action === 'finalize' ? `finalize:${req.outcome}${req.next ? '+next' : ''}` : req.action;
             record.calls.push(`${what}:${answer.ok ? 'ok' : answer.error.name}`);
             return answer;
           }),
@@ -140,7 +142,8 @@ describe('DL-02 RC-01: the Lambda adapter ends its sandbox after a cut-off', () 
     await expect(invocation(module, slot, first)).rejects.toMatchObject({ name: RUNTIME_EXIT_ERROR });
     expect(Date.now() - began).toBeGreaterThanOrEqual(CUT_OFF_AFTER_MS - 200);
     expect(seen).toEqual([1]);
-    // Exactly once, and only after finalize had answered: no acquire of a next slot, ever.
+    // Exactly once, and only after finalize had answered: no next slot, ever (neither an acquire
+    // nor a hand-over by finalize).
     expect(first.exits).toEqual([
       { code: CUT_OFF_EXIT_CODE, callsBefore: ['register:ok', 'finalize:abandoned:ok'] },
     ]);
@@ -148,9 +151,10 @@ describe('DL-02 RC-01: the Lambda adapter ends its sandbox after a cut-off', () 
     expect(first.logs.some((l) => l.includes('ending the worker process after a cut-off'))).toBe(true);
     expect(first.logs.join('\n')).not.toContain(t.host.host.delivery.credentialOf(slot.batchId));
 
-    // Finalised: closed as abandoned and applied, its slot released; the message owes a retry.
+    // Finalised: closed as abandoned, its slot released (which is what ends a batch); the
+    // message owes a retry.
     const head = await t.host.deliveryStore.getHead(slot.batchId);
-    expect(head).toMatchObject({ closed: true, outcome: 'abandoned', applied: true });
+    expect(head).toMatchObject({ closed: true, outcome: 'abandoned' });
     expect(await t.host.deliveryStore.slots(c.consumerUid)).toEqual({});
     const owed = await t.host.deliveryStore.getAttempts(c.queue.queueUid, [id!]);
     expect(owed.get(id!)).toMatchObject({ attempts: 1 });
@@ -171,13 +175,7 @@ describe('DL-02 RC-01: the Lambda adapter ends its sandbox after a cut-off', () 
     expect(seen).toEqual([1, 2]);
     expect(result).toEqual({ idle: true, delivered: 1, batches: 2 });
     expect(second.exits).toEqual([]);
-    expect(second.calls).toEqual([
-      'register:ok',
-      'settle:ok',
-      'finalize:returned:ok',
-      'acquire:ok',
-      'register:ok',
-    ]);
+    expect(second.calls).toEqual(['register:ok', 'settle:ok', 'finalize:returned+next:ok', 'register:ok']);
     expect(await queueIsEmpty(c.queue.sqsUrl)).toBe(true);
     expect(await t.host.deliveryStore.slots(c.consumerUid)).toEqual({});
   });
@@ -194,12 +192,10 @@ describe('DL-02 RC-01: the Lambda adapter ends its sandbox after a cut-off', () 
     expect(record.exits).toEqual([]);
     expect(record.calls).toEqual([
       'register:ok',
-      'finalize:threw:ok',
-      'acquire:ok',
+      'finalize:threw+next:ok',
       'register:ok',
       'settle:ok',
-      'finalize:returned:ok',
-      'acquire:ok',
+      'finalize:returned+next:ok',
       'register:ok',
     ]);
     expect(await queueIsEmpty(c.queue.sqsUrl)).toBe(true);
@@ -241,13 +237,14 @@ describe('DL-02 RC-01: the Lambda adapter ends its sandbox after a cut-off', () 
     expect(record.exits).toHaveLength(1);
     // RecoverBatch ran once, for the batch that was cut off, after it had been finalised.
     expect(recovered).toEqual([invoked[0]]);
+    // Both finalised: closed with their outcomes, and (below) no slot left.
     expect(await t.host.deliveryStore.getHead(invoked[0]!)).toMatchObject({
+      closed: true,
       outcome: 'abandoned',
-      applied: true,
     });
     expect(await t.host.deliveryStore.getHead(invoked[1]!)).toMatchObject({
+      closed: true,
       outcome: 'returned',
-      applied: true,
     });
     expect(await queueIsEmpty(c.queue.sqsUrl)).toBe(true);
     expect(await t.host.deliveryStore.slots(c.consumerUid)).toEqual({});

@@ -30,7 +30,9 @@ const STEP_ARN = 'arn:aws:lambda:us-east-1:000000000000:function:dispatcher-step
 /** Throttles as the Step Functions Lambda integration reports them: half the worker invokes. */
 const FAULTS: FaultConfig = {
   seed: 20261201,
-  localInvoke: { functions: { worker: { tooManyRequests: 0.5 }, step: { tooManyRequests: 0.2 } } },
+  // The step function runs about once per lane round: a third of its invocations throttle, so
+  // that a run of a few dozen rounds meets throttling many times.
+  localInvoke: { functions: { worker: { tooManyRequests: 0.5 }, step: { tooManyRequests: 0.35 } } },
 };
 
 describe('lanes on the AWS path under Lambda throttling', () => {
@@ -125,7 +127,9 @@ describe('lanes on the AWS path under Lambda throttling', () => {
     const c = await t.setupConsumer('throttled', { maxConcurrency, maxBatchSize: 5, maxRetries: 10 });
     const total = 500;
     const ids: string[] = [];
-    // A steady stream, through the Host (each send wakes the consumer if no lane receives).
+    // A stream through the Host with pauses longer than the lanes' idle wait (1 s): lanes drain
+    // each part, end, and the next send wakes the consumer again, so that many worker
+    // invocations (each throttled half of the time) carry the run, not a few long ones.
     for (let sent = 0; sent < total; sent += 50) {
       ids.push(
         ...(await t.host.host.producer.sendBatch(
@@ -133,7 +137,7 @@ describe('lanes on the AWS path under Lambda throttling', () => {
           Array.from({ length: 50 }, (_, i) => ({ body: `m${sent + i}` })),
         )),
       );
-      await new Promise((r) => setTimeout(r, 150));
+      await new Promise((r) => setTimeout(r, 1_500));
     }
     let peakSlots = 0;
     await waitFor(

@@ -4,10 +4,12 @@
  */
 import { existsSync, writeFileSync } from 'node:fs';
 import { GetItemCommand } from '@aws-sdk/client-dynamodb';
-import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
+import { GetQueueAttributesCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { deliveryKeys } from '../../../lambdas/adapters/aws/dynamodb-delivery-store.ts';
+import type { Received } from '../../../lambdas/delivery/delivery-service.ts';
 import type { BatchHead, DeliveryStore } from '../../../lambdas/delivery/delivery-store.ts';
+import { decodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
 import type { QueueTarget } from '../../../lambdas/delivery/ports.ts';
 import {
   type ConsumerSettings,
@@ -193,4 +195,23 @@ export async function outcomeOf(p: Promise<unknown>): Promise<string> {
   } catch (err) {
     return err instanceof Error ? err.name : String(err);
   }
+}
+
+/** Receives what the queue has now, as a runner would (short visibility, SQS's SentTimestamp). */
+export async function receiveAsRunner(d: DeliveryHost, queue: QueueTarget): Promise<Received[]> {
+  const out = await d.host.sqs.send(
+    new ReceiveMessageCommand({
+      QueueUrl: queue.sqsUrl,
+      MaxNumberOfMessages: 10,
+      WaitTimeSeconds: 1,
+      VisibilityTimeout: 30,
+      MessageSystemAttributeNames: ['SentTimestamp'],
+    }),
+  );
+  return (out.Messages ?? []).map((m) => {
+    const { body: _b, ...envelope } = decodeEnvelope(m.Body) as NonNullable<
+      ReturnType<typeof decodeEnvelope>
+    >;
+    return { receiptHandle: m.ReceiptHandle as string, receivedAt: Date.now(), envelope };
+  });
 }

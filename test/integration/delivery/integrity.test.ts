@@ -12,7 +12,7 @@ import { commitKey } from '../../../lambdas/adapters/aws/dynamodb-commit-store.t
 import { deliveryKeys } from '../../../lambdas/adapters/aws/dynamodb-delivery-store.ts';
 import { withFaults } from '../../../lambdas/adapters/aws/fault-injection.ts';
 import { type BatchHostPort, type QueueInvoker, runBatch } from '../../../lambdas/delivery/batch-runner.ts';
-import type { Received, Slot } from '../../../lambdas/delivery/delivery-service.ts';
+import type { Slot } from '../../../lambdas/delivery/delivery-service.ts';
 import { directBatchHost } from '../../../lambdas/delivery/direct-batch-host.ts';
 import { decodeEnvelope, encodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
 import { MAX_RETENTION_SECONDS } from '../../../lambdas/delivery/limits.ts';
@@ -31,6 +31,7 @@ import {
   batchHead,
   consumerOn,
   queueCounts,
+  receiveAsRunner,
   records,
   serial,
   storeOf,
@@ -362,24 +363,7 @@ describe('issue 11: what a runner may ask, and late recovery (DL-07, DL-09, RC-0
   });
   afterAll(async () => d.close());
 
-  /** Receives what the queue has now, as a runner would (short visibility). */
-  async function receive(queue: QueueTarget): Promise<Received[]> {
-    const out = await d.host.sqs.send(
-      new ReceiveMessageCommand({
-        QueueUrl: queue.sqsUrl,
-        MaxNumberOfMessages: 10,
-        WaitTimeSeconds: 1,
-        VisibilityTimeout: 30,
-        MessageSystemAttributeNames: ['SentTimestamp'],
-      }),
-    );
-    return (out.Messages ?? []).map((m) => {
-      const { body: _b, ...envelope } = decodeEnvelope(m.Body) as NonNullable<
-        ReturnType<typeof decodeEnvelope>
-      >;
-      return { receiptHandle: m.ReceiptHandle as string, receivedAt: Date.now(), envelope };
-    });
-  }
+  const receive = (queue: QueueTarget) => receiveAsRunner(d, queue);
 
   it('RC-01 DL-07 late recovery: a message of an abandoned batch received again before anyone recovered it still counts its attempt', async ({
     expect,

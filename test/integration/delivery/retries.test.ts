@@ -4,10 +4,11 @@
  * to the dead-letter queue as a new message — or nothing, without one.
  */
 import { ChangeMessageVisibilityCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { afterAll, beforeAll, describe, it, vi } from 'vitest';
 import { type QueueInvoker, runBatch } from '../../../lambdas/delivery/batch-runner.ts';
 import { directBatchHost } from '../../../lambdas/delivery/direct-batch-host.ts';
 import { createQueueBatch } from '../../../lambdas/runtime/worker/queue-batch.ts';
+import { log as hostLog } from '../../../lambdas/shared/log.ts';
 import {
   createDeliveryHost,
   type DeliveryHost,
@@ -93,12 +94,24 @@ describe.concurrent('DL-06 DL-07 retries and dead letters', () => {
       const { queue } = await serial(() =>
         d.setup(name, recordingWorker(log, ALWAYS_FAILS), { maxRetries, retryDelaySeconds: 1 }),
       );
+      // The drop leaves one log line naming the message (issue 14: no message disappears silently).
+      // The spy passes every call through; tests of this file run concurrently and share it, so it
+      // is not restored here.
+      const info = vi.spyOn(hostLog, 'info');
       const id = await d.host.producer.send(queue, 'dropped');
       await waitFor(
         `${1 + maxRetries} deliveries`,
         () => (attemptsById(records(log)).get(id)?.length ?? 0) >= 1 + maxRetries,
       );
       await waitDrained(d, queue);
+      await waitFor('the drop logged', () =>
+        info.mock.calls.some(
+          ([message, fields]) =>
+            message.startsWith('message dropped') &&
+            fields?.messageId === id &&
+            fields?.attempts === 1 + maxRetries,
+        ),
+      );
       // The queue is empty for a consumer too: a receive finds nothing.
       const out = await d.host.sqs.send(
         new ReceiveMessageCommand({

@@ -9,6 +9,7 @@ import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { dynamoDbClient } from '../../../lambdas/adapters/aws/clients.ts';
 import { createHostTable } from '../../../lambdas/adapters/aws/create-host-table.ts';
+import { DynamoAttachments } from '../../../lambdas/adapters/aws/dynamodb-attachments.ts';
 import { DynamoDeliveryStore } from '../../../lambdas/adapters/aws/dynamodb-delivery-store.ts';
 import type { BatchHead } from '../../../lambdas/delivery/delivery-store.ts';
 import type { SettleCall } from '../../../lambdas/delivery/settlement-protocol.ts';
@@ -45,6 +46,23 @@ describe('issue 12: settleMany in the DynamoDB store', () => {
     const batchId = `b-${randomUUID()}`;
     const consumerUid = `c-${randomUUID()}`;
     await store.initSlots(consumerUid);
+    // Registration is conditional on the consumer generation being the active one.
+    await new DynamoAttachments(client, table).activate({
+      consumerUid,
+      space: 'default',
+      queueName: 'q',
+      generation: 1,
+      state: 'active',
+      spec: {
+        queue: { resourceUid: 'q-1' },
+        worker: { resourceUid: 'w-1' },
+        maxBatchSize: 10,
+        maxBatchTimeoutSeconds: 0,
+        maxConcurrency: 5,
+        maxRetries: 3,
+        retryDelaySeconds: 0,
+      },
+    });
     expect(await store.acquireSlot(consumerUid, batchId, Date.now() + 60_000, 5)).toBeDefined();
     const head: BatchHead = {
       batchId,

@@ -102,12 +102,13 @@ describe('issue 12: a runner that cannot finalise after its handler ended (RC-04
       recordingWorker(log, 'throw new Error("out of luck");'),
       { maxBatchSize: 1, maxConcurrency: 1, maxRetries: 0, deadLetter: true },
     );
-    // The runner's dead-letter call reads the batch's manifest a second time (after finalize's
-    // read): from then on, for 5 s, every DynamoDB request fails, as when DynamoDB Local restarts.
+    // The runner's dead-letter call reads the batch's manifest (finalize used the runner's sealed
+    // copy, so this is the first read): from then on, for 5 s, every DynamoDB request fails, as
+    // when DynamoDB Local restarts.
     let manifestReads = 0;
     const outage = tableOutage(d, (command, input) => {
       const key = (input as { Key?: { sk?: { S?: string } } }).Key;
-      if (command === 'GetItemCommand' && key?.sk?.S === 'manifest' && ++manifestReads === 2)
+      if (command === 'GetItemCommand' && key?.sk?.S === 'manifest' && ++manifestReads === 1)
         outage.begin(5_000);
     });
     try {

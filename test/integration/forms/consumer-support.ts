@@ -44,6 +44,8 @@ export function expectProblem(res: ParsedResponse, status: number, code: string)
   expect(res.body.status).toBe(status);
   expect(res.body.id).toBeUndefined();
   expect(res.headers.location).toBeUndefined();
+  // Details speak to users: never a requirement id such as "(QC-05)" they cannot look up.
+  expect(String(res.body.detail ?? '')).not.toMatch(/\b[A-Z]{2,3}-\d{2}\b/);
 }
 
 export async function createQueue(host: TestHost, name: string, as?: TestPrincipal, space = SPACE) {

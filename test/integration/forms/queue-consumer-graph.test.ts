@@ -67,6 +67,7 @@ describe('QueueConsumer 0.3.0 consumer exclusivity and the dead-letter graph', (
       const check = await sideEffectProbe(host, { name, key, queues: [q!] });
       const res = await createConsumer(host, name, consumerSpec(q!, worker, extra), { key });
       expectProblem(res, 409, 'dependency_conflict');
+      expect(res.body.detail).toMatch(/^the queue already has a consumer; delete that consumer first/);
       await check();
     }
     expect((await claimItem(host, q!))?.owner).toBe(first);
@@ -152,11 +153,9 @@ describe('QueueConsumer 0.3.0 consumer exclusivity and the dead-letter graph', (
     const name = fresh('close');
     const key = host.newKey();
     const check = await sideEffectProbe(host, { name, key, queues: [a!, b!] });
-    expectProblem(
-      await createConsumer(host, name, consumerSpec(b!, worker, dlq(a!)), { key }),
-      409,
-      'dependency_conflict',
-    );
+    const res = await createConsumer(host, name, consumerSpec(b!, worker, dlq(a!)), { key });
+    expectProblem(res, 409, 'dependency_conflict');
+    expect(res.body.detail).toMatch(/^deadLetterQueue would send messages in a loop/);
     await check();
     await host.settle();
   });

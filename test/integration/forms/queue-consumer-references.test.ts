@@ -176,6 +176,10 @@ describe('QueueConsumer 0.3.0 references', () => {
     const noHandlers = await createWorker(host, 'w3', []);
     await host.settle();
     await refused('c-fetch-only', consumerSpec(queue, fetchOnly), [queue]);
+    const res = await createConsumer(host, 'c-fetch-only', consumerSpec(queue, fetchOnly));
+    expect(res.body.detail).toMatch(
+      /^the worker has no queue handler: its module must export queue\(batch, env, ctx\)/,
+    );
     await refused('c-fetch-scheduled', consumerSpec(queue, twoOthers), [queue]);
     await refused('c-no-handlers', consumerSpec(queue, noHandlers), [queue]);
   });

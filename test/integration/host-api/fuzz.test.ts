@@ -3,6 +3,7 @@ import type { APIGatewayProxyEvent } from 'aws-lambda';
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CONSOLE_CSP, isConsolePath } from '../../../lambdas/console/console-routes.ts';
+import { isDocsPath } from '../../../lambdas/docs/docs-routes.ts';
 import { apiGatewayAdapter } from '../../../lambdas/http/api-gateway.ts';
 import { API_ROOT } from '../../../lambdas/http/origin.ts';
 import type { HttpRequest, HttpResponse } from '../../../lambdas/http/types.ts';
@@ -34,6 +35,21 @@ function checkConsoleResponse(out: HttpResponse): void {
     expect([304, 308]).toContain(out.status);
     expect(out.body).toBe('');
   }
+}
+
+/** What every answer of `/` and `/docs/…` must satisfy: a page of the Host's or a Problem, with the CSP. */
+function checkDocsResponse(out: HttpResponse): void {
+  expect(out.status).toBeLessThan(500);
+  expect(out.headers['content-security-policy']).toBe(CONSOLE_CSP);
+  expect(out.body).not.toMatch(/Error:|\n\s+at |\bat [^\s]+ \(|node:internal|ENOENT|\/work\/|\/var\/task/);
+  if (out.status === 200) {
+    expect(out.headers['content-type']).toMatch(/^text\/(html|markdown); charset=utf-8$/);
+    expect(out.body).not.toMatch(/<script|style=/);
+    return;
+  }
+  expect(out.headers['content-type']).toBe('application/problem+json');
+  for (const k of Object.keys(JSON.parse(out.body)))
+    expect(['type', 'title', 'status', 'code', 'detail']).toContain(k);
 }
 
 /** What every answer must satisfy (SEC-03, HA-12, HA-14). */
@@ -469,9 +485,44 @@ describe('fuzzed requests never cause a 5xx or leak internals (SEC-03, HA-12)', 
         for (const path of [`/${p}`, '/.well-known/takoform/v2']) {
           const out = await host.http({ method: m, path, rawQuery: q, headers: {}, body: undefined });
           if (isConsolePath(path)) checkConsoleResponse(out);
+          else if (isDocsPath(path)) checkDocsResponse(out);
           else checkResponse(out);
         }
       }),
+      { numRuns: RUNS },
+    );
+  });
+
+  it('SEC-03 random requests to /, /health and the documentation pages: no 5xx, no exception text, the CSP', async () => {
+    const docsPath = () =>
+      fc.oneof(
+        fc.constantFrom('/', '/docs', '/docs/', '/docs/host-api', '/docs/authentication', '/health'),
+        fc
+          .array(
+            fc.oneof(
+              fc.constantFrom('host-api', 'authentication', '..', '%2e%2e', '__proto__', ''),
+              idLike(),
+            ),
+            {
+              minLength: 1,
+              maxLength: 3,
+            },
+          )
+          .map((segs) => `/docs/${segs.join('/')}`),
+      );
+    await fc.assert(
+      fc.asyncProperty(
+        docsPath(),
+        fc.oneof({ arbitrary: fc.constantFrom('GET', 'HEAD'), weight: 3 }, method()),
+        query(),
+        fc.option(fc.constantFrom('text/markdown', 'text/html', '*/*', 'text/markdown;q=0')),
+        async (path, m, q, accept) => {
+          const headers: Record<string, string> = accept === null ? {} : { accept };
+          const out = await host.http({ method: m, path, rawQuery: q, headers, body: undefined });
+          if (path === '/health') checkResponse(out);
+          else checkDocsResponse(out);
+        },
+      ),
       { numRuns: RUNS },
     );
   });

@@ -172,6 +172,9 @@ describe('operator endpoints', () => {
       runningBatches: 0,
       maxConcurrency: 3,
       batches: [],
+      // No batch has finished yet (recent-batches.test.ts fills these).
+      recentBatches: [],
+      lastHandlerError: null,
     });
     // A queue is not a consumer.
     problem(await call('GET', `/consumers/${target}/state`), 404, 'not_found');

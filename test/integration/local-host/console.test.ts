@@ -190,6 +190,21 @@ describe('the console in headless chromium against npm start', () => {
   });
 
   it('OPS-04 SEC-01 signs in; queues, consumers, dead letters and Operations match the API; the key stays in the tab', async () => {
+    // The Host is idle before the figures are compared: each consumer's last lane has ended its
+    // final long poll (the idle wait) and freed its slot.
+    await expect
+      .poll(
+        async () => {
+          const held = await Promise.all(
+            ['orders-echo', 'jobs-failing'].map(
+              async (c) => (await ext('GET', `/consumers/${uid[c]}/state`)).slotsHeld,
+            ),
+          );
+          return held.every((n) => n === 0);
+        },
+        { timeout: 30_000, interval: 500 },
+      )
+      .toBe(true);
     const key = host.ready.apiKey as string;
     await page.fill('#api-key', key);
     await page.click('#sign-in-form button[type=submit]');

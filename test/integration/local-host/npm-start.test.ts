@@ -67,6 +67,24 @@ describe('npm start with the default origin', () => {
     });
   });
 
+  it('HA-01 the documentation URLs of discovery answer 200 over real HTTP, and so do / and /health', async () => {
+    const d = await discovery(host);
+    const get = (url: string) => fetch(url, { signal: AbortSignal.timeout(10_000) });
+    for (const url of [d.body.documentation, d.body.authentication.documentation]) {
+      const res = await get(url.replace(d.body.baseUrl.replace(API_ROOT_PATH, ''), host.loopback));
+      expect(res.status, url).toBe(200);
+      expect(res.headers.get('content-type')).toBe('text/html; charset=utf-8');
+      expect(res.headers.get('content-security-policy')).toContain("default-src 'none'");
+      expect(await res.text()).toContain('<pre>');
+    }
+    const home = await get(`${host.loopback}/`);
+    expect(home.status).toBe(200);
+    expect(await home.text()).toContain('href="console"');
+    const health = await get(`${host.loopback}/health`);
+    expect(health.status).toBe(200);
+    expect(await health.json()).toEqual({ status: 'ok' });
+  });
+
   it('binds every listener of the Host and its stand-ins to 127.0.0.1 only', () => {
     const standIns = descendantPids(host.pid);
     expect(standIns.length).toBeGreaterThanOrEqual(2); // DynamoDB Local and the SQS server

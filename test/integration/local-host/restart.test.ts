@@ -102,6 +102,39 @@ describe('RC-02 restart at each crash point', () => {
   });
 });
 
+describe('RC-02 restart with the default lease', () => {
+  const hosts = useHostProcesses({ cleanup: 'afterEach' });
+
+  it('RC-02: a step the killed run had claimed resumes when the Host restarts, not when its 60 s lease runs out', async () => {
+    const workersDir = hosts.tempDir();
+    const name = `lease-${Date.now().toString(36)}`;
+    writeWorker(workersDir, 'default', name);
+    const body = { form: MODULE_WORKER_FORM, space: 'default', name, spec: {} };
+    const headers = { 'idempotency-key': `rc02-lease-${randomUUID()}` };
+    // The default lease (no TAKOFORM_OPERATION_LEASE_MS): the crash comes right after the claim.
+    const crashing = await hosts.start({
+      workersDir,
+      env: { TAKOFORM_CRASH_AT: 'operation.after-dispatch-mark' },
+    });
+    const first = await hostClient(crashing)
+      .request('POST', '/resources', { body, headers })
+      .catch(() => undefined);
+    expect(await crashing.waitExit(20_000)).toEqual({ code: null, signal: 'SIGKILL' });
+    const claimedAt = Date.now();
+
+    const restarted = await hosts.start({ dataDir: crashing.dataDir, workersDir });
+    const api = hostClient(restarted);
+    const replay = await api.request('POST', '/resources', { body, headers });
+    if (first) expect(replay.body.id).toBe(first.body.id);
+    // Far inside the 60 s the claim would otherwise hold the Operation for.
+    const done = await api.waitTerminal(replay.body.id, 20_000);
+    expect(done.body).toMatchObject({ status: 'succeeded', effect: 'complete', generation: 1 });
+    console.info(`default lease: succeeded ${Date.now() - claimedAt} ms after the kill`);
+    expect(Date.now() - claimedAt).toBeLessThan(60_000);
+    expect(await restarted.stop('SIGTERM')).toEqual({ code: 0, signal: null });
+  });
+});
+
 const QUEUE_FORM = 'https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/';
 /** The local Host names each Resource's SQS queue `takoform-<uid>`. */
 const SQS_PREFIX = 'takoform-';

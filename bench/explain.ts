@@ -1,0 +1,303 @@
+/**
+ * Why each missed target was missed, and what would close it — written from this run's numbers
+ * only (calls per batch by part, items they named, times per batch), so that it cannot describe
+ * code the run did not measure. Where a cause is not measured, only the number is stated.
+ */
+import { fmt, fmtSpread } from './format.ts';
+import { dynamoParts, itemsPerBatch, type PartBreakdown } from './per-batch.ts';
+import type { CellCounts, Row, Summary } from './report.ts';
+import type { SdkTally } from './support/meter.ts';
+
+const READ_OPS = new Set(['GetItem', 'BatchGetItem', 'Query', 'Scan', 'TransactGetItems']);
+
+const byKey = (s: Summary, key: string): Row | undefined => s.rows.find((r) => r.key === key);
+const missed = (r: Row | undefined): r is Row => r?.verdict === 'missed';
+
+/** Item kinds a part read or wrote per batch, summed over its DynamoDB operations. */
+function kindsOf(b: PartBreakdown, part: string, reads: boolean): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [key, e] of Object.entries(b.ops[part] ?? {})) {
+    if (!key.startsWith('DynamoDB:')) continue;
+    if (READ_OPS.has(key.slice('DynamoDB:'.length)) !== reads) continue;
+    for (const [kind, n] of Object.entries(e.items ?? {})) out[kind] = (out[kind] ?? 0) + n;
+  }
+  return out;
+}
+
+const kindList = (kinds: Record<string, number>, batches: number) =>
+  Object.entries(kinds)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([k, n]) => `${k} ${fmt(n / Math.max(1, batches), 2)}`)
+    .join(', ');
+
+/** "batch-host:register 7.00 (reads 6.00: ATTACH 1.00, …; writes 1.00: …); …" */
+export function dynamoByPart(b: PartBreakdown, withKinds = true): string {
+  return dynamoParts(b)
+    .map((p) => {
+      const r = withKinds ? kindList(kindsOf(b, p.part, true), b.batches) : '';
+      const w = withKinds ? kindList(kindsOf(b, p.part, false), b.batches) : '';
+      return `${p.part} ${fmt(p.reads + p.writes, 2)} (reads ${fmt(p.reads, 2)}${r ? `: ${r}` : ''}; writes ${fmt(p.writes, 2)}${w ? `: ${w}` : ''})`;
+    })
+    .join('; ');
+}
+
+/** Item kinds read in the batch's path that the same path also writes (reads a condition could replace). */
+function readAndWritten(b: PartBreakdown): { kinds: string[]; readsPerBatch: number } {
+  const read: Record<string, number> = {};
+  const written = new Set<string>();
+  for (const part of Object.keys(b.ops)) {
+    for (const [k, n] of Object.entries(kindsOf(b, part, true))) read[k] = (read[k] ?? 0) + n;
+    for (const k of Object.keys(kindsOf(b, part, false))) written.add(k);
+  }
+  const kinds = Object.keys(read)
+    .filter((k) => written.has(k))
+    .sort();
+  const n = kinds.reduce((a, k) => a + (read[k] ?? 0), 0);
+  return { kinds, readsPerBatch: n / Math.max(1, b.batches) };
+}
+
+/** Calls per batch by the part of the Host that made them, with request units and item kinds. */
+export function partTable(b: PartBreakdown): string {
+  const parts = Object.keys(b.ops).sort();
+  if (parts.length === 0) return '_not measured_';
+  const ops = [...new Set(parts.flatMap((r) => Object.keys(b.ops[r] ?? {})))].sort();
+  const n = Math.max(1, b.batches);
+  const cell = (e: SdkTally | undefined) => {
+    if (!e) return '';
+    const units = e.rru + e.wru + e.refusedWrites;
+    const unitText =
+      units > 0 ? ` (${fmt(units / n, 2)} ${e.wru + e.refusedWrites > 0 ? 'WRU' : 'RRU'})` : '';
+    const items = itemsPerBatch(e, n);
+    return `${fmt(e.calls / n, 2)}${unitText}${items ? ` — ${items}` : ''}`;
+  };
+  const lines = [`| Call | ${parts.join(' | ')} |`, `|---|${parts.map(() => '---').join('|')}|`];
+  for (const op of ops) lines.push(`| ${op} | ${parts.map((p) => cell(b.ops[p]?.[op])).join(' | ')} |`);
+  const states = Object.entries(b.transitions)
+    .sort(([x], [y]) => x.localeCompare(y))
+    .map(([state, k]) => `${state} ${fmt(k / n, 2)}`)
+    .join(', ');
+  const lambda = Object.entries(b.lambda)
+    .sort(([x], [y]) => x.localeCompare(y))
+    .map(([role, k]) => `${role} ${fmt(k / n, 2)}`)
+    .join(', ');
+  lines.push(
+    '',
+    `Per batch — state transitions: ${states || 'none'}; Lambda invocations: ${lambda || 'none'}.`,
+  );
+  return lines.join('\n');
+}
+
+/** The cell whose breakdown the explanations quote: a steady stream if measured, else a drain. */
+export function referenceCells(s: Summary): CellCounts[] {
+  const steady = s.cells.find((c) => c.kind === 'steady' && c.batchSize === 10);
+  const drain =
+    s.cells.find((c) => c.kind === 'drain' && c.batchSize === 100 && c.concurrency === 10) ??
+    s.cells.find((c) => c.kind === 'drain');
+  return [drain, steady].filter((c): c is CellCounts => c !== undefined);
+}
+
+function throughputMiss(s: Summary, r: Row, c: CellCounts | undefined): string {
+  const target = Number(r.target?.match(/[\d.]+$/)?.[0]);
+  const runs = s.throughputRatios[c?.id ?? ''] ?? [];
+  const parts = [
+    `**Throughput ratio (${r.setting.replace(/, \d+ msgs$/, '')}): ${fmtSpread(r.ratio, 2)} against ${r.target?.replace('Host ÷ baseline ', '')} — missed** (below it in ${runs.filter((x) => x < target).length} of ${runs.length} runs).`,
+  ];
+  if (c && r.baseline) {
+    // A lane's time per batch: concurrency × messages per batch ÷ messages per second.
+    const hostMs = (c.concurrency * c.messagesPerBatch.median * 1000) / r.host.median;
+    const baseMs = (c.concurrency * c.batchSize * 1000) / r.baseline.median;
+    const pb = c.perBatch;
+    const baseSqs = Number.isFinite(c.baselineSqsPerBatch.median)
+      ? `, making ${fmtSpread(c.baselineSqsPerBatch, 1)} SQS requests and nothing else`
+      : '';
+    parts.push(
+      `Each lane spent ${fmt(hostMs, 1)} ms per batch of ${fmt(c.messagesPerBatch.median, 1)} messages; the raw loop ${fmt(baseMs, 1)} ms per batch of ${c.batchSize}${baseSqs}.`,
+      `Per batch the Host made ${fmtSpread(pb.sqsRequests, 1)} SQS requests, ${fmtSpread(pb.dynamoRequests, 1)} DynamoDB requests, ${fmtSpread(pb.lambda, 2)} Lambda invocations and ${fmtSpread(pb.transitions, 2)} state transitions; the DynamoDB requests by part: ${dynamoByPart(c.breakdown)}.`,
+      `What would close it: a lane needs ≤ ${fmt(baseMs / target, 1)} ms per batch (${fmt(Math.max(0, hostMs - baseMs / target), 1)} ms less than now), by fewer Host calls per batch (the DynamoDB target below asks for ≤ 6 requests) or by forming the next batch while the current one is handled.`,
+    );
+  }
+  return parts.join(' ');
+}
+
+function utilisationMiss(s: Summary, r: Row): string {
+  const d = s.utilisationDetail;
+  const slots = byKey(s, 'utilisation:slots');
+  const out = [
+    `**Running handlers: ${fmtSpread(r.host, 2)} of maxConcurrency against ≥ 0.9 — missed** (slots held: ${fmtSpread(slots?.host, 2)}).`,
+  ];
+  if (d) {
+    const h = d.meanHandlerMs.median;
+    const held = d.meanSlotMs.median;
+    out.push(
+      `A slot was held ${fmt(held, 0)} ms per batch, of which the handler ran ${fmt(h, 0)} ms (peak ${d.peakHandlers} handlers of ${d.maxConcurrency}, so the bound held). ` +
+        `Handlers fill slots held × handler ÷ held = ${fmt((slots?.host.median ?? 1) * (h / Math.max(1, held)), 2)} of maxConcurrency.`,
+      `What would close it: with every slot held, ≥ 0.9 needs ≤ ${fmt(h / 9, 1)} ms per batch outside the handler (now ${fmt(held - h, 0)} ms), or the next batch received and registered while the handler runs.`,
+    );
+  }
+  return out.join(' ');
+}
+
+function dynamoMisses(s: Summary, rows: Row[]): string {
+  const list = rows.map((r) => {
+    const c = s.cells.find((x) => r.key === `dynamo:${x.kind}:${x.id}`);
+    return `${c?.label ?? r.setting}: ${fmtSpread(r.host, 1)}`;
+  });
+  const out = [
+    `**DynamoDB requests per batch: missed in ${rows.length} of ${s.cells.length} cells** against ≤ 6 (${list.join('; ')}).`,
+  ];
+  for (const c of referenceCells(s)) {
+    const b = c.breakdown;
+    const both = readAndWritten(b);
+    const reads: Record<string, number> = {};
+    for (const part of Object.keys(b.ops))
+      for (const [k, n] of Object.entries(kindsOf(b, part, true))) reads[k] = (reads[k] ?? 0) + n;
+    const repeated = Object.entries(reads)
+      .filter(([, n]) => n / Math.max(1, b.batches) > 1.05)
+      .sort(([x], [y]) => x.localeCompare(y))
+      .map(([k, n]) => `${k} ${fmt(n / Math.max(1, b.batches), 2)}`);
+    out.push(
+      `At ${c.label} (${fmt(b.batches, 0)} batches): ${dynamoByPart(b)}.` +
+        (repeated.length > 0 ? ` Item kinds read more than once per batch: ${repeated.join(', ')}.` : '') +
+        (both.kinds.length > 0
+          ? ` ${fmt(both.readsPerBatch, 2)} reads per batch are of item kinds the same path also writes (${both.kinds.join(', ')}), which a condition on that write could check instead.`
+          : ''),
+    );
+  }
+  out.push(
+    'What would close it: removing the requests beyond 6 per batch from the parts above, starting with the repeated reads.',
+  );
+  return out.join(' ');
+}
+
+function costMisses(s: Summary, rows: Row[]): string {
+  const out = [
+    `**Cost: missed in ${rows.length} of ${s.costs.length} cells** (Cloudflare Queues: $${fmt(1.2, 2)} per million).`,
+  ];
+  for (const r of rows) {
+    const c = s.costs.find((x) => x.cell === r.setting);
+    const counts = s.cells.find((x) => x.kind === 'drain' && x.label.endsWith(r.setting));
+    if (!c) continue;
+    const limit = Number(r.target?.replace('≤ $', ''));
+    const b = c.breakdown;
+    const parts = (
+      [
+        ['DynamoDB writes', b.dynamoWrites, counts ? `${fmt(counts.perBatch.wru.median, 1)} WRU/batch` : ''],
+        ['DynamoDB reads', b.dynamoReads, counts ? `${fmt(counts.perBatch.rru.median, 1)} RRU/batch` : ''],
+        [
+          'Step Functions',
+          b.stepFunctions,
+          counts ? `${fmt(counts.perBatch.transitions.median, 2)} transitions/batch` : '',
+        ],
+        ['SQS', b.sqs, `${fmtSpread(c.sqsPerMessage, 2)} requests/message`],
+        [
+          'Lambda',
+          b.lambdaRequests + b.lambdaDuration,
+          counts ? `${fmt(counts.perBatch.lambda.median, 2)} invocations/batch` : '',
+        ],
+      ] as const
+    )
+      .filter(([, usd]) => usd > 0)
+      .sort((x, y) => y[1] - x[1]);
+    out.push(
+      `${r.setting}: $${fmt(b.total, 3)} against ≤ $${fmt(limit, 2)}, $${fmt(b.total - limit, 3)} over — ${parts.map(([name, usd, per]) => `${name} $${fmt(usd, 3)}${per ? ` (${per})` : ''}`).join(', ')}.`,
+    );
+  }
+  out.push(
+    'What would close it: in each cell, cutting the parts above, largest first, by the amount it is over.',
+  );
+  return out.join(' ');
+}
+
+export function explanations(s: Summary): string[] {
+  const out: string[] = [];
+  for (const r of s.rows.filter((x) => x.key?.startsWith('throughput:') && missed(x))) {
+    out.push(
+      throughputMiss(
+        s,
+        r,
+        s.cells.find((c) => c.kind === 'drain' && `throughput:${c.id}` === r.key),
+      ),
+    );
+  }
+  const handlers = byKey(s, 'utilisation:handlers');
+  if (missed(handlers)) out.push(utilisationMiss(s, handlers));
+  const dynamo = s.rows.filter((x) => x.key?.startsWith('dynamo:') && missed(x));
+  if (dynamo.length > 0) out.push(dynamoMisses(s, dynamo));
+  const cost = s.rows.filter((x) => x.key?.startsWith('cost:') && missed(x));
+  if (cost.length > 0) out.push(costMisses(s, cost));
+  const idle = byKey(s, 'idle:one');
+  if (missed(idle)) {
+    const b = s.idle.breakdownOne;
+    out.push(
+      `**Idle cost: $${fmtSpread(idle.host, 3)} per month against ≤ $1 — missed.** By part per month: SQS $${fmt(b.sqs, 3)}, DynamoDB $${fmt(b.dynamoReads + b.dynamoWrites, 3)}, Lambda $${fmt(b.lambdaRequests + b.lambdaDuration, 3)}, CloudWatch $${fmt(b.cloudwatch, 3)} (calls per round in the idle section).`,
+    );
+  }
+  for (const r of s.rows.filter((x) => x.key?.startsWith('arrival:') && missed(x))) {
+    const p50 = byKey(s, r.key?.replace(/:p99$/, ':p50') ?? '');
+    out.push(
+      `**${r.figure} (${r.setting}): ${fmtSpread(r.host, 0)} ms against ${r.target} — missed**${p50 && p50 !== r ? ` (p50 ${fmtSpread(p50.host, 0)} ms)` : ''}.`,
+    );
+  }
+  const ack = byKey(s, 'settle:acknowledge():p99');
+  if (missed(ack)) {
+    const calls = Object.entries(s.callsPerSettle)
+      .sort()
+      .map(([op, n]) => `${fmt(n, 2)} ${op}`)
+      .join(', ');
+    out.push(
+      `**acknowledge() p99: ${fmtSpread(ack.host, 1)} ms, ${fmtSpread(ack.ratio, 2)}× the bare conditional write — missed.** The Host made ${calls || 'no counted calls'} per settlement call; one conditional write per call would match the baseline.`,
+    );
+  }
+  return out;
+}
+
+/** Measured observations beside the targets (no verdicts). */
+export function findings(s: Summary): string[] {
+  const out: string[] = [];
+  for (const c of s.cells.filter((x) => x.kind === 'steady')) {
+    const tp = byKey(s, `steady:${c.id}:throughput`);
+    const p99 = byKey(s, `steady:${c.id}:p99`);
+    if (!tp || !p99 || c.rate === undefined) continue;
+    // The raw loop under the same producer shows what the stand-ins let through.
+    const behind = (tp.baseline?.median ?? c.rate) - tp.host.median;
+    out.push(
+      `**Steady stream, ${c.label}**: the Host handled ${fmtSpread(tp.host, 0)} msg/s of the ${fmt(c.rate, 0)} sent, the raw loop ${fmtSpread(tp.baseline, 0)}; send → handler p99 ${fmtSpread(p99.host, 0)} ms against the raw loop's ${fmtSpread(p99.baseline, 0)} ms` +
+        (behind > 0.05 * c.rate
+          ? `; about ${fmt(behind, 0)} msg/s more than the Host handled queued up during the window, with ${fmtSpread(c.perBatch.dynamoRequests, 1)} DynamoDB requests per batch of ${fmtSpread(c.messagesPerBatch, 1)} messages.`
+          : '.'),
+    );
+  }
+  const b10 = s.cells.filter((c) => c.kind === 'drain' && c.batchSize === 10);
+  const low = b10[0];
+  const high = b10.at(-1);
+  if (low && high && low !== high) {
+    const perWrite = (c: CellCounts) => {
+      let calls = 0;
+      let units = 0;
+      for (const ops of Object.values(c.breakdown.ops))
+        for (const [key, e] of Object.entries(ops)) {
+          if (!key.startsWith('DynamoDB:') || READ_OPS.has(key.slice(9))) continue;
+          calls += e.calls;
+          units += e.wru + e.refusedWrites;
+        }
+      return units / Math.max(1, calls);
+    };
+    out.push(
+      `**Write size and concurrency**: at batch 10, a DynamoDB write request cost ${fmt(perWrite(low), 2)} WRU on average at concurrency ${low.concurrency} and ${fmt(perWrite(high), 2)} at concurrency ${high.concurrency}; WRU per batch ${fmtSpread(low.perBatch.wru, 2)} and ${fmtSpread(high.perBatch.wru, 2)}.`,
+    );
+  }
+  const tail = s.costs.find((c) => c.batchSize === 100 && c.concurrency === 10)?.tailPerLane;
+  const le = s.idle.laneEnd;
+  if (tail || le) {
+    out.push(
+      '**How lanes end**: ' +
+        (tail
+          ? `after a batch 100 / concurrency 10 drain, per lane, ${fmt(tail.transitions, 1)} transitions, ${fmt(tail.lambda, 1)} Lambda invocations, ${fmt(tail.sqs, 1)} SQS requests and ${fmt(tail.dynamoCalls, 1)} DynamoDB requests were made after the last message was finalised. `
+          : '') +
+        (le
+          ? `One lane started on an empty queue (idleWaitSeconds ${le.idleWaitSeconds}) made ${fmt(le.transitions, 1)} transitions, ${fmt(le.lambda, 1)} Lambda invocations (${fmt(le.gbSeconds, 2)} GB-s), ${fmt(le.sqs, 1)} SQS and ${fmt(le.dynamoCalls, 1)} DynamoDB requests: $${fmt(le.usd * 1e6, 0)} per million lane ends.`
+          : ''),
+    );
+  }
+  return out;
+}

@@ -1,0 +1,64 @@
+/**
+ * The README's cost table, regenerated from a bench run: the text between the two markers in
+ * "Costs and limits" is replaced by `npm run bench` (full runs only) and by `--from`, so the
+ * README never carries hand-written per-batch figures that the data path has outgrown.
+ */
+import { dynamoByPart, referenceCells } from './explain.ts';
+import { fmt } from './format.ts';
+import { PRICES } from './pricing.ts';
+import type { Summary } from './report.ts';
+import type { BenchMeta } from './results-model.ts';
+
+export const COSTS_START = '<!-- bench:costs:start -->';
+export const COSTS_END = '<!-- bench:costs:end -->';
+
+/** The Markdown between the markers (without them). `resultsLink` is relative to the README. */
+export function costsRegion(meta: BenchMeta, summary: Summary, resultsLink: string): string {
+  const verdictOf = (key: string) => {
+    const r = summary.rows.find((x) => x.key === key);
+    return r?.target ? `${r.target} ${r.verdict}` : '—';
+  };
+  const lines = [
+    `Measured by \`npm run bench\` on ${meta.date} ([results](${resultsLink})) on the local stand-ins, per finalised batch on the happy path (the handler returns; no explicit ack). USD per million messages include the producer, at list prices (${PRICES.region}; checked ${PRICES.checked}). Generated: \`npm run bench\` rewrites this part of the README and \`npm run bench -- --from bench/results/<date>.json\` re-renders it; edits here are lost.`,
+    '',
+    '| Cell | Messages / batch | Step Functions transitions / batch | Lambda invocations / batch | DynamoDB requests / batch (WRU, RRU) | SQS requests / batch | USD per million messages |',
+    '|---|---|---|---|---|---|---|',
+  ];
+  for (const c of summary.cells) {
+    const p = c.perBatch;
+    const target = c.kind === 'drain' ? ` (${verdictOf(`cost:${c.id}`)})` : '';
+    lines.push(
+      `| ${c.label} | ${fmt(c.messagesPerBatch.median, 1)} | ${fmt(p.transitions.median, 2)} | ${fmt(p.lambda.median, 2)} | ${fmt(p.dynamoRequests.median, 1)} (${fmt(p.wru.median, 1)}, ${fmt(p.rru.median, 1)}) | ${fmt(p.sqsRequests.median, 1)} | $${fmt(c.perMillion.median, 3)}${target} |`,
+    );
+  }
+  lines.push('');
+  for (const c of referenceCells(summary)) {
+    const b = c.breakdown;
+    const per = (m: Record<string, number>) =>
+      Object.entries(m)
+        .sort(([x], [y]) => x.localeCompare(y))
+        .map(([k, n]) => `${k} ${fmt(n / Math.max(1, b.batches), 2)}`)
+        .join(', ');
+    lines.push(
+      `By part, ${c.label}: Lambda — ${per(b.lambda) || 'none'}; Step Functions — ${per(b.transitions) || 'none'}; DynamoDB — ${dynamoByPart(b, false) || 'none'} (by item kind in the results).`,
+      '',
+    );
+  }
+  lines.push(
+    `Idle: a Host whose one consumer is idle $${fmt(summary.idle.hostWithOneIdleConsumer.median, 3)} per month (the supervisor's round every minute), each further idle consumer $${fmt(summary.idle.perExtraConsumer.median, 3)}.`,
+  );
+  return lines.join('\n');
+}
+
+/** `readme` with its marked region replaced; throws when the markers are missing or repeated. */
+export function replaceCostsRegion(readme: string, region: string): string {
+  // Markers count only as whole lines, so prose may name them.
+  const lines = readme.split('\n');
+  const starts = lines.flatMap((l, i) => (l.trim() === COSTS_START ? [i] : []));
+  const ends = lines.flatMap((l, i) => (l.trim() === COSTS_END ? [i] : []));
+  const [start] = starts;
+  const [end] = ends;
+  if (starts.length !== 1 || ends.length !== 1 || start === undefined || end === undefined || end < start)
+    throw new Error(`the README needs exactly one ${COSTS_START} … ${COSTS_END} region`);
+  return [...lines.slice(0, start + 1), region, ...lines.slice(end)].join('\n');
+}

@@ -1,0 +1,51 @@
+/**
+ * Seals: what the Host learned when it took a slot (consumer settings, queue target, worker)
+ * travels with the slot through the state machine and the runner, bound by an HMAC with the
+ * Host's delivery key. A sealed slot is trusted without reading those records again; a slot whose
+ * seal does not verify is refused as `unknown_batch`, so a runner can neither forge nor alter one
+ * (DL-09). A batch's manifest travels the same way from registration to finalisation, so the
+ * runner's copy stands in for reading it back from the table.
+ *
+ * Every MAC here starts with its own label, so none can stand in for another, nor for a batch
+ * credential (the HMAC of a bare batch id, which never starts with `takoform/`).
+ */
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { canonicalJson } from '../engine/canonical-json.ts';
+
+const SLOT_LABEL = 'takoform/slot/v1\n';
+
+/** Over the value as it arrives after a JSON hop (absent optional fields dropped). */
+const mac = (key: Buffer, label: string, value: unknown) =>
+  createHmac('sha256', key)
+    .update(label + canonicalJson(JSON.parse(JSON.stringify(value))))
+    .digest('base64url');
+
+/** Compares two MACs in constant time. */
+export function sameMac(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+/** The slot with its seal over every other field. */
+export function sealSlot<T extends object>(key: Buffer, fields: T): T & { seal: string } {
+  return { ...fields, seal: mac(key, SLOT_LABEL, fields) };
+}
+
+/** Whether `slot.seal` is the Host's seal of the slot's other fields. */
+export function slotSealValid(key: Buffer, slot: { seal?: string }): boolean {
+  const { seal, ...fields } = slot;
+  return typeof seal === 'string' && sameMac(seal, mac(key, SLOT_LABEL, fields));
+}
+
+const MANIFEST_LABEL = 'takoform/manifest/v1\n';
+
+/** The seal of a batch's manifest, as registration recorded it (ids, attempts, receipt handles). */
+export function manifestSeal(key: Buffer, batchId: string, manifest: object): string {
+  return mac(key, `${MANIFEST_LABEL}${batchId}\n`, manifest);
+}
+
+/** Whether `seal` is the Host's seal of `manifest` for this batch. */
+export function manifestSealValid(key: Buffer, batchId: string, manifest: object, seal: string): boolean {
+  return sameMac(seal, manifestSeal(key, batchId, manifest));
+}

@@ -1,0 +1,22 @@
+/**
+ * `npm run build` (and `prepack`): the package's JavaScript and declarations in dist/ — the
+ * constructs (dist/lib) and the Lambda code they bundle at the consumer's synth (dist/lambdas),
+ * with the files that code reads at run time (the console's assets, the documentation pages).
+ */
+import { execFileSync } from 'node:child_process';
+import { cpSync, rmSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const dist = `${root}dist`;
+rmSync(dist, { recursive: true, force: true });
+execFileSync(
+  process.execPath,
+  [`${root}node_modules/typescript/bin/tsc`, '-p', `${root}tsconfig.build.json`],
+  {
+    stdio: 'inherit',
+  },
+);
+cpSync(`${root}lambdas/console/assets`, `${dist}/lambdas/console/assets`, { recursive: true });
+cpSync(`${root}lambdas/docs/pages`, `${dist}/lambdas/docs/pages`, { recursive: true });
+process.stdout.write(`built ${dist}\n`);
