@@ -111,8 +111,8 @@ const consumerKey = (consumerUid: string, generation: number) => `${consumerUid}
 
 /**
  * Execution names (≤ 80 characters of `[A-Za-z0-9_-]`). A wake's lane is named by the wake count
- * that started it; a supervisor round's by its second, so a repeated round (EventBridge delivers
- * at least once) starts each lane once.
+ * that started it; a supervisor round's by the second it was scheduled for (not the second it ran
+ * in), so a repeated round (EventBridge delivers at least once) starts each lane once.
  */
 export const laneNames = {
   wake: (c: string, g: number, wakes: number) => `${consumerKey(c, g)}-w${wakes}`,
@@ -219,11 +219,13 @@ export class ControlLoop {
 
   /**
    * One supervision round for a consumer: recover batches whose deadline passed, then start lanes
-   * for a visible backlog that no lane is receiving. Returns how many lanes it started.
+   * for a visible backlog that no lane is receiving. Returns how many lanes it started. `roundAt`
+   * (epoch ms) names the round's lanes: the same round run twice starts nothing new.
    */
   async superviseConsumer(
     c: { consumerUid: string; generation: number; maxBatchSize: number; maxConcurrency: number },
     visibleNow: () => Promise<number>,
+    roundAt: number = this.clock(),
   ): Promise<{ recovered: number; started: number; visible: number }> {
     const recovered = await this.o.service.recoverExpired(c.consumerUid);
     // Read after recovery, which may have returned messages to the queue.
@@ -236,10 +238,9 @@ export class ControlLoop {
       maxConcurrency: c.maxConcurrency,
       held: Object.keys(state.slots).length,
     });
-    const now = this.clock();
     let started = 0;
     for (let i = 0; i < count; i++) {
-      const name = laneNames.supervisor(c.consumerUid, c.generation, now, i);
+      const name = laneNames.supervisor(c.consumerUid, c.generation, roundAt, i);
       if (await this.launch(name, c.consumerUid, c.generation, 'backlog')) started++;
     }
     return { recovered, started, visible };

@@ -45,7 +45,12 @@ async function queueCounts(sqs: SupervisionDeps['sqs'], sqsUrl: string) {
   };
 }
 
-async function superviseConsumer(deps: SupervisionDeps, a: Attachment, result: SupervisionResult) {
+async function superviseConsumer(
+  deps: SupervisionDeps,
+  a: Attachment,
+  result: SupervisionResult,
+  roundAt: number,
+) {
   const spec = a.spec;
   const dlqUid = spec.deadLetterQueue?.resourceUid;
   const dlq = dlqUid ? await deps.queueDirectory.queue(dlqUid) : undefined;
@@ -63,13 +68,18 @@ async function superviseConsumer(deps: SupervisionDeps, a: Attachment, result: S
       maxConcurrency: spec.maxConcurrency,
     },
     async () => (queue ? (await queueCounts(deps.sqs, queue.sqsUrl)).visible : 0),
+    roundAt,
   );
   result.backlog += r.visible;
   result.recovered += r.recovered;
   result.started += r.started;
 }
 
-export async function superviseRound(deps: SupervisionDeps): Promise<SupervisionResult> {
+/**
+ * `roundAt` (epoch ms) is the time the round was scheduled for: it names the lanes the round
+ * starts, so a round delivered twice starts them once.
+ */
+export async function superviseRound(deps: SupervisionDeps, roundAt: number): Promise<SupervisionResult> {
   const active = await deps.attachments.listActive();
   const result: SupervisionResult = {
     consumers: active.length,
@@ -82,7 +92,7 @@ export async function superviseRound(deps: SupervisionDeps): Promise<Supervision
     try {
       const a = await deps.attachments.get(consumerUid);
       if (a?.state !== 'active') continue;
-      await superviseConsumer(deps, a, result);
+      await superviseConsumer(deps, a, result, roundAt);
     } catch (err) {
       // One consumer's trouble never stops the others; the next round tries again.
       log.warn('supervision of a consumer failed', { consumerUid, err });

@@ -79,17 +79,41 @@ async function ensureSpaceTag(host: AwsHost, queue: QueueTarget): Promise<void> 
   spaceTagged.add(queue.sqsUrl);
 }
 
-/** One supervision round over every active consumer. */
-export async function superviseOnce(deps: SupervisorDeps, obs?: Observability): Promise<SupervisorResult> {
+/** A scheduled event older than this is not trusted to name a round (its lanes are long over). */
+const ROUND_TIME_MAX_AGE_MS = 60 * 60_000;
+
+/**
+ * The minute a round was scheduled for: the EventBridge event's `time`, identical in every
+ * delivery of one event, so a redelivered round names its lanes as the first did. Anything else
+ * (a manual invoke, an unparsable or implausible time) runs as a round of `now`.
+ */
+export function roundTime(event: unknown, now: number): number {
+  const time = (event as { time?: unknown } | null)?.time;
+  const at = typeof time === 'string' && time.length <= 40 ? Date.parse(time) : Number.NaN;
+  return Number.isFinite(at) && at <= now + 60_000 && now - at <= ROUND_TIME_MAX_AGE_MS ? at : now;
+}
+
+/**
+ * One supervision round over every active consumer; `roundAt` (epoch ms, default the clock's
+ * now) names the lanes it starts.
+ */
+export async function superviseOnce(
+  deps: SupervisorDeps,
+  obs?: Observability,
+  roundAt?: number,
+): Promise<SupervisorResult> {
   const { host } = deps;
   const now = (deps.clock ?? Date.now)();
-  const round = await superviseRound({
-    loop: host.host.loop,
-    attachments: host.host.attachments,
-    queueDirectory: host.host.queueDirectory,
-    sqs: host.clients.sqs,
-    beforeQueue: (queue) => ensureSpaceTag(host, queue),
-  });
+  const round = await superviseRound(
+    {
+      loop: host.host.loop,
+      attachments: host.host.attachments,
+      queueDirectory: host.host.queueDirectory,
+      sqs: host.clients.sqs,
+      beforeQueue: (queue) => ensureSpaceTag(host, queue),
+    },
+    roundAt ?? now,
+  );
   let oldestMessageAgeSeconds: number | undefined;
   try {
     oldestMessageAgeSeconds = await oldestMessageAge(deps, now);
@@ -106,8 +130,8 @@ export async function superviseOnce(deps: SupervisorDeps, obs?: Observability): 
 }
 
 export function createSupervisorHandler(deps: SupervisorDeps, obs: Observability) {
-  return async () => {
-    const r = await superviseOnce(deps, obs);
+  return async (event?: unknown) => {
+    const r = await superviseOnce(deps, obs, roundTime(event, (deps.clock ?? Date.now)()));
     obs.metrics.addMetric(HOST_METRICS.dispatcherStarts, MetricUnit.Count, r.started);
     obs.metrics.addMetric(HOST_METRICS.backlogMessages, MetricUnit.Count, r.backlog);
     obs.metrics.addMetric(HOST_METRICS.deadLetterMessages, MetricUnit.Count, r.deadLetter);
@@ -127,7 +151,7 @@ export function createSupervisorHandler(deps: SupervisorDeps, obs: Observability
 const obs = observability('takoform-supervisor');
 let ready: Promise<ReturnType<typeof createSupervisorHandler>> | undefined;
 
-export const handler = async (_event: unknown, context: Context) => {
+export const handler = async (event: unknown, context: Context) => {
   obs.logger.addContext(context);
   ready ??= awsHostFromEnv().then((host) => {
     if (!host.config.dispatcherArn)
@@ -137,5 +161,5 @@ export const handler = async (_event: unknown, context: Context) => {
       obs,
     );
   });
-  return (await ready)();
+  return (await ready)(event);
 };

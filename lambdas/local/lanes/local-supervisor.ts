@@ -13,7 +13,7 @@ export class LocalSupervisor {
   constructor(deps: SupervisionDeps, periodMs: number) {
     this.timer = new Periodic(
       () =>
-        superviseRound(deps).then(
+        superviseRound(deps, Date.now()).then(
           (r) => (r.started > 0 || r.recovered > 0 ? log.info('supervision round', { ...r }) : undefined),
           (err) => log.warn('supervision round failed; retrying', { err }),
         ),

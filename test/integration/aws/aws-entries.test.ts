@@ -17,7 +17,7 @@ import type { BatchHostRequest, BatchHostResponse } from '../../../lambdas/deliv
 import type { Received, Slot } from '../../../lambdas/delivery/delivery-service.ts';
 import { createDispatcherStepHandler } from '../../../lambdas/delivery/dispatcher-step-handler.ts';
 import { decodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
-import { superviseOnce } from '../../../lambdas/delivery/supervisor-handler.ts';
+import { roundTime, superviseOnce } from '../../../lambdas/delivery/supervisor-handler.ts';
 import { hashApiKey } from '../../../lambdas/engine/auth.ts';
 import { runExecutor } from '../../../lambdas/engine/executor-handler.ts';
 import { createAwsHost } from '../../../lambdas/runtime/aws-host.ts';
@@ -477,15 +477,25 @@ describe('the AWS entries', () => {
         ReturnData: true,
       },
     ]);
-    // Named by the control loop's own second (its clock, not the supervisor's): the two lanes of
-    // one round share it.
-    const started = starts.slice(1).map((s) => s.name);
-    const second = Number(/-t(\d+)-0$/.exec(started[0] ?? '')?.[1]);
-    expect(second).toBeGreaterThanOrEqual(Math.floor(now / 1000));
-    expect(second).toBeLessThanOrEqual(Math.floor(Date.now() / 1000));
-    expect(started).toEqual([`${c.consumerUid}-g1-t${second}-0`, `${c.consumerUid}-g1-t${second}-1`]);
-    // The same round again (EventBridge delivers at least once): Step Functions refuses the names; nothing new starts.
-    expect((await superviseOnce(deps as never)).started).toBe(0);
+    // Named by the second the round was scheduled for (the supervisor's clock here), not the
+    // second it ran in: the two lanes of one round share it.
+    const second = Math.floor(now / 1000);
+    expect(starts.slice(1).map((s) => s.name)).toEqual([
+      `${c.consumerUid}-g1-t${second}-0`,
+      `${c.consumerUid}-g1-t${second}-1`,
+    ]);
+    // The same round again (EventBridge delivers at least once), run 90 s later by the clock:
+    // the event's time names the same lanes, Step Functions refuses the names, nothing new starts.
+    const redelivered = { ...deps, clock: () => now + 90_000 };
+    const event = {
+      'detail-type': 'Scheduled Event',
+      time: new Date(second * 1000).toISOString().replace('.000Z', 'Z'),
+    };
+    expect(roundTime(event, now + 90_000)).toBe(second * 1000);
+    expect(
+      (await superviseOnce(redelivered as never, undefined, roundTime(event, now + 90_000))).started,
+    ).toBe(0);
+    expect(starts).toHaveLength(3);
     // A lane is receiving (its slot is not registered yet): neither the minute nor a send starts one.
     const later = { ...deps, clock: () => now + 60_000 };
     const taken = await own.host.host.delivery.acquire(c.consumerUid, 1);
