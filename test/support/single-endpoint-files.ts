@@ -2,7 +2,9 @@
  * The integration files `npm run test:moto` runs in single-endpoint mode (see the README's
  * LocalStack section): those whose subject is what DynamoDB and SQS answer — the engine and its
  * store, queue creation and settings, the AWS Lambda entries over the AWS composition, SQS's
- * limits and the message paths that finish in seconds — within about two minutes on 2 cores.
+ * limits, a batch's sealed slot and its hand-over (the slot map's conditional writes) and the
+ * message paths that finish in seconds — under two minutes on 2 cores, moto's start and stop
+ * included, so `.ci/run` stays near 12 minutes with `npm test`.
  * Left out: the local Host as a child process (it starts its own stand-ins), the chaos schedules
  * and the fault-injection proofs (our middleware is their subject, not the service), and the
  * delivery and QueueConsumer files whose timers and message volumes take minutes each on moto.
@@ -32,4 +34,6 @@ export const SINGLE_ENDPOINT_FILES: readonly string[] = [
   'test/integration/delivery/env.test.ts',
   'test/integration/delivery/producers.test.ts',
   'test/integration/delivery/settle-many-store.test.ts',
+  'test/integration/delivery/sealed-slots.test.ts',
+  'test/integration/delivery/slot-map-store.test.ts',
 ];

@@ -26,20 +26,26 @@ import { loadMotoKnownGaps } from '../../support/single-endpoint-gaps.ts';
 
 const unique = () => `gap-${randomBytes(4).toString('hex')}`;
 
+/** A fresh table keyed by `pk` on the emulator. */
+async function newTable() {
+  const ddb = dynamoDbClient(inject('ddbEndpoint'));
+  const table = unique();
+  await ddb.send(
+    new CreateTableCommand({
+      TableName: table,
+      BillingMode: 'PAY_PER_REQUEST',
+      KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
+      AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
+    }),
+  );
+  return { ddb, table };
+}
+
 describe('moto gaps', () => {
   it('moto fails a ConditionExpression with size() of a missing attribute (HTTP 500) instead of evaluating it false', async () => {
     // AWS: a function of an attribute that does not exist makes its comparison false, so the
     // update is refused with ConditionalCheckFailedException (DynamoDB Local answers the same).
-    const ddb = dynamoDbClient(inject('ddbEndpoint'));
-    const table = unique();
-    await ddb.send(
-      new CreateTableCommand({
-        TableName: table,
-        BillingMode: 'PAY_PER_REQUEST',
-        KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
-        AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
-      }),
-    );
+    const { ddb, table } = await newTable();
     const err = await ddb
       .send(
         new UpdateItemCommand({
@@ -60,16 +66,7 @@ describe('moto gaps', () => {
     // AWS: transactions are serializable against each other; a cancelled one changes nothing,
     // and every transaction that succeeded stays written. moto copies the table before each
     // transaction and puts the copy back when one is cancelled, with no lock between requests.
-    const ddb = dynamoDbClient(inject('ddbEndpoint'));
-    const table = unique();
-    await ddb.send(
-      new CreateTableCommand({
-        TableName: table,
-        BillingMode: 'PAY_PER_REQUEST',
-        KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
-        AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
-      }),
-    );
+    const { ddb, table } = await newTable();
     await ddb.send(new PutItemCommand({ TableName: table, Item: { pk: { S: 'taken' } } }));
     // A table of some size: moto's copy then takes long enough for the requests to overlap.
     for (let i = 0; i < 100; i++)
@@ -112,6 +109,43 @@ describe('moto gaps', () => {
           anomalies++;
     }
     expect(anomalies).toBeGreaterThan(0);
+  });
+
+  it('moto does not make a conditional UpdateItem atomic: concurrent updates under one condition can all pass it', async () => {
+    // AWS: a conditional write is atomic on its item; of concurrent updates that each require
+    // `owner` to be absent, exactly one succeeds and the rest fail their condition. moto reads the
+    // item, evaluates the condition and then applies the update, with no lock between requests:
+    // an update of several attributes (as an Operation's claim is) gives the others time to pass.
+    const { ddb, table } = await newTable();
+    const counters = Array.from({ length: 10 }, (_, j) => `a${j} = if_not_exists(a${j}, :zero) + :one`);
+    let doubleOwners = 0;
+    for (let round = 0; round < 15 && doubleOwners === 0; round++) {
+      const pk = `item-${round}`;
+      await ddb.send(new PutItemCommand({ TableName: table, Item: { pk: { S: pk } } }));
+      const outcomes = await Promise.allSettled(
+        Array.from({ length: 20 }, (_, i) =>
+          ddb.send(
+            new UpdateItemCommand({
+              TableName: table,
+              Key: { pk: { S: pk } },
+              UpdateExpression: `SET ${[...counters, '#owner = :me'].join(', ')}`,
+              ConditionExpression: 'attribute_not_exists(#owner)',
+              ExpressionAttributeNames: { '#owner': 'owner' },
+              ExpressionAttributeValues: {
+                ':me': { S: `claimant-${i}` },
+                ':zero': { N: '0' },
+                ':one': { N: '1' },
+              },
+            }),
+          ),
+        ),
+      );
+      for (const o of outcomes)
+        if (o.status === 'rejected')
+          expect((o.reason as { name?: string }).name).toBe('ConditionalCheckFailedException');
+      if (outcomes.filter((o) => o.status === 'fulfilled').length > 1) doubleOwners++;
+    }
+    expect(doubleOwners).toBeGreaterThan(0);
   });
 
   it('moto returns a queue Policy re-serialized (with spaces), not the string that was set', async () => {
