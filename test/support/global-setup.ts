@@ -7,20 +7,25 @@ declare module 'vitest' {
   export interface ProvidedContext {
     ddbEndpoint: string;
     sqsEndpoint: string;
+    /** The stand-ins this setup started (name and PID); none in single-endpoint mode. */
+    standIns: { name: string; pid: number }[];
   }
 }
 
 /**
  * One in-memory DynamoDB Local and one SQS stand-in, shared by every integration test file. With
- * TAKOFORM_LOCALSTACK_ENDPOINT set (e.g. http://localhost.localstack.cloud:4566), the suite runs
- * against that LocalStack instead and starts no stand-ins (OPS-03).
+ * TAKOFORM_LOCALSTACK_ENDPOINT set (LocalStack, e.g. http://localhost.localstack.cloud:4566, or
+ * moto_server through `npm run test:moto`), the suite runs against that one endpoint instead and
+ * starts no stand-ins (OPS-03).
  */
 export default async function setup(project: TestProject) {
-  const localstack = process.env.TAKOFORM_LOCALSTACK_ENDPOINT;
-  if (localstack) {
-    project.provide('ddbEndpoint', localstack);
-    project.provide('sqsEndpoint', localstack);
-    process.stdout.write(`[integration] backend: LocalStack at ${localstack}\n`);
+  const single = process.env.TAKOFORM_LOCALSTACK_ENDPOINT;
+  if (single) {
+    project.provide('ddbEndpoint', single);
+    project.provide('sqsEndpoint', single);
+    project.provide('standIns', []);
+    const emulator = process.env.TAKOFORM_ENDPOINT_EMULATOR ?? 'LocalStack';
+    process.stdout.write(`[integration] backend: ${emulator} at ${single} (single endpoint)\n`);
     return async () => {};
   }
   const started: StandIn[] = [];
@@ -29,6 +34,10 @@ export default async function setup(project: TestProject) {
     started.push(ddb, sqs);
     project.provide('ddbEndpoint', ddb.endpoint);
     project.provide('sqsEndpoint', sqs.endpoint);
+    project.provide(
+      'standIns',
+      started.map((s) => ({ name: s.name, pid: s.pid })),
+    );
     process.stdout.write('[integration] backend: local stand-ins (DynamoDB Local, fauxqs)\n');
   } catch (err) {
     await Promise.all(started.map((s) => s.stop()));

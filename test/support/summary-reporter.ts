@@ -1,6 +1,10 @@
 import type { Reporter, TestModule } from 'vitest/node';
 
-/** Prints one plain closing line, `Tests: N passed, N failed`, that CI and people can read. */
+/**
+ * Prints one plain closing line, `Tests: N passed, N failed`, that CI and people can read. A run
+ * that is not the overall one (the single-endpoint run before it) names itself through
+ * `TAKOFORM_SUMMARY_LABEL`, so the last `Tests:` line stays the overall summary.
+ */
 export default class SummaryReporter implements Reporter {
   onTestRunEnd(testModules: ReadonlyArray<TestModule>): void {
     let passed = 0;
@@ -15,6 +19,8 @@ export default class SummaryReporter implements Reporter {
       }
       if (mod.state() === 'failed' && [...mod.children.allTests()].length === 0) failed++;
     }
-    process.stdout.write(`\nTests: ${passed} passed, ${failed} failed, ${skipped} skipped\n`);
+    const label = process.env.TAKOFORM_SUMMARY_LABEL;
+    const title = label ? `${label} tests` : 'Tests';
+    process.stdout.write(`\n${title}: ${passed} passed, ${failed} failed, ${skipped} skipped\n`);
   }
 }

@@ -219,8 +219,10 @@ export class DynamoDeliveryStore implements DeliveryStore {
       const out = await this.update(deliveryKeys.slots(consumerUid), {
         // A lane that takes a slot is receiving: a wake's start lease is no longer needed.
         UpdateExpression: 'SET slots.#b = :deadline REMOVE starting',
-        // `<`, not `<>`: a lowered maxConcurrency must not let the count run past it.
-        ConditionExpression: 'size(slots) < :max AND attribute_not_exists(slots.#b)',
+        // `<`, not `<>`: a lowered maxConcurrency must not let the count run past it. size() of a
+        // missing map is false on AWS already; saying so first keeps moto from failing the call.
+        ConditionExpression:
+          'attribute_exists(slots) AND size(slots) < :max AND attribute_not_exists(slots.#b)',
         ExpressionAttributeNames: { '#b': batchId },
         ExpressionAttributeValues: marshall({ ':deadline': deadline, ':max': max }),
         ReturnValues: 'ALL_NEW',
@@ -248,9 +250,11 @@ export class DynamoDeliveryStore implements DeliveryStore {
     const out = await this.update(deliveryKeys.slots(consumerUid), {
       UpdateExpression: 'SET slots.#b = :deadline REMOVE slots.#p, registered.#p, starting',
       // With the previous slot held the count stays as it is, so it may equal the bound; without
-      // it (recovered meanwhile) this is a take like any other.
+      // it (recovered meanwhile) this is a take like any other. A missing slot map (the consumer's
+      // slots item deleted meanwhile) fails the condition on AWS already (size() of it is false);
+      // saying so first keeps moto from failing the call, as in takeSlot.
       ConditionExpression:
-        'attribute_not_exists(slots.#b) AND ((attribute_exists(slots.#p) AND size(slots) <= :max) OR (attribute_not_exists(slots.#p) AND size(slots) < :max))',
+        'attribute_exists(slots) AND attribute_not_exists(slots.#b) AND ((attribute_exists(slots.#p) AND size(slots) <= :max) OR (attribute_not_exists(slots.#p) AND size(slots) < :max))',
       ExpressionAttributeNames: { '#b': batchId, '#p': previous },
       ExpressionAttributeValues: marshall({ ':deadline': deadline, ':max': max }),
       ReturnValues: 'ALL_NEW',

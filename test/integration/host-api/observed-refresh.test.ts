@@ -102,7 +102,10 @@ describe('observed is refreshed in the background', () => {
     host.workers.code.delete(`${SPACE}/echo`);
     const gone = await until(consumer, (b) => b.observed.workerExists === false, PERIOD_MS + 2_000);
     expect(gone.body.observed).toEqual({ consumerAttached: true, queueExists: true, workerExists: false });
-    expect((await get(worker)).observed).toMatchObject({ ready: false, activeDeploymentUid: null });
+    // The worker's own observed flips within a period too: a round refreshes Resources one by one,
+    // in the store's order, so the worker's may come after the consumer's.
+    const stale = await until(worker, (b) => b.observed.ready === false, PERIOD_MS + 2_000);
+    expect(stale.body.observed).toMatchObject({ ready: false, activeDeploymentUid: null });
     if (code) host.workers.code.set(`${SPACE}/echo`, code);
     await until(consumer, (b) => b.observed.workerExists === true, PERIOD_MS + 2_000);
     expect(gone.body.generation).toBe(attached.body.generation);
