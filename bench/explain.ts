@@ -6,7 +6,7 @@
 import { fmt, fmtSpread } from './format.ts';
 import { dynamoParts, itemsPerBatch, type PartBreakdown } from './per-batch.ts';
 import type { CellCounts, Row, Summary } from './report.ts';
-import type { SdkTally } from './support/meter.ts';
+import { foldKinds, type SdkTally } from './support/meter.ts';
 
 const READ_OPS = new Set(['GetItem', 'BatchGetItem', 'Query', 'Scan', 'TransactGetItems']);
 
@@ -19,7 +19,7 @@ function kindsOf(b: PartBreakdown, part: string, reads: boolean): Record<string,
   for (const [key, e] of Object.entries(b.ops[part] ?? {})) {
     if (!key.startsWith('DynamoDB:')) continue;
     if (READ_OPS.has(key.slice('DynamoDB:'.length)) !== reads) continue;
-    for (const [kind, n] of Object.entries(e.items ?? {})) out[kind] = (out[kind] ?? 0) + n;
+    for (const [kind, n] of Object.entries(foldKinds(e.items))) out[kind] = (out[kind] ?? 0) + n;
   }
   return out;
 }

@@ -5,7 +5,7 @@
  * not per batch, so they stay out of these figures (they are in the cost per message).
  */
 import { transitionsOf } from './pricing.ts';
-import { addTallies, type SdkTally, sumSdk, type Tally } from './support/meter.ts';
+import { addTallies, foldKinds, type SdkTally, sumSdk, type Tally } from './support/meter.ts';
 import { type Spread, spread } from './support/stats.ts';
 
 /** Contexts whose calls are not part of delivering messages (setup, probes, the supervisor). */
@@ -102,7 +102,7 @@ export function dynamoParts(b: PartBreakdown): { part: string; reads: number; wr
 
 /** "ATTACH 1.00, RES 2.00": the items a call named per batch, by kind. */
 export function itemsPerBatch(e: SdkTally, batches: number, digits = 2): string {
-  return Object.entries(e.items ?? {})
+  return Object.entries(foldKinds(e.items))
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([kind, n]) => `${kind} ${(n / Math.max(1, batches)).toFixed(digits)}`)
     .join(', ');

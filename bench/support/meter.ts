@@ -83,15 +83,34 @@ type Keyed = Record<string, Attr> | undefined;
 
 /**
  * What kind of item a key names: the table's `pk` up to its first `#`, and the `sk` the same way
- * when it is not `_` — `ATTACH`, `RES`, `BATCH/head`. It reads the request, never the Host's key
- * builders, so it stays right when the Host's items change.
+ * when it is not `_` — `ATTACH`, `RES`, `BATCH/head`. A sort key that is not a word (a time or
+ * an id, one per item) is `*`: `RECENT/*`, so one kind is not split into an entry per item. It
+ * reads the request, never the Host's key builders, so it stays right when the Host's items change.
  */
 export function itemKind(key: Keyed): string {
   const pk = key?.pk?.S;
   if (!pk) return '?';
   const sk = key?.sk?.S;
   const head = pk.split('#')[0] ?? pk;
-  return sk && sk !== '_' ? `${head}/${sk.split('#')[0]}` : head;
+  if (!sk || sk === '_') return head;
+  return foldKind(`${head}/${sk.split('#')[0] ?? sk}`);
+}
+
+const WORD = /^[A-Za-z][A-Za-z_-]*$/;
+
+/** `RECENT/001796…` → `RECENT/*`: also for counts stored by a bench run before kinds were folded. */
+export function foldKind(kind: string): string {
+  const slash = kind.indexOf('/');
+  if (slash < 0 || kind.startsWith('query:')) return kind;
+  const sub = kind.slice(slash + 1);
+  return sub === '*' || WORD.test(sub) ? kind : `${kind.slice(0, slash)}/*`;
+}
+
+/** Item counts by kind with per-item kinds folded (`foldKind`). */
+export function foldKinds(items: Record<string, number> | undefined): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [kind, n] of Object.entries(items ?? {})) out[foldKind(kind)] = (out[foldKind(kind)] ?? 0) + n;
+  return out;
 }
 
 /** The kinds of every item a DynamoDB request names (one entry per item; a Query counts its partition). */
