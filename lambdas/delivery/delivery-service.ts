@@ -10,6 +10,7 @@ import type { AttachmentStore } from '../forms/queue-consumer/attachments.ts';
 import type { ConsumerSpec } from '../forms/queue-consumer/consumer-spec.ts';
 import { crashPoint } from '../shared/fault-points.ts';
 import { log } from '../shared/log.ts';
+import { BatchRecovery, laneRootOf } from './batch-recovery.ts';
 import type {
   AttemptsRecord,
   BatchHead,
@@ -111,14 +112,6 @@ export type AcquireResult =
   | { status: 'acquired'; slot: Slot; held: number; capacity: number }
   | { status: 'busy' }
   | { status: 'stop' };
-
-/**
- * The batches a lane runs in one worker invocation share their first batch's id as a prefix
- * (`<root>.<suffix>`), so the lane's recovery finds whichever slot it held when the invocation
- * failed.
- */
-export const laneRootOf = (batchId: string) => batchId.split('.')[0] as string;
-const inLane = (root: string, batchId: string) => batchId === root || batchId.startsWith(`${root}.`);
 
 /**
  * Messages gathered for a batch stay invisible this long past the end of gathering (and a slot
@@ -263,6 +256,7 @@ export class DeliveryService {
   private readonly o: Required<DeliveryServiceOptions>;
   /** Commits known to be complete (see `committed`). */
   private readonly commitsSeen = new Set<string>();
+  private readonly recovery: BatchRecovery;
 
   constructor(opts: DeliveryServiceOptions) {
     this.o = {
@@ -275,6 +269,11 @@ export class DeliveryService {
       delivery: { hidden: async () => {}, sent: async () => {} },
       ...opts,
     };
+    this.recovery = new BatchRecovery({
+      store: this.o.store,
+      now: () => this.now(),
+      finalize: (batchId, outcome) => this.finalize(batchId, outcome, 'recovery'),
+    });
   }
 
   private now(): number {
@@ -414,9 +413,9 @@ export class DeliveryService {
     const deadline = this.gatheringDeadline(context, now);
     const max = context.maxConcurrency;
     let out = await this.o.store.takeSlot(context.consumerUid, batchId, deadline, max);
-    const expired = Object.keys(out.state.slots).filter(
-      (id) => id !== batchId && out.state.slots[id]! <= now,
-    );
+    const expired = Object.entries(out.state.slots)
+      .filter(([id, until]) => id !== batchId && until <= now)
+      .map(([id]) => id);
     for (const id of expired) await this.recoverBatch(context.consumerUid, id);
     if (!out.taken && expired.length > 0) {
       out = await this.o.store.takeSlot(context.consumerUid, batchId, deadline, max);
@@ -496,7 +495,8 @@ export class DeliveryService {
     // From registration on the slot lasts as long as the handler may run, and its messages stay
     // hidden a grace period longer (only the Host's own records decide how long).
     const running = now + sealed.handlerMs + this.o.slotMarginMs;
-    const slot: Slot = { ...sealed, deadline: running, invisibleUntil: running + this.o.graceMs };
+    // Not sealed (an empty seal never verifies): this copy with the new deadline stays in here.
+    const slot: Slot = { ...sealed, deadline: running, invisibleUntil: running + this.o.graceMs, seal: '' };
     const spec = { maxRetries: sealed.maxRetries, maxConcurrency: sealed.maxConcurrency };
     const committed = await this.committed(received);
     const records =
@@ -869,7 +869,7 @@ export class DeliveryService {
       }
       this.o.delivery.acknowledged?.(head.queueUid, acknowledged);
       crashPoint('delivery.mid-finalize');
-      await this.changeVisibility(queue.sqsUrl, toHide);
+      await this.releaseVisibility(queue.sqsUrl, toHide, 'retried messages');
       await this.o.delivery.hidden(
         head.consumerUid,
         head.generation,
@@ -937,12 +937,12 @@ export class DeliveryService {
    */
   private async returnPending(head: BatchHead, manifest: Manifest): Promise<void> {
     const pending = new Set(pendingIds(head, manifest));
-    await this.o.store.markApplied(head.batchId, []);
     const queue = await this.queueTarget(head.queueUid);
     if (queue && pending.size > 0 && this.handlesValid(head, this.now())) {
       const owed = [...manifest.entries, ...manifest.moves].filter((m) => pending.has(m.id));
-      await this.changeVisibility(queue.sqsUrl, returnAll(owed));
+      await this.releaseVisibility(queue.sqsUrl, returnAll(owed), 'owed moves');
     }
+    await this.o.store.markApplied(head.batchId, []);
     await this.o.store.releaseSlot(head.consumerUid, head.batchId);
   }
 
@@ -977,7 +977,8 @@ export class DeliveryService {
       // Owed moves the runner did not send go back to the queue and are moved on their return.
       const left = [...pending].filter((id) => !bodies.has(id)).map((id) => byId.get(id) as ManifestEntry);
       const queue = await this.queueTarget(head.queueUid);
-      if (queue && left.length > 0) await this.changeVisibility(queue.sqsUrl, returnAll(left));
+      if (queue && left.length > 0)
+        await this.releaseVisibility(queue.sqsUrl, returnAll(left), 'unsent moves');
       await this.o.store.markApplied(batchId, []);
       await this.o.store.releaseSlot(head.consumerUid, batchId);
     }
@@ -1134,112 +1135,29 @@ export class DeliveryService {
     }
   }
 
-  /** Finishes every batch of a consumer whose slot deadline passed: unsettled messages are retried. */
-  async recoverExpired(consumerUid: string): Promise<number> {
-    const now = this.now();
-    let recovered = 0;
-    for (const [batchId, deadline] of Object.entries(await this.o.store.slots(consumerUid))) {
-      if (deadline > now) continue;
-      await this.recoverBatch(consumerUid, batchId);
-      recovered++;
-    }
-    return recovered;
+  /** Recovery of lost batches (`batch-recovery.ts`): at their deadline, a failed lane, a restart. */
+  recoverExpired(consumerUid: string): Promise<number> {
+    return this.recovery.recoverExpired(consumerUid);
   }
 
-  /**
-   * The local Host at start-up: every slot in the table was taken by an earlier run of this
-   * Host, whose worker threads died with it (the data folder's lock proves no other run is
-   * alive), so each of its batches is recovered now instead of at its deadline. Settled messages
-   * keep their settlement; unsettled ones return at once with their attempt counted.
-   */
-  async recoverAfterRestart(): Promise<number> {
-    let recovered = 0;
-    for (const consumerUid of await this.o.store.consumersWithSlots()) {
-      for (const batchId of Object.keys(await this.o.store.slots(consumerUid))) {
-        await this.recoverBatch(consumerUid, batchId, { ended: true });
-        recovered++;
-      }
-    }
-    if (recovered > 0)
-      log.info('recovered the batches a previous run left in flight', { batches: recovered });
-    return recovered;
+  recoverAfterRestart(): Promise<number> {
+    return this.recovery.recoverAfterRestart();
   }
 
-  /**
-   * Ends one batch whose invocation was lost: closes it as abandoned and records what is owed.
-   * Before the slot's deadline the batch's handler may still run (a lost Lambda response), so
-   * the slot is kept until then — unless the caller knows the invocation has `ended`.
-   */
-  async recoverBatch(
+  recoverBatch(
     consumerUid: string,
     batchId: string,
-    opts: { ended?: boolean; outcome?: InvocationOutcome } = {},
+    opts?: { ended?: boolean; outcome?: InvocationOutcome },
   ): Promise<{ heldUntil?: number }> {
-    const state = await this.o.store.dispatchState(consumerUid);
-    if (state.slots[batchId] === undefined) return {}; // finished meanwhile
-    if (!state.registered[batchId]) {
-      // No batch registered in it: no handler runs in it, and a runner that registers late is
-      // refused (registration needs the slot), so it is freed now rather than at its deadline.
-      // If the release fails, a registration won the race: its runner is alive and runs the
-      // batch, and recovery at its deadline covers it should that runner be lost later (DL-02).
-      await this.o.store.releaseUnregistered(consumerUid, batchId);
-      return {};
-    }
-    const deadline = state.slots[batchId] as number;
-    if (deadline > this.now() && !opts.ended) {
-      // End settlement now, and keep the slot — and so the concurrency bound — until the
-      // deadline, when recoverExpired applies what is owed.
-      await this.o.store.closeBatch(batchId, 'abandoned');
-      log.info('a batch’s invocation failed; its consumer waits for the batch’s deadline', {
-        consumerUid,
-        batchId,
-        until: new Date(deadline).toISOString(),
-      });
-      return { heldUntil: deadline };
-    }
-    const head = await this.o.store.getHead(batchId);
-    if (head && (!head.applied || head.pendingDeadLetter.length > 0)) {
-      // Unsettled messages are retried, never acknowledged — unless the runner reported how its
-      // ended handler finished; pending dead-letter moves return.
-      await this.finalize(batchId, opts.outcome ?? 'abandoned', 'recovery');
-      log.info('batch recovered', {
-        consumerUid,
-        batchId,
-        outcome: head.outcome ?? opts.outcome ?? 'abandoned',
-        ...(opts.ended ? { handlerEnded: true } : {}),
-      });
-      return {};
-    }
-    if (head) {
-      await this.o.store.releaseSlot(consumerUid, batchId);
-      return {};
-    }
-    // Marked registered without a batch (only an older Host wrote the two apart): nothing runs.
-    await this.o.store.releaseSlot(consumerUid, batchId);
-    return {};
+    return this.recovery.recoverBatch(consumerUid, batchId, opts);
   }
 
-  /**
-   * RecoverBatch: a lane's worker invocation failed. Whichever of the lane's batches held a slot
-   * then is recovered; `heldUntil` is the latest deadline of one that keeps its slot (its handler
-   * may still run), which the lane waits for before it takes a slot again.
-   */
-  async recoverLane(
+  recoverLane(
     consumerUid: string,
     batchId: string,
     unfinished?: UnfinishedBatch,
   ): Promise<{ heldUntil?: number }> {
-    const root = laneRootOf(batchId);
-    let heldUntil: number | undefined;
-    for (const id of Object.keys(await this.o.store.slots(consumerUid))) {
-      if (!inLane(root, id)) continue;
-      // Only the batch the runner reported as ended is applied now; the others of the lane may
-      // belong to another attempt of the same invocation whose handler still runs.
-      const ended = unfinished?.batchId === id ? { ended: true, outcome: unfinished.outcome } : {};
-      const r = await this.recoverBatch(consumerUid, id, ended);
-      if (r.heldUntil !== undefined) heldUntil = Math.max(heldUntil ?? 0, r.heldUntil);
-    }
-    return heldUntil !== undefined ? { heldUntil } : {};
+    return this.recovery.recoverLane(consumerUid, batchId, unfinished);
   }
 
   /** The consumer's slot map, registered marks and wake count (for the control loop). */
@@ -1275,9 +1193,30 @@ export class DeliveryService {
    * hidden until its batch's visibility runs out (minutes, with default settings).
    */
   private async changeVisibility(url: string, items: Visibility[]): Promise<Set<string>> {
+    return (await this.visibility(url, items)).failed;
+  }
+
+  /**
+   * Returns messages to the queue (or hides them for a retry delay) where leaving them hidden
+   * would stall them: until the batch's hold ends, which at the default worker timeout is more
+   * than 15 minutes. When SQS did not take a change (an outage, not a refused handle), this
+   * throws before the batch is marked applied, so the runner reports the batch unfinished and
+   * recovery applies it again, at once and until SQS takes it.
+   */
+  private async releaseVisibility(url: string, items: Visibility[], what: string): Promise<void> {
+    const { unsent } = await this.visibility(url, items);
+    if (unsent > 0)
+      throw new Error(`SQS did not take ${unsent} visibility changes (${what}); applied again later`);
+  }
+
+  private async visibility(
+    url: string,
+    items: Visibility[],
+  ): Promise<{ failed: Set<string>; unsent: number }> {
     const failed = new Set<string>();
+    let unsent = 0;
     for (const part of byCount(items)) {
-      const left = await this.batchEntries(part, (entries) =>
+      const out = await this.batchEntries(part, (entries) =>
         this.o.sqs.send(
           new ChangeMessageVisibilityBatchCommand({
             QueueUrl: url,
@@ -1289,18 +1228,20 @@ export class DeliveryService {
           }),
         ),
       );
+      const left = [...out.refused, ...out.unsent];
       if (left.length > 0)
         log.warn('could not change message visibility; it returns on its own', { entries: left.length });
       for (const p of left) failed.add(p.handle);
+      unsent += out.unsent.length;
     }
-    return failed;
+    return { failed, unsent };
   }
 
   /** Deletes by receipt handle (retrying entries SQS failed); returns the handles not deleted. */
   private async deleteMessages(url: string, handles: string[]): Promise<Set<string>> {
     const failed = new Set<string>();
     for (const part of byCount(handles)) {
-      const left = await this.batchEntries(part, (entries) =>
+      const out = await this.batchEntries(part, (entries) =>
         this.o.sqs.send(
           new DeleteMessageBatchCommand({
             QueueUrl: url,
@@ -1308,6 +1249,7 @@ export class DeliveryService {
           }),
         ),
       );
+      const left = [...out.refused, ...out.unsent];
       if (left.length > 0) log.warn('could not delete messages', { entries: left.length });
       for (const h of left) failed.add(h);
     }
@@ -1321,7 +1263,7 @@ export class DeliveryService {
   private async batchEntries<T>(
     entries: T[],
     send: (entries: T[]) => Promise<{ Failed?: { Id?: string; SenderFault?: boolean }[] }>,
-  ): Promise<T[]> {
+  ): Promise<{ refused: T[]; unsent: T[] }> {
     const refused: T[] = [];
     let pending = entries;
     for (let attempt = 1; ; attempt++) {
@@ -1334,7 +1276,7 @@ export class DeliveryService {
       } catch (err) {
         if (attempt >= SQS_BATCH_TRIES) log.warn('an SQS batch call failed', { err });
       }
-      if (retry.length === 0 || attempt >= SQS_BATCH_TRIES) return [...refused, ...retry];
+      if (retry.length === 0 || attempt >= SQS_BATCH_TRIES) return { refused, unsent: retry };
       pending = retry;
       await new Promise((r) => setTimeout(r, 50 * 2 ** attempt));
     }

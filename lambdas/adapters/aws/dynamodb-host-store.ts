@@ -586,17 +586,19 @@ export class DynamoHostStore implements HostStore {
     return this.acceptMutation(input, 'delete');
   }
 
+  /** A Query of the due index: Operations due by `now` (`<=`), or due later, i.e. leased (`>`). */
+  private dueIndex(compare: '<=' | '>', now: number) {
+    return {
+      TableName: this.table,
+      IndexName: gsi2.name,
+      KeyConditionExpression: `#pk = :due AND #sk ${compare} :now`,
+      ExpressionAttributeNames: { '#pk': gsi2.pk, '#sk': gsi2.sk },
+      ExpressionAttributeValues: marshall({ ':due': DUE, ':now': dueKey(now, '~') }),
+    };
+  }
+
   async dueOperations(now: number, limit: number): Promise<{ id: string; status: OperationStatus }[]> {
-    const out = await this.client.send(
-      new QueryCommand({
-        TableName: this.table,
-        IndexName: gsi2.name,
-        KeyConditionExpression: '#pk = :due AND #sk <= :now',
-        ExpressionAttributeNames: { '#pk': gsi2.pk, '#sk': gsi2.sk },
-        ExpressionAttributeValues: marshall({ ':due': DUE, ':now': dueKey(now, '~') }),
-        Limit: limit,
-      }),
-    );
+    const out = await this.client.send(new QueryCommand({ ...this.dueIndex('<=', now), Limit: limit }));
     return (out.Items ?? []).map((item) => {
       const v = unmarshall(item);
       return { id: v.id as string, status: v.status as OperationStatus };
@@ -609,14 +611,7 @@ export class DynamoHostStore implements HostStore {
     do {
       // A claimed Operation is due when its lease ends: the leased ones sort after `now`.
       const page = await this.client.send(
-        new QueryCommand({
-          TableName: this.table,
-          IndexName: gsi2.name,
-          KeyConditionExpression: '#pk = :due AND #sk > :now',
-          ExpressionAttributeNames: { '#pk': gsi2.pk, '#sk': gsi2.sk },
-          ExpressionAttributeValues: marshall({ ':due': DUE, ':now': dueKey(now, '~') }),
-          ExclusiveStartKey: start,
-        }),
+        new QueryCommand({ ...this.dueIndex('>', now), ExclusiveStartKey: start }),
       );
       for (const item of page.Items ?? []) {
         const v = unmarshall(item);

@@ -144,6 +144,53 @@ describe('issue 11: a crash never stalls a consumer (RC-01, default timings)', (
       return true;
     });
   });
+
+  it('RC-04 DL-06 a retry whose visibility change SQS did not take (an outage at finalisation) is delivered again within seconds, not after the batch’s 16-minute hold (chaos seed 52)', async ({
+    expect,
+  }) => {
+    const log = d.logFile('unhidden');
+    const { queue } = await d.setup(
+      'unhidden',
+      recordingWorker(log, "if (batch.messages[0].attempts === 1) throw new Error('first attempt');"),
+      { maxRetries: 2, retryDelaySeconds: 0 },
+    );
+    // SQS is down when the retry would make the message visible again: every try of that change
+    // fails (the SDK's own retries included), while the Host's other calls go through.
+    let refusals = 0;
+    d.host.sqs.middlewareStack.add(
+      (next, context) => async (args) => {
+        const input = args.input as { QueueUrl?: string; Entries?: { VisibilityTimeout?: number }[] };
+        if (
+          refusals < 5 &&
+          context.commandName === 'ChangeMessageVisibilityBatchCommand' &&
+          input.QueueUrl === queue.sqsUrl &&
+          input.Entries?.every((e) => e.VisibilityTimeout === 0)
+        ) {
+          refusals++;
+          throw Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
+        }
+        return next(args);
+      },
+      { step: 'initialize', name: 'sqsDownAtRetry' },
+    );
+    try {
+      const sentAt = Date.now();
+      const [id] = await d.host.producer.sendBatch(queue, [{ body: 'again' }]);
+      await waitFor(
+        'the second attempt',
+        () => (attemptsById(records(log)).get(id as string) ?? []).length >= 2,
+        60_000,
+      );
+      const seconds = (Date.now() - sentAt) / 1000;
+      console.info(`RC-04 retry after a refused visibility change: attempt 2 after ${seconds.toFixed(1)} s`);
+      expect(refusals).toBe(5);
+      expect(attemptsById(records(log)).get(id as string)).toEqual([1, 2]);
+      expect(seconds).toBeLessThan(60); // the hold at these settings: 900 + 30 + 60 s
+      await waitDrained(d, queue, 30_000);
+    } finally {
+      d.host.sqs.middlewareStack.remove('sqsDownAtRetry');
+    }
+  });
 });
 
 describe.concurrent('issue 11: dead-letter moves, duplicates, record lifetimes (DL-07, AQ-04)', () => {

@@ -1,0 +1,142 @@
+/**
+ * Recovery of batches whose runner is lost: at the slot's deadline (the supervisor's round, and
+ * registration and acquisition, which find expired slots), when a lane's worker invocation failed
+ * (RecoverBatch), and for every slot when the local Host starts after a dead run. What a recovered
+ * batch owes is applied by `DeliveryService.finalize` in recovery mode: settled messages keep their
+ * settlement, unsettled ones are retried with their attempt counted, owed moves return.
+ */
+import { log } from '../shared/log.ts';
+import type { DeliveryStore } from './delivery-store.ts';
+import type { InvocationOutcome } from './settlement-protocol.ts';
+import type { UnfinishedBatch } from './unfinished-batch.ts';
+
+export interface BatchRecoveryDeps {
+  store: DeliveryStore;
+  now: () => number;
+  /** Closes the batch (if open) with `outcome`, fences it and applies what it owes (recovery mode). */
+  finalize: (batchId: string, outcome: InvocationOutcome) => Promise<unknown>;
+}
+
+/**
+ * The batches a lane runs in one worker invocation share their first batch's id as a prefix
+ * (`<root>.<suffix>`), so the lane's recovery finds whichever slot it held when the invocation
+ * failed.
+ */
+export const laneRootOf = (batchId: string) => batchId.split('.')[0] as string;
+const inLane = (root: string, batchId: string) => batchId === root || batchId.startsWith(`${root}.`);
+
+export class BatchRecovery {
+  private readonly d: BatchRecoveryDeps;
+
+  constructor(deps: BatchRecoveryDeps) {
+    this.d = deps;
+  }
+
+  /** Finishes every batch of a consumer whose slot deadline passed: unsettled messages are retried. */
+  async recoverExpired(consumerUid: string): Promise<number> {
+    const now = this.d.now();
+    let recovered = 0;
+    for (const [batchId, deadline] of Object.entries(await this.d.store.slots(consumerUid))) {
+      if (deadline > now) continue;
+      await this.recoverBatch(consumerUid, batchId);
+      recovered++;
+    }
+    return recovered;
+  }
+
+  /**
+   * The local Host at start-up: every slot in the table was taken by an earlier run of this
+   * Host, whose worker threads died with it (the data folder's lock proves no other run is
+   * alive), so each of its batches is recovered now instead of at its deadline. Settled messages
+   * keep their settlement; unsettled ones return at once with their attempt counted.
+   */
+  async recoverAfterRestart(): Promise<number> {
+    let recovered = 0;
+    for (const consumerUid of await this.d.store.consumersWithSlots()) {
+      for (const batchId of Object.keys(await this.d.store.slots(consumerUid))) {
+        await this.recoverBatch(consumerUid, batchId, { ended: true });
+        recovered++;
+      }
+    }
+    if (recovered > 0)
+      log.info('recovered the batches a previous run left in flight', { batches: recovered });
+    return recovered;
+  }
+
+  /**
+   * Ends one batch whose invocation was lost: closes it as abandoned and records what is owed.
+   * Before the slot's deadline the batch's handler may still run (a lost Lambda response), so
+   * the slot is kept until then — unless the caller knows the invocation has `ended`.
+   */
+  async recoverBatch(
+    consumerUid: string,
+    batchId: string,
+    opts: { ended?: boolean; outcome?: InvocationOutcome } = {},
+  ): Promise<{ heldUntil?: number }> {
+    const state = await this.d.store.dispatchState(consumerUid);
+    if (state.slots[batchId] === undefined) return {}; // finished meanwhile
+    if (!state.registered[batchId]) {
+      // No batch registered in it: no handler runs in it, and a runner that registers late is
+      // refused (registration needs the slot), so it is freed now rather than at its deadline.
+      // If the release fails, a registration won the race: its runner is alive and runs the
+      // batch, and recovery at its deadline covers it should that runner be lost later (DL-02).
+      await this.d.store.releaseUnregistered(consumerUid, batchId);
+      return {};
+    }
+    const deadline = state.slots[batchId] as number;
+    if (deadline > this.d.now() && !opts.ended) {
+      // End settlement now, and keep the slot — and so the concurrency bound — until the
+      // deadline, when recoverExpired applies what is owed.
+      await this.d.store.closeBatch(batchId, 'abandoned');
+      log.info('a batch’s invocation failed; its consumer waits for the batch’s deadline', {
+        consumerUid,
+        batchId,
+        until: new Date(deadline).toISOString(),
+      });
+      return { heldUntil: deadline };
+    }
+    const head = await this.d.store.getHead(batchId);
+    if (head && (!head.applied || head.pendingDeadLetter.length > 0)) {
+      // Unsettled messages are retried, never acknowledged — unless the runner reported how its
+      // ended handler finished; pending dead-letter moves return.
+      await this.d.finalize(batchId, opts.outcome ?? 'abandoned');
+      log.info('batch recovered', {
+        consumerUid,
+        batchId,
+        outcome: head.outcome ?? opts.outcome ?? 'abandoned',
+        ...(opts.ended ? { handlerEnded: true } : {}),
+      });
+      return {};
+    }
+    if (head) {
+      await this.d.store.releaseSlot(consumerUid, batchId);
+      return {};
+    }
+    // Marked registered without a batch (only an older Host wrote the two apart): nothing runs.
+    await this.d.store.releaseSlot(consumerUid, batchId);
+    return {};
+  }
+
+  /**
+   * RecoverBatch: a lane's worker invocation failed. Whichever of the lane's batches held a slot
+   * then is recovered; `heldUntil` is the latest deadline of one that keeps its slot (its handler
+   * may still run), which the lane waits for before it takes a slot again.
+   */
+  async recoverLane(
+    consumerUid: string,
+    batchId: string,
+    unfinished?: UnfinishedBatch,
+  ): Promise<{ heldUntil?: number }> {
+    const root = laneRootOf(batchId);
+    let heldUntil: number | undefined;
+    for (const id of Object.keys(await this.d.store.slots(consumerUid))) {
+      if (!inLane(root, id)) continue;
+      // Only the batch the runner reported as ended is applied now; the others of the lane may
+      // belong to another attempt of the same invocation whose handler still runs.
+      const ended = unfinished?.batchId === id ? { ended: true, outcome: unfinished.outcome } : {};
+      const r = await this.recoverBatch(consumerUid, id, ended);
+      if (r.heldUntil !== undefined) heldUntil = Math.max(heldUntil ?? 0, r.heldUntil);
+    }
+    return heldUntil !== undefined ? { heldUntil } : {};
+  }
+}
