@@ -850,10 +850,17 @@ export class DeliveryService {
     }
     for (const m of manifest.moves) owesMove(m, handlesOf(m));
     if (queue) {
-      const failed = await this.deleteMessages(
+      const { failed, unsent } = await this.deletions(
         queue.sqsUrl,
         toDelete.map((d) => d.handle),
       );
+      // The runner finalises again (then the recovery): an acknowledged copy SQS kept in an
+      // outage would otherwise stay in flight until the batch's hold ends (16 minutes at the
+      // defaults; the oldest-message alarm counts it). Recovery, with no runner to try again,
+      // leaves such a copy to be deleted on sight.
+      if (unsent > 0 && mode === 'live') {
+        throw new Error(`SQS did not take ${unsent} deletes of acknowledged messages; applied again`);
+      }
       let acknowledged = 0;
       for (const m of new Set(toDelete.map((d) => d.entry))) {
         if ((m.handles ?? []).some((h) => failed.has(h))) {
@@ -1239,7 +1246,13 @@ export class DeliveryService {
 
   /** Deletes by receipt handle (retrying entries SQS failed); returns the handles not deleted. */
   private async deleteMessages(url: string, handles: string[]): Promise<Set<string>> {
+    return (await this.deletions(url, handles)).failed;
+  }
+
+  /** `deleteMessages`, also counting the deletes SQS did not take (an outage, not a refused handle). */
+  private async deletions(url: string, handles: string[]): Promise<{ failed: Set<string>; unsent: number }> {
     const failed = new Set<string>();
+    let unsent = 0;
     for (const part of byCount(handles)) {
       const out = await this.batchEntries(part, (entries) =>
         this.o.sqs.send(
@@ -1252,8 +1265,9 @@ export class DeliveryService {
       const left = [...out.refused, ...out.unsent];
       if (left.length > 0) log.warn('could not delete messages', { entries: left.length });
       for (const h of left) failed.add(h);
+      unsent += out.unsent.length;
     }
-    return failed;
+    return { failed, unsent };
   }
 
   /**

@@ -191,6 +191,42 @@ describe('issue 11: a crash never stalls a consumer (RC-01, default timings)', (
       d.host.sqs.middlewareStack.remove('sqsDownAtRetry');
     }
   });
+
+  it('RC-04 an acknowledged message whose delete SQS did not take (an outage at finalisation) is gone within seconds, not in flight for the batch’s hold (chaos seed 52, run 9)', async ({
+    expect,
+  }) => {
+    const log = d.logFile('undeleted');
+    const { queue } = await d.setup('undeleted', recordingWorker(log));
+    let refusals = 0;
+    d.host.sqs.middlewareStack.add(
+      (next, context) => async (args) => {
+        const input = args.input as { QueueUrl?: string };
+        if (
+          refusals < 5 &&
+          context.commandName === 'DeleteMessageBatchCommand' &&
+          input.QueueUrl === queue.sqsUrl
+        ) {
+          refusals++;
+          throw Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
+        }
+        return next(args);
+      },
+      { step: 'initialize', name: 'sqsDownAtDelete' },
+    );
+    try {
+      const [id] = await d.host.producer.sendBatch(queue, [{ body: 'done' }]);
+      await waitFor('the delivery', () => attemptsById(records(log)).has(id as string));
+      const endedAt = Date.now();
+      await waitDrained(d, queue, 30_000); // the hold at these settings: 900 + 30 + 60 s
+      console.info(
+        `RC-04 acknowledged copy after refused deletes: gone ${((Date.now() - endedAt) / 1000).toFixed(1)} s after its delivery`,
+      );
+      expect(refusals).toBe(5);
+      expect(attemptsById(records(log)).get(id as string)).toEqual([1]);
+    } finally {
+      d.host.sqs.middlewareStack.remove('sqsDownAtDelete');
+    }
+  });
 });
 
 describe.concurrent('issue 11: dead-letter moves, duplicates, record lifetimes (DL-07, AQ-04)', () => {
