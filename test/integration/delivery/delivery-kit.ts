@@ -215,3 +215,30 @@ export async function receiveAsRunner(d: DeliveryHost, queue: QueueTarget): Prom
     return { receiptHandle: m.ReceiptHandle as string, receivedAt: Date.now(), envelope };
   });
 }
+
+/**
+ * SQS down for some calls: the first `times` calls that `matches` fail as a refused connection
+ * (inside the Host's own tries and around the SDK's retries), the others go through.
+ */
+export function refuseSqsCalls(
+  d: DeliveryHost,
+  name: string,
+  matches: (
+    command: string,
+    input: { QueueUrl?: string; Entries?: { VisibilityTimeout?: number }[] },
+  ) => boolean,
+  times: number,
+) {
+  let refused = 0;
+  d.host.sqs.middlewareStack.add(
+    (next, context) => async (args) => {
+      if (refused < times && matches(context.commandName ?? '', args.input as never)) {
+        refused++;
+        throw Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
+      }
+      return next(args);
+    },
+    { step: 'initialize', name },
+  );
+  return { refused: () => refused, remove: () => d.host.sqs.middlewareStack.remove(name) };
+}

@@ -37,6 +37,7 @@ import {
   queueCounts,
   receiveAsRunner,
   records,
+  refuseSqsCalls,
   serial,
   storeOf,
   waitDrained,
@@ -156,22 +157,14 @@ describe('issue 11: a crash never stalls a consumer (RC-01, default timings)', (
     );
     // SQS is down when the retry would make the message visible again: every try of that change
     // fails (the SDK's own retries included), while the Host's other calls go through.
-    let refusals = 0;
-    d.host.sqs.middlewareStack.add(
-      (next, context) => async (args) => {
-        const input = args.input as { QueueUrl?: string; Entries?: { VisibilityTimeout?: number }[] };
-        if (
-          refusals < 5 &&
-          context.commandName === 'ChangeMessageVisibilityBatchCommand' &&
-          input.QueueUrl === queue.sqsUrl &&
-          input.Entries?.every((e) => e.VisibilityTimeout === 0)
-        ) {
-          refusals++;
-          throw Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
-        }
-        return next(args);
-      },
-      { step: 'initialize', name: 'sqsDownAtRetry' },
+    const down = refuseSqsCalls(
+      d,
+      'sqsDownAtRetry',
+      (command, input) =>
+        command === 'ChangeMessageVisibilityBatchCommand' &&
+        input.QueueUrl === queue.sqsUrl &&
+        input.Entries?.every((e) => e.VisibilityTimeout === 0) === true,
+      5,
     );
     try {
       const sentAt = Date.now();
@@ -183,12 +176,12 @@ describe('issue 11: a crash never stalls a consumer (RC-01, default timings)', (
       );
       const seconds = (Date.now() - sentAt) / 1000;
       console.info(`RC-04 retry after a refused visibility change: attempt 2 after ${seconds.toFixed(1)} s`);
-      expect(refusals).toBe(5);
+      expect(down.refused()).toBe(5);
       expect(attemptsById(records(log)).get(id as string)).toEqual([1, 2]);
       expect(seconds).toBeLessThan(60); // the hold at these settings: 900 + 30 + 60 s
       await waitDrained(d, queue, 30_000);
     } finally {
-      d.host.sqs.middlewareStack.remove('sqsDownAtRetry');
+      down.remove();
     }
   });
 
@@ -197,21 +190,11 @@ describe('issue 11: a crash never stalls a consumer (RC-01, default timings)', (
   }) => {
     const log = d.logFile('undeleted');
     const { queue } = await d.setup('undeleted', recordingWorker(log));
-    let refusals = 0;
-    d.host.sqs.middlewareStack.add(
-      (next, context) => async (args) => {
-        const input = args.input as { QueueUrl?: string };
-        if (
-          refusals < 5 &&
-          context.commandName === 'DeleteMessageBatchCommand' &&
-          input.QueueUrl === queue.sqsUrl
-        ) {
-          refusals++;
-          throw Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
-        }
-        return next(args);
-      },
-      { step: 'initialize', name: 'sqsDownAtDelete' },
+    const down = refuseSqsCalls(
+      d,
+      'sqsDownAtDelete',
+      (command, input) => command === 'DeleteMessageBatchCommand' && input.QueueUrl === queue.sqsUrl,
+      5,
     );
     try {
       const [id] = await d.host.producer.sendBatch(queue, [{ body: 'done' }]);
@@ -221,10 +204,10 @@ describe('issue 11: a crash never stalls a consumer (RC-01, default timings)', (
       console.info(
         `RC-04 acknowledged copy after refused deletes: gone ${((Date.now() - endedAt) / 1000).toFixed(1)} s after its delivery`,
       );
-      expect(refusals).toBe(5);
+      expect(down.refused()).toBe(5);
       expect(attemptsById(records(log)).get(id as string)).toEqual([1]);
     } finally {
-      d.host.sqs.middlewareStack.remove('sqsDownAtDelete');
+      down.remove();
     }
   });
 });
