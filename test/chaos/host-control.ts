@@ -313,7 +313,12 @@ export class HostController {
     }
   }
 
-  /** SIGKILL of one stand-in by PID; returns once the Host has started a new one (bounded). */
+  /**
+   * Crashes one stand-in by PID; returns once the Host has started a new one (bounded). The SQS
+   * stand-in gets SIGKILL. DynamoDB Local gets SIGHUP, which its launcher turns into an abrupt
+   * crash that keeps acknowledged writes: SIGKILL would also lose the last writes it acknowledged,
+   * which DynamoDB never does (test/integration/faults/dynamodb-crash.test.ts).
+   */
   async killStandIn(which: 'dynamodb' | 'sqs'): Promise<boolean> {
     const host = await this.ready();
     const before = this.standIns()[which];
@@ -321,7 +326,7 @@ export class HostController {
       this.note('standin-missing', which);
       return false;
     }
-    process.kill(before.pid, 'SIGKILL');
+    process.kill(before.pid, which === 'dynamodb' ? 'SIGHUP' : 'SIGKILL');
     this.note('standin-kill', `${which} pid ${before.pid}`);
     const deadline = Date.now() + 30_000;
     while (Date.now() < deadline && !host.dead) {

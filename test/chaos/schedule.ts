@@ -69,7 +69,7 @@ export type Step =
   | { kind: 'send'; seqs: number[]; multi: boolean; duplicates: number[] }
   | { kind: 'pause'; ms: number }
   /**
-   * SIGKILL one stand-in of the running Host after `afterMs`; the Host restarts it. With
+   * Crash one stand-in of the running Host after `afterMs` (HostControl.killStandIn says how); the Host restarts it. With
    * `again`, its successor is killed too, that long after it appeared (a longer outage).
    */
   | { kind: 'standin'; which: 'dynamodb' | 'sqs'; afterMs: number; again?: number }

@@ -1,6 +1,7 @@
 import java.lang.reflect.Field;
 import org.eclipse.jetty.server.Connector;
 import org.eclipse.jetty.server.Server;
+import org.eclipse.jetty.io.EndPoint;
 import org.eclipse.jetty.server.ServerConnector;
 import software.amazon.dynamodb.services.local.main.ServerRunner;
 import software.amazon.dynamodb.services.local.server.DynamoDBProxyServer;
@@ -11,6 +12,11 @@ import software.amazon.dynamodb.services.local.server.DynamoDBProxyServer;
  * launcher sets the host on each connector before starting. With -Dddb.exitOnStdinEof=true it
  * also stops (gracefully, within 5 s) when its standard input closes, so it never outlives the
  * process that started it, even when that process is killed with SIGKILL.
+ *
+ * SIGHUP is a crash that keeps what was acknowledged, as a DynamoDB outage does: the listening
+ * sockets and every open connection are cut at once (a request in flight may commit with its
+ * answer lost), then the database closes and the process halts. SIGKILL of DynamoDB Local loses
+ * the last writes it acknowledged, which DynamoDB never does, so the chaos suite uses this.
  */
 public class LocalhostDynamoDB {
   public static void main(String[] args) throws Exception {
@@ -23,6 +29,10 @@ public class LocalhostDynamoDB {
     for (Connector connector : jetty.getConnectors()) {
       if (connector instanceof ServerConnector sc) sc.setHost(host);
     }
+    sun.misc.Signal.handle(new sun.misc.Signal("HUP"), signal -> {
+      Thread crash = new Thread(() -> crash(proxy, jetty), "crash");
+      crash.start();
+    });
     if (Boolean.getBoolean("ddb.exitOnStdinEof")) {
       Thread watchdog = new Thread(() -> {
         try {
@@ -47,5 +57,24 @@ public class LocalhostDynamoDB {
     }
     proxy.start();
     proxy.join();
+  }
+
+  private static void crash(DynamoDBProxyServer proxy, Server jetty) {
+    Thread bound = new Thread(() -> {
+      try { Thread.sleep(5000); } catch (InterruptedException ignored) { }
+      Runtime.getRuntime().halt(137);
+    }, "crash-bound");
+    bound.setDaemon(true);
+    bound.start();
+    for (Connector connector : jetty.getConnectors()) {
+      try {
+        if (connector instanceof ServerConnector sc) sc.close();
+        for (EndPoint endPoint : connector.getConnectedEndPoints()) endPoint.close();
+      } catch (Exception ignored) { }
+    }
+    try {
+      proxy.stop();
+    } catch (Exception ignored) { }
+    Runtime.getRuntime().halt(137);
   }
 }
