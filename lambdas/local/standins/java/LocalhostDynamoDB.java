@@ -41,16 +41,7 @@ public class LocalhostDynamoDB {
         // Stop the server first (in-flight requests finish, the database closes), so a write
         // acknowledged just before the Host died is not lost with the process; halt within 5 s
         // whatever happens.
-        Thread bound = new Thread(() -> {
-          try { Thread.sleep(5000); } catch (InterruptedException ignored) { }
-          Runtime.getRuntime().halt(0);
-        }, "stop-bound");
-        bound.setDaemon(true);
-        bound.start();
-        try {
-          proxy.stop();
-        } catch (Exception ignored) { }
-        Runtime.getRuntime().halt(0);
+        stopAndHalt(proxy, 0);
       }, "stdin-watchdog");
       watchdog.setDaemon(true);
       watchdog.start();
@@ -59,22 +50,28 @@ public class LocalhostDynamoDB {
     proxy.join();
   }
 
+  /** Cuts the listening sockets and every open connection at once, then stops and halts. */
   private static void crash(DynamoDBProxyServer proxy, Server jetty) {
-    Thread bound = new Thread(() -> {
-      try { Thread.sleep(5000); } catch (InterruptedException ignored) { }
-      Runtime.getRuntime().halt(137);
-    }, "crash-bound");
-    bound.setDaemon(true);
-    bound.start();
     for (Connector connector : jetty.getConnectors()) {
       try {
         if (connector instanceof ServerConnector sc) sc.close();
         for (EndPoint endPoint : connector.getConnectedEndPoints()) endPoint.close();
       } catch (Exception ignored) { }
     }
+    stopAndHalt(proxy, 137);
+  }
+
+  /** Stops the server (the database closes) and halts with `status`, within 5 s whatever happens. */
+  private static void stopAndHalt(DynamoDBProxyServer proxy, int status) {
+    Thread bound = new Thread(() -> {
+      try { Thread.sleep(5000); } catch (InterruptedException ignored) { }
+      Runtime.getRuntime().halt(status);
+    }, "halt-bound");
+    bound.setDaemon(true);
+    bound.start();
     try {
       proxy.stop();
     } catch (Exception ignored) { }
-    Runtime.getRuntime().halt(137);
+    Runtime.getRuntime().halt(status);
   }
 }
