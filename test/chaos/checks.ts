@@ -22,6 +22,11 @@ export interface DeliveryEvidence {
   deadLetterQueue?: string;
   deadLetterConcurrency?: number;
   accepted: Accepted[];
+  /**
+   * Bodies of send attempts the Host did not confirm (no answer, or an error), one per message
+   * per attempt: such a message may be in the queue all the same, under an id no one was told.
+   */
+  unconfirmedBodies?: string[];
   records: WorkerRecord[];
   deadLetterRecords: WorkerRecord[];
   view: BatchView;
@@ -38,6 +43,8 @@ export interface DeliveryVerdict {
   acked: number;
   deadLettered: number;
   deadLetterCopies: number;
+  /** Dead letters of unconfirmed sends: exhausted in the manifests under ids no send answered. */
+  unconfirmedDeadLettered: number;
   dropped: number;
   /** Exhausted messages whose last counted delivery no handler saw (the Host died after registering it). */
   exhaustedUnseen: number;
@@ -168,6 +175,7 @@ export function checkDelivery(e: DeliveryEvidence): DeliveryVerdict {
     acked: 0,
     deadLettered: 0,
     deadLetterCopies: 0,
+    unconfirmedDeadLettered: 0,
     dropped: 0,
     exhaustedUnseen: 0,
     lost: [],
@@ -258,7 +266,8 @@ export function checkDelivery(e: DeliveryEvidence): DeliveryVerdict {
   const max = 1 + e.maxRetries;
   const ackedIds = new Set<string>();
   const exhausted = new Set<string>();
-  for (const id of new Set([...acceptedIds, ...seenBy.keys()])) {
+  // Counted ids too: a send whose answer was lost may still have been delivered (and exhausted).
+  for (const id of new Set([...acceptedIds, ...seenBy.keys(), ...counted.keys()])) {
     const deliveries = (counted.get(id) ?? []).sort((a, b) => a.attempts - b.attempts);
     const saw = seenBy.get(id) ?? [];
     const attempts = deliveries.map((d) => d.attempts);
@@ -308,9 +317,12 @@ export function checkDelivery(e: DeliveryEvidence): DeliveryVerdict {
     }
   }
   const candidates = new Map<string, string[]>();
+  /** Exhausted ids no send answered and no handler saw: their bodies are unknown. */
+  let anonymous = 0;
   for (const id of exhausted) {
-    const body = bodyOfId.get(id) ?? '';
-    candidates.set(body, [...(candidates.get(body) ?? []), id]);
+    const body = bodyOfId.get(id);
+    if (body === undefined) anonymous++;
+    else candidates.set(body, [...(candidates.get(body) ?? []), id]);
   }
   const deadLettered = new Set<string>();
   for (const [body, ids] of candidates) {
@@ -322,10 +334,18 @@ export function checkDelivery(e: DeliveryEvidence): DeliveryVerdict {
       if (got > ids.length) v.deadLetterCopies += got - ids.length;
     }
   }
+  // A body no exhausted id explains may be the copy of an unconfirmed send: each such copy needs
+  // an anonymous exhausted id of its own, and one unconfirmed attempt with that body.
+  const unconfirmed = new Map<string, number>();
+  for (const b of e.unconfirmedBodies ?? []) unconfirmed.set(b, (unconfirmed.get(b) ?? 0) + 1);
   for (const [body, ids] of receipts) {
-    if (!candidates.has(body))
+    if (candidates.has(body)) continue;
+    const explained = Math.min(ids.size, anonymous, unconfirmed.get(body) ?? 0);
+    anonymous -= explained;
+    v.unconfirmedDeadLettered += explained;
+    if (explained < ids.size)
       v.unexplainedDeadLetters.push(
-        `${body}: ${ids.size} in the dead-letter queue, none exhausted its deliveries`,
+        `${body}: ${ids.size - explained} in the dead-letter queue, none exhausted its deliveries`,
       );
   }
 

@@ -259,6 +259,7 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
   const failures: string[] = [];
   const notes: string[] = [];
   const accepted: Accepted[] = [];
+  const unconfirmedBodies: string[] = [];
   let sendsFailed = 0;
   /** Messages of multi-message sends that failed: never committed, so they may stay hidden in SQS. */
   let uncommittable = 0;
@@ -317,6 +318,7 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
       } catch {
         sendsFailed++; // no answer: the messages may or may not be in the queue
       }
+      for (const m of items) unconfirmedBodies.push(bodyOf(s.seed, m.seq));
       if (items.length > 1) uncommittable += items.length;
       await sleep(Math.min(2_000, 400 * 2 ** Math.min(attempt, 3)));
     }
@@ -371,6 +373,7 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
         mainConsumerUid: mainConsumer,
         ...(dlq ? { deadLetterQueue: 'dlq', deadLetterConcurrency: DLQ_CONSUMER.maxConcurrency } : {}),
         accepted,
+        unconfirmedBodies,
         records,
         deadLetterRecords,
         view,

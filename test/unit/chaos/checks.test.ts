@@ -113,6 +113,46 @@ describe('chaos checkers', () => {
     expect([moved.deadLettered, moved.lost.length, moved.orphanBatches]).toEqual([1, 0, ['D']]);
   });
 
+  it('a dead letter no exhausted message explains is reported, unless it is the copy of an unconfirmed send that exhausted its deliveries', () => {
+    // The first send of y got no answer but was queued (as 'y0'); its retry was accepted as 'y'
+    // and acknowledged. 'y0' was registered once, never run (the Host died), and moved.
+    const base = {
+      maxRetries: 0,
+      deadLetter: true,
+      deadLetterQueue: 'dlq',
+      accepted: [{ id: 'y', seq: 1, body: 'chaos:1:y' }],
+      records: run('A', 0, ['y'], 'returned'),
+      deadLetterRecords: [
+        { ev: 'start', q: 'dlq', b: 'D', n: 1, p: 1, t: 200 },
+        { ev: 'msg', q: 'dlq', b: 'D', i: 0, id: 'new', a: 1, body: 'chaos:1:y', p: 1, t: 200 },
+      ] as WorkerRecord[],
+      view: {
+        heads: new Map([
+          ['A', head('A')],
+          ['B', head('B', { outcome: 'abandoned' })],
+        ]),
+        manifests: new Map([
+          ['A', [entry('y', 1)]],
+          ['B', [entry('y0', 1)]],
+        ]),
+        slots: new Map(),
+      },
+    };
+    const explained = checkDelivery(evidence({ ...base, unconfirmedBodies: ['chaos:1:y'] }));
+    expect([explained.unexplainedDeadLetters, explained.unconfirmedDeadLettered, explained.lost]).toEqual([
+      [],
+      1,
+      [],
+    ]);
+    // Without the unconfirmed attempt, or without the exhausted copy, the dead letter is unexplained.
+    expect(checkDelivery(evidence(base)).unexplainedDeadLetters).toHaveLength(1);
+    const noCopy = { ...base.view, manifests: new Map([['A', [entry('y', 1)]]]) };
+    expect(
+      checkDelivery(evidence({ ...base, view: noCopy, unconfirmedBodies: ['chaos:1:y'] }))
+        .unexplainedDeadLetters,
+    ).toHaveLength(1);
+  });
+
   it('a resolved settlement the head does not hold, or a head that changes, is a flip', () => {
     const records = [
       ...run('A', 0, ['x'], 'returned', 'mixed'),
