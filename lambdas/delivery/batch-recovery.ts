@@ -25,6 +25,14 @@ export interface BatchRecoveryDeps {
 export const laneRootOf = (batchId: string) => batchId.split('.')[0] as string;
 const inLane = (root: string, batchId: string) => batchId === root || batchId.startsWith(`${root}.`);
 
+export interface RecoverOptions {
+  /** The batch's invocation is known to have ended (its handler no longer runs). */
+  ended?: boolean;
+  outcome?: InvocationOutcome;
+  /** The slot deadline the caller saw pass. */
+  expired?: number;
+}
+
 export class BatchRecovery {
   private readonly d: BatchRecoveryDeps;
 
@@ -38,7 +46,7 @@ export class BatchRecovery {
     let recovered = 0;
     for (const [batchId, deadline] of Object.entries(await this.d.store.slots(consumerUid))) {
       if (deadline > now) continue;
-      await this.recoverBatch(consumerUid, batchId);
+      await this.recoverBatch(consumerUid, batchId, { expired: deadline });
       recovered++;
     }
     return recovered;
@@ -66,15 +74,18 @@ export class BatchRecovery {
   /**
    * Ends one batch whose invocation was lost: closes it as abandoned and records what is owed.
    * Before the slot's deadline the batch's handler may still run (a lost Lambda response), so
-   * the slot is kept until then — unless the caller knows the invocation has `ended`.
+   * the slot is kept until then — unless the caller knows the invocation has `ended`. A caller
+   * that saw the slot's deadline pass names it as `expired`: if the slot holds another deadline
+   * now, its lane registered the batch since (late, but alive) and nothing is recovered.
    */
   async recoverBatch(
     consumerUid: string,
     batchId: string,
-    opts: { ended?: boolean; outcome?: InvocationOutcome } = {},
+    opts: RecoverOptions = {},
   ): Promise<{ heldUntil?: number }> {
     const state = await this.d.store.dispatchState(consumerUid);
     if (state.slots[batchId] === undefined) return {}; // finished meanwhile
+    if (opts.expired !== undefined && state.slots[batchId] !== opts.expired) return {};
     if (!state.registered[batchId]) {
       // No batch registered in it: no handler runs in it, and a runner that registers late is
       // refused (registration needs the slot), so it is freed now rather than at its deadline.

@@ -10,11 +10,12 @@ import type { AttachmentStore } from '../forms/queue-consumer/attachments.ts';
 import type { ConsumerSpec } from '../forms/queue-consumer/consumer-spec.ts';
 import { crashPoint } from '../shared/fault-points.ts';
 import { log } from '../shared/log.ts';
-import { BatchRecovery, laneRootOf } from './batch-recovery.ts';
+import { BatchRecovery, laneRootOf, type RecoverOptions } from './batch-recovery.ts';
 import type {
   AttemptsRecord,
   BatchHead,
   DeliveryStore,
+  DispatchState,
   Manifest,
   ManifestEntry,
   SettlementCode,
@@ -61,6 +62,12 @@ export interface Slot {
    * no send through the Host came after it (see `DispatchState`).
    */
   wakeSeq?: number;
+  /**
+   * The slot map as the take's write answered it, as far as registration needs it, if it
+   * registers within half the grace (the grace argument in ARCHITECTURE.md). Absent on slots
+   * sealed by an older Host: registration reads the map.
+   */
+  taken?: SlotSnapshot;
   /** The consumer generation's settings the Host applies to this batch. */
   maxConcurrency: number;
   maxRetries: number;
@@ -74,11 +81,27 @@ export interface Slot {
   seal: string;
 }
 
-/** What a lane knows of its consumer generation: the slot minus what is per batch. */
-type LaneContext = Omit<Slot, 'batchId' | 'deadline' | 'invisibleUntil' | 'wakeSeq' | 'seal'>;
+export interface SlotSnapshot {
+  /** When the slot was taken (the Host's clock). */
+  at: number;
+  /** Slots held then, this one included, less those the take recovered. */
+  held: number;
+  /** The other slots whose deadline had passed by then and that the take did not recover. */
+  due: Record<string, number>;
+}
 
-const laneContextOf = ({ batchId, deadline, invisibleUntil, wakeSeq, seal, ...context }: Slot): LaneContext =>
-  context;
+/** What a lane knows of its consumer generation: the slot minus what is per batch. */
+type LaneContext = Omit<Slot, 'batchId' | 'deadline' | 'invisibleUntil' | 'wakeSeq' | 'taken' | 'seal'>;
+
+const laneContextOf = ({
+  batchId,
+  deadline,
+  invisibleUntil,
+  wakeSeq,
+  taken,
+  seal,
+  ...context
+}: Slot): LaneContext => context;
 
 /**
  * The id of a lane's next batch: derived from the batch before it, so a retried hand-over of the
@@ -392,14 +415,30 @@ export class DeliveryService {
     );
   }
 
-  /** A sealed slot for a batch that holds `deadline` in the slot map. */
-  private slotFor(context: LaneContext, batchId: string, deadline: number, wakes: number): Slot {
+  /**
+   * A sealed slot for a batch that holds `deadline` in the slot map, taken at `takenAt` by the
+   * write that answered `state`; `recovered` are the expired slots the take recovered itself.
+   */
+  private slotFor(
+    context: LaneContext,
+    batchId: string,
+    deadline: number,
+    state: DispatchState,
+    takenAt: number,
+    recovered: ReadonlySet<string> = new Set(),
+  ): Slot {
+    const due: Record<string, number> = {};
+    for (const [id, until] of Object.entries(state.slots)) {
+      if (id !== batchId && until <= takenAt && !recovered.has(id)) due[id] = until;
+    }
+    const held = Object.keys(state.slots).filter((id) => !recovered.has(id)).length;
     return sealSlot(this.o.credentialKey, {
       ...context,
       batchId,
       deadline,
       invisibleUntil: deadline + this.o.graceMs,
-      wakeSeq: wakes,
+      wakeSeq: state.wakes,
+      taken: { at: takenAt, held, due },
     });
   }
 
@@ -416,7 +455,9 @@ export class DeliveryService {
     const expired = Object.entries(out.state.slots)
       .filter(([id, until]) => id !== batchId && until <= now)
       .map(([id]) => id);
-    for (const id of expired) await this.recoverBatch(context.consumerUid, id);
+    for (const id of expired) {
+      await this.recoverBatch(context.consumerUid, id, { expired: out.state.slots[id] as number });
+    }
     if (!out.taken && expired.length > 0) {
       out = await this.o.store.takeSlot(context.consumerUid, batchId, deadline, max);
     }
@@ -426,7 +467,7 @@ export class DeliveryService {
       status: 'acquired',
       held: Object.keys(out.state.slots).filter((id) => !recovered.has(id)).length,
       capacity: max,
-      slot: this.slotFor(context, batchId, deadline, out.state.wakes),
+      slot: this.slotFor(context, batchId, deadline, out.state, now, recovered),
     };
   }
 
@@ -465,6 +506,28 @@ export class DeliveryService {
   }
 
   /**
+   * The consumer's slots a registration must recover before it reads attempts records. Within
+   * half the grace of the take, the slot's sealed snapshot says it (the grace argument in
+   * ARCHITECTURE.md): a batch whose messages can be back in the queue now was registered before
+   * the take, and its deadline had passed by then. Later, the slot map is read after the receive,
+   * and a slot no longer in it (revoked: its consumer is stopping) gives its messages back.
+   */
+  private async slotsAtRegistration(
+    slot: Slot,
+    now: number,
+    giveBack: () => Promise<unknown>,
+  ): Promise<{ held: number; due: Record<string, number> }> {
+    if (slot.taken !== undefined && now - slot.taken.at <= this.o.graceMs / 2) return slot.taken;
+    const slots = await this.o.store.slots(slot.consumerUid);
+    if (slots[slot.batchId] === undefined) {
+      await giveBack();
+      throw new NamedError('unknown_batch', 'no such slot is open');
+    }
+    const due = Object.entries(slots).filter(([id, d]) => id !== slot.batchId && d <= now);
+    return { held: Object.keys(slots).length, due: Object.fromEntries(due) };
+  }
+
+  /**
    * Decides, for each received message, whether it is delivered now, later, or dead-lettered.
    * The slot is trusted only with its seal (DL-09); that its consumer generation is still the
    * active one is a condition of the registration's transaction, not a read before it.
@@ -478,19 +541,13 @@ export class DeliveryService {
         received.map((r) => ({ handle: r.receiptHandle, seconds: 0 })),
       );
     if (received.length === 0) return this.releaseEmpty(sealed);
-    // Read after the receive: the grace argument (ARCHITECTURE.md) needs this order.
-    const slots = await this.o.store.slots(sealed.consumerUid);
-    if (slots[sealed.batchId] === undefined) {
-      // A revoked slot (its consumer is stopping): give the messages back at once, deliver nothing.
-      await giveBack();
-      throw new NamedError('unknown_batch', 'no such slot is open');
-    }
     const now = this.now();
     // Late recovery: a batch abandoned by a lost runner has its messages back in the queue from
-    // its deadline + grace on. Recovering every expired slot before reading attempts records
-    // means such a message is never counted from records its recovery has not written yet.
-    for (const [batchId, d] of Object.entries(slots)) {
-      if (batchId !== sealed.batchId && d <= now) await this.recoverBatch(sealed.consumerUid, batchId);
+    // its deadline + grace on. Recovering such slots before reading attempts records means such a
+    // message is never counted from records its recovery has not written yet.
+    const slots = await this.slotsAtRegistration(sealed, now, giveBack);
+    for (const [batchId, d] of Object.entries(slots.due)) {
+      await this.recoverBatch(sealed.consumerUid, batchId, { expired: d });
     }
     // From registration on the slot lasts as long as the handler may run, and its messages stay
     // hidden a grace period longer (only the Host's own records decide how long).
@@ -631,7 +688,7 @@ export class DeliveryService {
       deadline: slot.deadline,
       deliver,
       moves: moved.length,
-      room: Object.keys(slots).length < spec.maxConcurrency,
+      room: slots.held < spec.maxConcurrency,
       manifest: { ...manifest, seal: manifestSeal(this.o.credentialKey, slot.batchId, manifest) },
     };
   }
@@ -928,7 +985,7 @@ export class DeliveryService {
       status: 'acquired',
       held: Object.keys(out.state.slots).length,
       capacity: slot.maxConcurrency,
-      slot: this.slotFor(context, batchId, out.state.slots[batchId] ?? deadline, out.state.wakes),
+      slot: this.slotFor(context, batchId, out.state.slots[batchId] ?? deadline, out.state, now),
     };
   }
 
@@ -1151,11 +1208,7 @@ export class DeliveryService {
     return this.recovery.recoverAfterRestart();
   }
 
-  recoverBatch(
-    consumerUid: string,
-    batchId: string,
-    opts?: { ended?: boolean; outcome?: InvocationOutcome },
-  ): Promise<{ heldUntil?: number }> {
+  recoverBatch(consumerUid: string, batchId: string, opts?: RecoverOptions): Promise<{ heldUntil?: number }> {
     return this.recovery.recoverBatch(consumerUid, batchId, opts);
   }
 

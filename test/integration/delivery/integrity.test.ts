@@ -471,6 +471,90 @@ describe('issue 11: what a runner may ask, and late recovery (DL-07, DL-09, RC-0
     expect(await attemptsRecord(d, queue.queueUid, id)).toBeUndefined();
   });
 
+  it('RC-01 DL-07 late recovery from the sealed snapshot: a lane handed its next slot after an abandoned batch expired recovers it at registration, with no read of the slot map', async ({
+    expect,
+  }) => {
+    const { queue, consumerUid } = await d.setup('snapshot', recordingWorker(d.logFile('snapshot')), {
+      maxConcurrency: 2,
+      maxRetries: 3,
+    });
+    const id = await d.host.producer.send(queue, 'abandoned');
+    // Batch A, registered 10 s "earlier" than C below, so its deadline passes first; its runner dies.
+    offset -= 10_000;
+    const a = await slotOf(d, consumerUid);
+    const got = await receive(queue);
+    expect((await d.host.delivery.register(a, got)).deliver.map((x) => x.attempts)).toEqual([1]);
+    const regA = await batchHead(d, a.batchId);
+    offset += 10_000;
+    // Batch C runs on the other lane; it finishes after A's deadline and half the grace, and is
+    // handed its lane's next slot B (a hand-over recovers nothing).
+    await d.host.producer.send(queue, 'c');
+    const c = await slotOf(d, consumerUid);
+    const regC = await d.host.delivery.register(c, await receive(queue));
+    expect(regC.deliver).toHaveLength(1);
+    const aDeadline = regA?.deadline as number;
+    offset += aDeadline + 3_000 - clock();
+    const fin = await d.host.delivery.finalizeAsRunner(c.batchId, regC.credential, 'returned', {
+      slot: c,
+      manifest: regC.manifest,
+      next: true,
+    });
+    expect(fin.next?.status).toBe('acquired');
+    const b = (fin.next as { slot: Slot }).slot;
+    expect(b.taken?.due).toEqual({ [a.batchId]: aDeadline });
+    // A's grace ends (its message is handed out again) while B is within half the grace of its take.
+    offset += 2_000;
+    const { ChangeMessageVisibilityCommand } = await import('@aws-sdk/client-sqs');
+    await d.host.sqs.send(
+      new ChangeMessageVisibilityCommand({
+        QueueUrl: queue.sqsUrl,
+        ReceiptHandle: got[0]?.receiptHandle,
+        VisibilityTimeout: 0,
+      }),
+    );
+    const again = await receive(queue);
+    expect(again.map((r) => r.envelope.id)).toEqual([id]);
+    const store = storeOf(d);
+    const slots = store.slots.bind(store);
+    let mapReads = 0;
+    store.slots = async (uid) => {
+      mapReads++;
+      return slots(uid);
+    };
+    let reg2: Awaited<ReturnType<typeof d.host.delivery.register>>;
+    try {
+      reg2 = await d.host.delivery.register(b, again);
+    } finally {
+      store.slots = slots;
+    }
+    // Registration recovered A from the snapshot first: the attempt A's handler had is counted.
+    expect(reg2.deliver.map((x) => x.attempts)).toEqual([2]);
+    expect(mapReads).toBe(0);
+    expect(Object.keys(await d.host.delivery.slotsOf(consumerUid))).toEqual([b.batchId]);
+    await d.host.delivery.finalizeAsRunner(b.batchId, reg2.credential, 'returned');
+    await waitDrained(d, queue, 10_000);
+  });
+
+  it('RC-01 a recovery that saw a slot expire leaves it alone once its lane registered a batch in it since (late, but alive)', async ({
+    expect,
+  }) => {
+    const { queue, consumerUid } = await d.setup('late-reg', recordingWorker(d.logFile('late-reg')), {
+      maxConcurrency: 1,
+    });
+    await d.host.producer.send(queue, 'late');
+    const x = await slotOf(d, consumerUid);
+    const seen = (await d.host.delivery.slotsOf(consumerUid))[x.batchId] as number;
+    // The gathering deadline passes; an actor sees it, and the lane registers before it recovers.
+    offset += seen - clock() + 1;
+    const reg = await d.host.delivery.register(x, await receive(queue));
+    expect(reg.deliver).toHaveLength(1);
+    await d.host.delivery.recoverBatch(consumerUid, x.batchId, { expired: seen });
+    expect((await batchHead(d, x.batchId))?.closed).toBe(false);
+    expect(Object.keys(await d.host.delivery.slotsOf(consumerUid))).toEqual([x.batchId]);
+    await d.host.delivery.finalizeAsRunner(x.batchId, reg.credential, 'returned');
+    await waitDrained(d, queue, 10_000);
+  });
+
   it('DL-02 RC-04 a registration that fails before any handler runs holds its slot only for gathering; a recovery racing a registration never frees a slot that holds a batch', async ({
     expect,
   }) => {
