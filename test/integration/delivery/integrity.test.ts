@@ -434,6 +434,18 @@ describe('issue 11: what a runner may ask, and late recovery (DL-07, DL-09, RC-0
   afterAll(async () => d.close());
 
   const receive = (queue: QueueTarget) => receiveAsRunner(d, queue);
+  /** SQS hands a held message out again (its hold ran out) and the next receive gets it. */
+  const handOutAgain = async (queue: QueueTarget, handle: string | undefined) => {
+    const { ChangeMessageVisibilityCommand } = await import('@aws-sdk/client-sqs');
+    await d.host.sqs.send(
+      new ChangeMessageVisibilityCommand({
+        QueueUrl: queue.sqsUrl,
+        ReceiptHandle: handle,
+        VisibilityTimeout: 0,
+      }),
+    );
+    return receive(queue);
+  };
 
   it('RC-01 DL-07 late recovery: a message of an abandoned batch received again before anyone recovered it still counts its attempt', async ({
     expect,
@@ -452,15 +464,7 @@ describe('issue 11: what a runner may ask, and late recovery (DL-07, DL-09, RC-0
     const b = await slotOf(d, consumerUid);
     // …then A's deadline and grace pass, and SQS hands A's message out again.
     offset += a.invisibleUntil - Date.now() + 1_000;
-    const { ChangeMessageVisibilityCommand } = await import('@aws-sdk/client-sqs');
-    await d.host.sqs.send(
-      new ChangeMessageVisibilityCommand({
-        QueueUrl: queue.sqsUrl,
-        ReceiptHandle: got[0]?.receiptHandle,
-        VisibilityTimeout: 0,
-      }),
-    );
-    const again = await receive(queue);
+    const again = await handOutAgain(queue, got[0]?.receiptHandle);
     expect(again.map((r) => r.envelope.id)).toEqual([id]);
     const reg2 = await d.host.delivery.register(b, again);
     // Registration recovered A first: the attempt A's handler had is counted.
@@ -504,15 +508,7 @@ describe('issue 11: what a runner may ask, and late recovery (DL-07, DL-09, RC-0
     expect(b.taken?.due).toEqual({ [a.batchId]: aDeadline });
     // A's grace ends (its message is handed out again) while B is within half the grace of its take.
     offset += 2_000;
-    const { ChangeMessageVisibilityCommand } = await import('@aws-sdk/client-sqs');
-    await d.host.sqs.send(
-      new ChangeMessageVisibilityCommand({
-        QueueUrl: queue.sqsUrl,
-        ReceiptHandle: got[0]?.receiptHandle,
-        VisibilityTimeout: 0,
-      }),
-    );
-    const again = await receive(queue);
+    const again = await handOutAgain(queue, got[0]?.receiptHandle);
     expect(again.map((r) => r.envelope.id)).toEqual([id]);
     const store = storeOf(d);
     const slots = store.slots.bind(store);
