@@ -44,6 +44,14 @@ export const slotSchema = z.strictObject({
   workerName: z.string().min(1).max(128),
   workerFunction: z.string().min(1).max(2048),
   wakeSeq: z.number().int().nonnegative().optional(),
+  taken: z
+    .strictObject({
+      at: epochMs,
+      held: z.number().int().min(0).max(250),
+      // At most every other slot of the consumer (maxConcurrency ≤ 250).
+      due: z.record(id, epochMs).refine((due) => Object.keys(due).length < 250, 'too many slots'),
+    })
+    .optional(),
   maxConcurrency: z.number().int().min(1).max(250),
   maxRetries: z.number().int().min(0).max(100),
   retryDelaySeconds: z.number().int().min(0).max(MESSAGE_LIMITS.maxDelaySeconds),
