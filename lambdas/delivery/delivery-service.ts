@@ -161,7 +161,10 @@ export interface Registration {
   deliver: { received: number; attempts: number }[];
   /** The queue was empty, but a send through the Host came after the slot was taken. */
   woken?: boolean;
-  /** Fewer than maxConcurrency slots were held when it registered: another lane may start. */
+  /**
+   * Fewer than maxConcurrency slots were held when it registered: another lane may start.
+   * Decided for a full receive (maxBatchSize messages), the only case the control loop asks.
+   */
   room?: boolean;
   /**
    * Received messages that already had their last delivery. They belong to the batch and are
@@ -516,15 +519,32 @@ export class DeliveryService {
     slot: Slot,
     now: number,
     giveBack: () => Promise<unknown>,
-  ): Promise<{ held: number; due: Record<string, number> }> {
-    if (slot.taken !== undefined && now - slot.taken.at <= this.o.graceMs / 2) return slot.taken;
+  ): Promise<{ held: number; due: Record<string, number>; read: boolean }> {
+    if (slot.taken !== undefined && now - slot.taken.at <= this.o.graceMs / 2)
+      return { ...slot.taken, read: false };
     const slots = await this.o.store.slots(slot.consumerUid);
     if (slots[slot.batchId] === undefined) {
       await giveBack();
       throw new NamedError('unknown_batch', 'no such slot is open');
     }
     const due = Object.entries(slots).filter(([id, d]) => id !== slot.batchId && d <= now);
-    return { held: Object.keys(slots).length, due: Object.fromEntries(due) };
+    return { held: Object.keys(slots).length, due: Object.fromEntries(due), read: true };
+  }
+
+  /**
+   * Whether another lane may start (the control loop asks only after a full receive). A snapshot
+   * from before the gathering can be stale by the lanes started meanwhile, so where it shows room
+   * a full batch confirms it with a read after the receive, as the loop had before the snapshot.
+   */
+  private async roomFor(
+    slot: Slot,
+    slots: { held: number; read: boolean },
+    received: number,
+  ): Promise<boolean> {
+    if (slots.held >= slot.maxConcurrency) return false;
+    if (slots.read) return true;
+    if (received < slot.maxBatchSize) return false;
+    return Object.keys(await this.o.store.slots(slot.consumerUid)).length < slot.maxConcurrency;
   }
 
   /**
@@ -688,7 +708,7 @@ export class DeliveryService {
       deadline: slot.deadline,
       deliver,
       moves: moved.length,
-      room: slots.held < spec.maxConcurrency,
+      room: await this.roomFor(slot, slots, received.length),
       manifest: { ...manifest, seal: manifestSeal(this.o.credentialKey, slot.batchId, manifest) },
     };
   }
