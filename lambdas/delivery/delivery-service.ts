@@ -465,13 +465,8 @@ export class DeliveryService {
       out = await this.o.store.takeSlot(context.consumerUid, batchId, deadline, max);
     }
     if (!out.taken) return { status: 'busy' };
-    const recovered = new Set(expired);
-    return {
-      status: 'acquired',
-      held: Object.keys(out.state.slots).filter((id) => !recovered.has(id)).length,
-      capacity: max,
-      slot: this.slotFor(context, batchId, deadline, out.state, now, recovered),
-    };
+    const slot = this.slotFor(context, batchId, deadline, out.state, now, new Set(expired));
+    return { status: 'acquired', held: (slot.taken as SlotSnapshot).held, capacity: max, slot };
   }
 
   /** The sealed slot's fields, or `unknown_batch` if the Host did not seal it as it is. */
@@ -1001,11 +996,12 @@ export class DeliveryService {
       slot.maxConcurrency,
     );
     if (!out.taken) return { status: 'busy' };
+    const next = this.slotFor(context, batchId, out.state.slots[batchId] ?? deadline, out.state, now);
     return {
       status: 'acquired',
-      held: Object.keys(out.state.slots).length,
+      held: (next.taken as SlotSnapshot).held,
       capacity: slot.maxConcurrency,
-      slot: this.slotFor(context, batchId, out.state.slots[batchId] ?? deadline, out.state, now),
+      slot: next,
     };
   }
 
