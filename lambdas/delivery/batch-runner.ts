@@ -114,6 +114,9 @@ function readMessage(
 
 const isAbort = (err: unknown) => (err as Error)?.name === 'AbortError';
 
+/** A long poll that came back empty with less than this left of the idle wait ends it. */
+const EARLY_EMPTY_SLACK_MS = 100;
+
 /**
  * Finalisation is idempotent (the head closes once; decisions are re-applied as the same
  * writes), so a Host call that failed is tried again: a lane that gave up here would leave its
@@ -145,11 +148,13 @@ export async function runBatch(
   const clock = deps.clock ?? Date.now;
   const held: Held[] = [];
   let firstAt: number | undefined;
+  // The idle wait is SQS's time, not the Host's (a test may move the Host's clock).
+  const idleUntil = performance.now() + deps.idleWaitSeconds * 1000;
   while (held.length < slot.maxBatchSize && !deps.signal?.aborted) {
     const now = clock();
     let wait: number;
     if (firstAt === undefined) {
-      wait = deps.idleWaitSeconds;
+      wait = Math.ceil(Math.max(0, idleUntil - performance.now()) / 1000);
     } else {
       const left = slot.maxBatchTimeoutSeconds * 1000 - (now - firstAt);
       if (left <= 0 && slot.maxBatchTimeoutSeconds > 0) break;
@@ -193,6 +198,10 @@ export async function runBatch(
     }
     const got = messages.flatMap((m) => readMessage(m, clock()) ?? []);
     if (got.length === 0) {
+      // SQS answers a long poll empty only once its wait is out; a server that wakes every waiter
+      // for one message answers the others empty at once. Only a wait that ran out makes the
+      // lane idle, so an early empty answer is followed by a poll for the rest of the wait.
+      if (firstAt === undefined && idleUntil - performance.now() > EARLY_EMPTY_SLACK_MS) continue;
       if (firstAt === undefined || slot.maxBatchTimeoutSeconds === 0) break;
       continue;
     }

@@ -1,6 +1,6 @@
 import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runLane } from '../../../lambdas/delivery/batch-runner.ts';
+import { runBatch, runLane } from '../../../lambdas/delivery/batch-runner.ts';
 import { directBatchHost } from '../../../lambdas/delivery/direct-batch-host.ts';
 import { decodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
 import {
@@ -11,6 +11,7 @@ import {
   recordingWorker,
   waitFor,
 } from '../../support/delivery-harness.ts';
+import { sleep } from './delivery-kit.ts';
 
 describe('delivery through the production dispatcher definition', () => {
   let d: DeliveryHost;
@@ -118,6 +119,50 @@ describe('lanes run several batches per invocation', () => {
       // With maxConcurrency 1 the lane holds exactly one slot while each batch runs.
       expect(slotsSeen.every((n) => n === 1)).toBe(true);
       expect(result).not.toHaveProperty('credential');
+    } finally {
+      await d.close();
+    }
+  });
+});
+
+describe('a lane waits out its idle wait', () => {
+  it('DL-02 a long poll answered empty before its wait is out (one message wakes every waiter) does not make a lane idle: two lanes waiting on an empty queue each get one of two messages sent a second apart', async () => {
+    const d = await createDeliveryHost();
+    try {
+      const { queue, consumerUid } = await d.setup('waits', recordingWorker(d.logFile('waits')), {
+        maxBatchSize: 1,
+        maxConcurrency: 2,
+      });
+      const slots = [
+        await d.host.delivery.acquire(consumerUid, 1),
+        await d.host.delivery.acquire(consumerUid, 1),
+      ];
+      const got: string[][] = [[], []];
+      const runs = slots.map((a, lane) => {
+        if (a.status !== 'acquired') throw new Error('no slot');
+        return runBatch(a.slot, {
+          sqs: d.host.sqs,
+          host: directBatchHost(d.host.delivery, d.host.loop),
+          idleWaitSeconds: 4,
+          invoker: {
+            invoke: async (delivery, settle) => {
+              got[lane]?.push(...delivery.messages.map((m) => new TextDecoder().decode(m.body)));
+              await settle({ kind: 'ackAll' });
+              return 'returned';
+            },
+          },
+        });
+      });
+      // Both lanes are long-polling when the first message arrives; the SQS stand-in then answers
+      // the one that does not get it at once, empty, as AWS never does before the wait is out.
+      await sleep(500);
+      await d.host.producer.send(queue, 'first');
+      await sleep(1_000);
+      await d.host.producer.send(queue, 'second');
+      const results = await Promise.all(runs);
+      expect(results.map((r) => r.delivered)).toEqual([1, 1]);
+      expect(results.every((r) => !r.idle)).toBe(true);
+      expect(got.flat().sort()).toEqual(['first', 'second']);
     } finally {
       await d.close();
     }
