@@ -570,9 +570,9 @@ export class DeliveryService {
     // Not sealed (an empty seal never verifies): this copy with the new deadline stays in here.
     const slot: Slot = { ...sealed, deadline: running, invisibleUntil: running + this.o.graceMs, seal: '' };
     const spec = { maxRetries: sealed.maxRetries, maxConcurrency: sealed.maxConcurrency };
-    const committed = await this.committed(received);
+    const { committed, outstanding } = await this.registrationReads(slot.queueUid, received);
     const records =
-      (await this.o.store.outstanding(slot.queueUid)) > 0
+      outstanding > 0
         ? await this.o.store.getAttempts(
             slot.queueUid,
             received.map((r) => r.envelope.id),
@@ -720,27 +720,27 @@ export class DeliveryService {
   }
 
   /**
-   * The commits of multi-message sends among `received` that are complete. A commit, once
-   * written, stays: those seen are remembered (a bounded set), so the batches of one large send
-   * read its commit once.
+   * The queue's count of attempts records, and the commits of multi-message sends among
+   * `received` that are complete, in one read. A commit, once written, stays: those seen are
+   * remembered (a bounded set), so the batches of one large send read its commit once.
    */
-  private async committed(received: Received[]): Promise<Set<string>> {
+  private async registrationReads(
+    queueUid: string,
+    received: Received[],
+  ): Promise<{ committed: Set<string>; outstanding: number }> {
     const ids = [...new Set(received.flatMap((r) => (r.envelope.commit ? [r.envelope.commit] : [])))];
     const committed = new Set(ids.filter((c) => this.commitsSeen.has(c)));
-    const look = async () => {
-      const missing = ids.filter((c) => !committed.has(c));
-      if (missing.length === 0) return;
-      for (const c of await this.o.commits.committed(missing)) committed.add(c);
-    };
-    await look();
+    const missing = () => ids.filter((c) => !committed.has(c));
+    const read = await this.o.store.registrationReads(queueUid, missing());
+    for (const c of read.committed) committed.add(c);
     if (committed.size < ids.length) {
       // A receive can overtake the producer's commit write by milliseconds: look once more.
       await new Promise((r) => setTimeout(r, 250));
-      await look();
+      for (const c of await this.o.commits.committed(missing())) committed.add(c);
     }
     if (this.commitsSeen.size + committed.size > COMMITS_REMEMBERED) this.commitsSeen.clear();
     for (const c of committed) this.commitsSeen.add(c);
-    return committed;
+    return { committed, outstanding: read.outstanding };
   }
 
   /**

@@ -110,6 +110,12 @@ export type SettleResult = 'ok' | 'already_settled' | 'unknown_batch';
  */
 export type GroupSettleResult = SettleResult | 'write_failed';
 
+/** What a registration reads before it decides (`DeliveryStore.registrationReads`). */
+export interface RegistrationReads {
+  outstanding: number;
+  committed: Set<string>;
+}
+
 /** Durable delivery state (DynamoDB on AWS and locally). */
 export interface DeliveryStore {
   // Concurrency slots: one entry per running batch with its deadline (DL-02).
@@ -201,7 +207,11 @@ export interface DeliveryStore {
   fenceRecovery(batchId: string): Promise<BatchHead | undefined>;
 
   // Attempts records and the per-queue count of them.
-  outstanding(queueUid: string): Promise<number>;
+  /**
+   * What a registration reads before it decides, in one request: the queue's count of
+   * outstanding attempts records, and which of `commitIds` (multi-message sends) are committed.
+   */
+  registrationReads(queueUid: string, commitIds: readonly string[]): Promise<RegistrationReads>;
   getAttempts(queueUid: string, ids: readonly string[]): Promise<Map<string, AttemptsRecord>>;
   /** Creates or replaces a record, counting it in `outstanding` exactly once. */
   putAttempts(queueUid: string, record: AttemptsRecord, expiresAtSeconds: number): Promise<void>;

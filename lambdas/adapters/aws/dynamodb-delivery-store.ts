@@ -22,6 +22,7 @@ import type {
   DispatchState,
   GroupSettleResult,
   Manifest,
+  RegistrationReads,
   SettleResult,
 } from '../../delivery/delivery-store.ts';
 import { codeOf } from '../../delivery/delivery-store.ts';
@@ -29,9 +30,14 @@ import { NamedError } from '../../delivery/limits.ts';
 import type { SettleCall } from '../../delivery/settlement-protocol.ts';
 import { TABLE_KEYS } from '../../shared/table-schema.ts';
 import { attachmentKey } from './dynamodb-attachments.ts';
+import { commitKey } from './dynamodb-commit-store.ts';
 import { deadLetterRecordKey } from './dynamodb-dead-letter-records.ts';
 
 const { pk: PK, sk: SK, ttl: TTL } = TABLE_KEYS;
+
+/** An item as read back: schemaless, so callers read the fields they named. */
+// biome-ignore lint/suspicious/noExplicitAny: see above
+type StoredItem = Record<string, any>;
 
 export const deliveryKeys = {
   slots: (consumerUid: string) => ({ [PK]: `DISPATCH#${consumerUid}`, [SK]: '_' }),
@@ -611,29 +617,43 @@ export class DynamoDeliveryStore implements DeliveryStore {
     return out.ok && out.item ? toHead(out.item) : undefined;
   }
 
-  async outstanding(queueUid: string): Promise<number> {
-    return Number((await this.getItem(deliveryKeys.queueState(queueUid)))?.outstanding ?? 0);
+  async registrationReads(queueUid: string, commitIds: readonly string[]): Promise<RegistrationReads> {
+    const state = deliveryKeys.queueState(queueUid);
+    const keys = [state, ...[...new Set(commitIds)].map(commitKey)];
+    const out: RegistrationReads = { outstanding: 0, committed: new Set() };
+    for (const v of await this.consistentBatchGet(keys, 'registration reads')) {
+      const pk = String(v[PK]);
+      if (pk === state[PK]) out.outstanding = Number(v.outstanding ?? 0);
+      else if (pk.startsWith('COMMIT#')) out.committed.add(pk.slice('COMMIT#'.length));
+    }
+    return out;
   }
 
   async getAttempts(queueUid: string, ids: readonly string[]): Promise<Map<string, AttemptsRecord>> {
     const found = new Map<string, AttemptsRecord>();
-    const unique = [...new Set(ids)];
-    for (let i = 0; i < unique.length; i += 100) {
-      let keys = unique.slice(i, i + 100).map((id) => marshall(deliveryKeys.attempts(queueUid, id)));
-      for (let round = 0; keys.length > 0 && round < 10; round++) {
-        if (round > 0) await backoff(round); // unprocessed keys: DynamoDB asks to slow down
-        const out = await this.client.send(
-          new BatchGetItemCommand({ RequestItems: { [this.table]: { Keys: keys, ConsistentRead: true } } }),
-        );
-        for (const item of out.Responses?.[this.table] ?? []) {
-          const v = unmarshall(item);
-          found.set(v.id, { id: v.id, attempts: v.attempts, notBefore: v.notBefore, acked: v.acked });
-        }
-        keys = out.UnprocessedKeys?.[this.table]?.Keys ?? [];
-      }
-      if (keys.length > 0) throw new Error('attempts records could not all be read');
+    const keys = [...new Set(ids)].map((id) => deliveryKeys.attempts(queueUid, id));
+    for (const v of await this.consistentBatchGet(keys, 'attempts records')) {
+      found.set(v.id, { id: v.id, attempts: v.attempts, notBefore: v.notBefore, acked: v.acked });
     }
     return found;
+  }
+
+  /** Consistent reads of up to 100 keys a request; keys DynamoDB leaves unprocessed are asked again. */
+  private async consistentBatchGet(keys: Record<string, string>[], what: string): Promise<StoredItem[]> {
+    const items: StoredItem[] = [];
+    for (let i = 0; i < keys.length; i += 100) {
+      let ask = keys.slice(i, i + 100).map((k) => marshall(k));
+      for (let round = 0; ask.length > 0 && round < 10; round++) {
+        if (round > 0) await backoff(round); // unprocessed keys: DynamoDB asks to slow down
+        const out = await this.client.send(
+          new BatchGetItemCommand({ RequestItems: { [this.table]: { Keys: ask, ConsistentRead: true } } }),
+        );
+        for (const item of out.Responses?.[this.table] ?? []) items.push(unmarshall(item));
+        ask = out.UnprocessedKeys?.[this.table]?.Keys ?? [];
+      }
+      if (ask.length > 0) throw new Error(`${what} could not all be read`);
+    }
+    return items;
   }
 
   async putAttempts(queueUid: string, r: AttemptsRecord, expiresAtSeconds: number): Promise<void> {
