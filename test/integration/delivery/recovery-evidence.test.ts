@@ -49,7 +49,12 @@ const DEFAULT_WORKER_TIMEOUT_MS = 900_000;
  */
 const DEFAULT_TUNING = deliveryTuning({}, DEFAULT_WORKER_TIMEOUT_MS / 1000);
 const DEFAULTS = { workerTimeoutMs: DEFAULT_WORKER_TIMEOUT_MS, graceMs: DEFAULT_TUNING.graceMs };
-const SHORTENED = { workerTimeoutMs: 10_000, graceMs: 1_000 };
+/**
+ * Shortened grace; the worker timeout stays long enough for the QC-08 test's three rounds while
+ * its handler runs (on a loaded emulator each round took ~2 s, and a 10 s timeout cut the handler
+ * off mid-test — then the delete rightly completed early).
+ */
+const SHORTENED = { workerTimeoutMs: 60_000, graceMs: 1_000 };
 
 const TERMINAL = ['succeeded', 'failed', 'cancelled'];
 const text = (b64: unknown) => Buffer.from(b64 as string, 'base64').toString();
@@ -216,10 +221,16 @@ for (const [label, timings] of [
       expect(started).toHaveLength(1);
       expect(started[0]?.size).toBe(3);
 
+      const startedAt = started[0]?.t as number;
       const opId = await deleteResource(d, consumerUid);
       for (let round = 0; round < 3; round++) {
         await d.host.settle();
         const op = await operation(d, opId);
+        // The premise: the handler is still inside its worker timeout (it waits for the flag).
+        const elapsed = Date.now() - startedAt;
+        expect(elapsed, `round ${round}: ${elapsed} ms since the handler started`).toBeLessThan(
+          timings.workerTimeoutMs - 5_000,
+        );
         expect(op, `round ${round}`).toMatchObject({ status: 'reconciling' });
         // The handler is still running; the delete acknowledged nothing: every unsettled message
         // (and, until the batch is finalised, possibly the acknowledged one) is still in SQS.
