@@ -706,7 +706,7 @@ export function markdown(meta: BenchMeta, config: BenchConfig, summary: Summary,
   sections.push(
     `# Benchmark results — ${meta.date}${config.mode === 'quick' ? ' (quick smoke run)' : ''}`,
     '',
-    `Measured by \`npm run bench${config.mode === 'quick' ? ' -- --quick' : ''}\` on ${meta.cpus} × ${meta.cpuModel}, ${meta.platform}, Node ${meta.node}; ` +
+    `Measured by \`npm run bench${config.mode === 'quick' ? ' -- --quick' : ''}\`${meta.commit ? ` at \`${meta.commit}\`` : ''} on ${meta.cpus} × ${meta.cpuModel}, ${meta.platform}, Node ${meta.node}; ` +
       `wall time ${fmt(meta.wallSeconds, 0)} s; load average ${meta.loadAverageAtStart.map((v) => v.toFixed(2)).join(' ')} at start, ${meta.loadAverageAtEnd.map((v) => v.toFixed(2)).join(' ')} at the end ` +
       '(the machine is shared with other test runs, so every figure is set beside a baseline measured in the same run). ' +
       `Each figure is the median of ${config.runs} run${config.runs === 1 ? '' : 's'}${steady ? ` (steady stream: ${steady.runs})` : ''}, with [min–max] across runs. ` +

@@ -58,6 +58,8 @@ export interface BenchSamples {
 
 export interface BenchMeta {
   date: string;
+  /** The checkout measured: `git describe`-like short commit, "+ changes" when the tree differed. */
+  commit?: string;
   startedAt: string;
   finishedAt: string;
   wallSeconds: number;

@@ -11,6 +11,7 @@
  * A full run (measured or re-rendered) also rewrites the README's cost table (readme-costs.ts).
  * --out <dir> and --readme <file> write elsewhere (the unit test of the README region uses them).
  */
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -131,6 +132,7 @@ async function main(): Promise<number> {
   const config = values.quick ? QUICK : FULL;
   const startedAt = new Date();
   const loadAverageAtStart = os.loadavg();
+  const commit = checkoutMeasured();
   const samples: BenchSamples = {
     throughput: [],
     steady: [],
@@ -292,6 +294,7 @@ async function main(): Promise<number> {
   const date = startedAt.toISOString().slice(0, 10);
   const meta: BenchMeta = {
     date,
+    ...(commit ? { commit } : {}),
     startedAt: startedAt.toISOString(),
     finishedAt: finishedAt.toISOString(),
     wallSeconds: (performance.now() - startedWall) / 1000,
@@ -303,6 +306,22 @@ async function main(): Promise<number> {
     loadAverageAtEnd: os.loadavg(),
   };
   return writeResults(meta, config, samples, outputs);
+}
+
+/** The commit this run measures, read before the run writes its results into the tree. */
+function checkoutMeasured(): string | undefined {
+  const git = (...args: string[]) =>
+    execFileSync('git', args, {
+      cwd: BENCH_DIR,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    }).trim();
+  try {
+    const head = git('rev-parse', '--short', 'HEAD');
+    return git('status', '--porcelain', '--untracked-files=no') ? `${head} + changes` : head;
+  } catch {
+    return undefined; // not a git checkout
+  }
 }
 
 main().then(

@@ -52,6 +52,12 @@ describe('README cost table from the bench', () => {
     expect(region).toContain(`$${fmt(summary.idle.hostWithOneIdleConsumer.median, 3)} per month`);
   });
 
+  it('names the commit measured when the run recorded one (older runs did not)', () => {
+    expect(region).toContain('Measured by `npm run bench` on ');
+    const withCommit = costsRegion({ ...saved.meta, commit: '60bc04a' }, summary, 'r.md');
+    expect(withCommit).toContain('Measured by `npm run bench` at `60bc04a` on ');
+  });
+
   it('replaces only the marked region, and the same run renders the same text', () => {
     const readme = `# T\n\nbefore\n${COSTS_START}\nold table\n${COSTS_END}\nafter\n`;
     const once = replaceCostsRegion(readme, region);
