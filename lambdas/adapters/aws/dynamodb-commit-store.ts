@@ -14,6 +14,10 @@ const { pk: PK, sk: SK, ttl: TTL } = TABLE_KEYS;
 /** One item per committed multi-message send, expired by DynamoDB TTL. */
 export const commitKey = (commitId: string) => ({ [PK]: `COMMIT#${commitId}`, [SK]: '_' });
 
+/** The commit id of a commit item's partition key; undefined for any other item. */
+export const commitIdOf = (pk: unknown): string | undefined =>
+  typeof pk === 'string' && pk.startsWith('COMMIT#') ? pk.slice('COMMIT#'.length) : undefined;
+
 /** BatchGetItem reads at most 100 keys per request. */
 const BATCH_GET_KEYS = 100;
 /** Rounds for keys DynamoDB returns as unprocessed before the read counts as failed. */
@@ -65,8 +69,8 @@ export class DynamoCommitStore implements CommitStore {
           }),
         );
         for (const item of out.Responses?.[this.table] ?? []) {
-          const pk = unmarshall(item)[PK];
-          if (typeof pk === 'string' && pk.startsWith('COMMIT#')) found.add(pk.slice('COMMIT#'.length));
+          const id = commitIdOf(unmarshall(item)[PK]);
+          if (id !== undefined) found.add(id);
         }
         keys = out.UnprocessedKeys?.[this.table]?.Keys;
       }

@@ -30,10 +30,13 @@ import { NamedError } from '../../delivery/limits.ts';
 import type { SettleCall } from '../../delivery/settlement-protocol.ts';
 import { TABLE_KEYS } from '../../shared/table-schema.ts';
 import { attachmentKey } from './dynamodb-attachments.ts';
-import { commitKey } from './dynamodb-commit-store.ts';
+import { commitIdOf, commitKey } from './dynamodb-commit-store.ts';
 import { deadLetterRecordKey } from './dynamodb-dead-letter-records.ts';
 
 const { pk: PK, sk: SK, ttl: TTL } = TABLE_KEYS;
+
+/** BatchGetItem reads at most 100 keys per request. */
+const BATCH_GET_MAX_KEYS = 100;
 
 /** An item as read back: schemaless, so callers read the fields they named. */
 // biome-ignore lint/suspicious/noExplicitAny: see above
@@ -622,9 +625,9 @@ export class DynamoDeliveryStore implements DeliveryStore {
     const keys = [state, ...[...new Set(commitIds)].map(commitKey)];
     const out: RegistrationReads = { outstanding: 0, committed: new Set() };
     for (const v of await this.consistentBatchGet(keys, 'registration reads')) {
-      const pk = String(v[PK]);
-      if (pk === state[PK]) out.outstanding = Number(v.outstanding ?? 0);
-      else if (pk.startsWith('COMMIT#')) out.committed.add(pk.slice('COMMIT#'.length));
+      const commit = commitIdOf(v[PK]);
+      if (commit !== undefined) out.committed.add(commit);
+      else if (v[PK] === state[PK]) out.outstanding = Number(v.outstanding ?? 0);
     }
     return out;
   }
@@ -641,8 +644,8 @@ export class DynamoDeliveryStore implements DeliveryStore {
   /** Consistent reads of up to 100 keys a request; keys DynamoDB leaves unprocessed are asked again. */
   private async consistentBatchGet(keys: Record<string, string>[], what: string): Promise<StoredItem[]> {
     const items: StoredItem[] = [];
-    for (let i = 0; i < keys.length; i += 100) {
-      let ask = keys.slice(i, i + 100).map((k) => marshall(k));
+    for (let i = 0; i < keys.length; i += BATCH_GET_MAX_KEYS) {
+      let ask = keys.slice(i, i + BATCH_GET_MAX_KEYS).map((k) => marshall(k));
       for (let round = 0; ask.length > 0 && round < 10; round++) {
         if (round > 0) await backoff(round); // unprocessed keys: DynamoDB asks to slow down
         const out = await this.client.send(
