@@ -98,7 +98,7 @@ export class BatchRecovery {
     if (deadline > this.d.now() && !opts.ended) {
       // End settlement now, and keep the slot — and so the concurrency bound — until the
       // deadline, when recoverExpired applies what is owed.
-      await this.d.store.closeBatch(batchId, 'abandoned');
+      await this.d.store.closeBatch(batchId, 'abandoned', { at: this.d.now() });
       log.info('a batch’s invocation failed; its consumer waits for the batch’s deadline', {
         consumerUid,
         batchId,

@@ -10,6 +10,7 @@ import type { AttachmentStore } from '../forms/queue-consumer/attachments.ts';
 import type { ConsumerSpec } from '../forms/queue-consumer/consumer-spec.ts';
 import { crashPoint } from '../shared/fault-points.ts';
 import { log } from '../shared/log.ts';
+import { digestOf } from './batch-digest.ts';
 import { BatchRecovery, laneRootOf, type RecoverOptions } from './batch-recovery.ts';
 import type {
   AttemptsRecord,
@@ -231,14 +232,6 @@ export interface DeliveryEvents {
   sent(queueUid: string): Promise<void>;
   /** A finished batch acknowledged (deleted) this many messages of the queue (the console's chart). */
   acknowledged?(queueUid: string, count: number): void;
-  /** A batch was finalised (operators' recent batches). Must not throw; awaited after the slot is freed. */
-  finished?(batch: {
-    head: BatchHead;
-    manifest: Manifest;
-    maxRetries: number;
-    mode: 'live' | 'recovery';
-    error: HandlerError | undefined;
-  }): Promise<void>;
 }
 
 const hashCredential = (c: string) => createHash('sha256').update(c).digest('hex');
@@ -339,10 +332,14 @@ export class DeliveryService {
     if (slot && slot.batchId !== batchId) throw new NamedError('unknown_batch', 'not a batch of this runner');
     const manifest = this.trustedManifest(batchId, opts.manifest);
     // Closing is conditional on the credential: the write that checks ownership is the close.
-    const head = await this.o.store.closeBatch(batchId, outcome, hashCredential(credential));
+    const head = await this.o.store.closeBatch(batchId, outcome, {
+      at: this.now(),
+      credentialHash: hashCredential(credential),
+      error: opts.error,
+    });
     if (!head || !this.ownsBatch(head, credential))
       throw new NamedError('unknown_batch', 'not a batch of this runner');
-    return this.apply(head, 'live', slot, opts.next === true, manifest, opts.error);
+    return this.apply(head, 'live', slot, opts.next === true, manifest);
   }
 
   /** The runner's copy of a manifest if the Host sealed it for this batch, else undefined (read it). */
@@ -655,6 +652,7 @@ export class DeliveryService {
       invisibleUntil: slot.invisibleUntil,
       doubtful: false,
       pendingDeadLetter: [],
+      digest: digestOf({ entries: delivered, moves: moved }, spec.maxRetries),
     };
     // Head, manifest and the slot's `registered` mark in one transaction, on condition that the
     // consumer generation is still active. A slot revoked at the stop boundary (QC-08), a stop or
@@ -838,13 +836,13 @@ export class DeliveryService {
     mode: 'live' | 'recovery',
     error?: HandlerError,
   ): Promise<{ deadLetter: string[] }> {
-    const closed = await this.o.store.closeBatch(batchId, outcome);
+    const closed = await this.o.store.closeBatch(batchId, outcome, { at: this.now(), error });
     // A recovery fences the batch before it acts, and decides from the head as of the fence: a
     // runner whose finalisation outlived the slot's deadline can then take no move on that
     // recovery also returns, and keeps the records of moves it made (`moveToDeadLetter`).
     const head = closed && mode === 'recovery' ? await this.o.store.fenceRecovery(batchId) : closed;
     if (!head) return { deadLetter: [] };
-    return this.apply(head, mode, undefined, false, undefined, error);
+    return this.apply(head, mode, undefined, false);
   }
 
   /**
@@ -858,7 +856,6 @@ export class DeliveryService {
     slot: Slot | undefined,
     next: boolean,
     known?: Manifest,
-    error?: HandlerError,
   ): Promise<Finalized> {
     const batchId = head.batchId;
     const manifest: Manifest = known ??
@@ -955,15 +952,12 @@ export class DeliveryService {
         toHide.map((h) => h.seconds),
       );
     }
-    const finished = () =>
-      this.o.delivery.finished?.({ head, manifest, maxRetries: spec?.maxRetries ?? 0, mode, error });
     if (deadLetter.length > 0) {
       // The moves still need the bodies: the slot stays until the runner sent them — unless a
       // recovery took the batch over meanwhile; it returns them (moved on return) and frees the slot.
       if (!(await this.o.store.markApplied(batchId, deadLetter, { unlessRecovering: true }))) {
         return { deadLetter: [] };
       }
-      await finished();
       return { deadLetter };
     }
     // Nothing is owed: freeing the slot ends the batch, and nothing reads `applied` of a batch
@@ -971,11 +965,9 @@ export class DeliveryService {
     if (mode === 'recovery' || !slot) await this.o.store.markApplied(batchId, []);
     if (next && slot) {
       const handed = await this.handOver(slot);
-      await finished();
       return { deadLetter, next: handed };
     }
     await this.o.store.releaseSlot(head.consumerUid, batchId);
-    await finished();
     return { deadLetter };
   }
 

@@ -1,4 +1,4 @@
-import type { SettleCall } from './settlement-protocol.ts';
+import type { HandlerError, SettleCall } from './settlement-protocol.ts';
 
 /** A settlement code in a batch head: `a` acknowledged, `r` retry with the consumer's delay, `r<n>` retry after n s. */
 export type SettlementCode = 'a' | `r${string}`;
@@ -52,6 +52,12 @@ export interface Manifest {
   moves: ManifestEntry[];
 }
 
+export interface BatchClose {
+  at: number;
+  credentialHash?: string;
+  error?: HandlerError;
+}
+
 export interface BatchHead {
   batchId: string;
   consumerUid: string;
@@ -79,6 +85,27 @@ export interface BatchHead {
    * take moves on (`markApplied` with `unlessRecovering`), and those it made keep their records.
    */
   recovering?: boolean;
+  /** What registration knew of the batch, for operators' recent batches (heads of older Hosts: none). */
+  digest?: BatchDigest;
+  /** Set by the close: when, by whom (the runner with its credential, or the Host), the handler's error. */
+  closedAt?: number;
+  closedBy?: 'runner' | 'host';
+  error?: HandlerError;
+}
+
+/**
+ * The part of a batch's summary that does not depend on its settlements: with the head's
+ * settlements it gives the batch's line in consumer state without reading the manifest.
+ */
+export interface BatchDigest {
+  /** Delivered plus moved on receipt. */
+  messages: number;
+  moves: number;
+  /** Delivered messages (indexes) on their last attempt: not acknowledged, they are out of retries. */
+  lastTry: number[];
+  attempts: { min: number; max: number } | null;
+  /** Earliest receive among its messages, epoch ms; null when none was timed. */
+  firstReceivedAt: number | null;
 }
 
 /** Per-message delivery state kept only while needed (after a retry or an unclean end). */
@@ -190,10 +217,13 @@ export interface DeliveryStore {
   settleMany(batchId: string, credentialHash: string, calls: SettleCall[]): Promise<GroupSettleResult[]>;
   markDoubtful(batchId: string): Promise<void>;
   /**
-   * Closes the batch once; returns the head as closed (by this call or an earlier one). With
-   * `credentialHash`, only a batch of that credential is closed (another is returned as it is).
+   * Closes the batch once, at `at`; returns the head as closed (by this call or an earlier one).
+   * With `credentialHash` (the runner's close), only a batch of that credential is closed (another
+   * is returned as it is). The close also lists the batch among its consumer's recent batches.
    */
-  closeBatch(batchId: string, outcome: string, credentialHash?: string): Promise<BatchHead | undefined>;
+  closeBatch(batchId: string, outcome: string, close: BatchClose): Promise<BatchHead | undefined>;
+  /** The consumer's batches closed at or after `since`, newest first, at most `limit`. */
+  recentlyClosed(consumerUid: string, limit: number, since: number): Promise<BatchHead[]>;
   /**
    * Records that decisions are applied, but for the dead-letter moves still pending. With
    * `unlessRecovering`, only if no recovery fenced the batch; false when one did.

@@ -1,4 +1,4 @@
-import type { BatchHead, Manifest } from '../delivery/delivery-store.ts';
+import type { BatchHead } from '../delivery/delivery-store.ts';
 import type { HandlerError } from '../delivery/settlement-protocol.ts';
 
 /** One finished batch as `GET …/consumers/{uid}/state` shows it: how it ended, never a body. */
@@ -6,9 +6,9 @@ export interface RecentBatch {
   batchId: string;
   /** How the handler ended: `returned`, `threw`, `abandoned` (cut off, or its runner was lost). */
   outcome: string;
-  /** `live` (its runner finalised it) or `recovery` (the Host did, after the runner was gone). */
+  /** `live` (its runner closed and finalised it) or `recovery` (the Host did, the runner being gone). */
   finalizedBy: 'live' | 'recovery';
-  /** Epoch ms when the Host finalised it. */
+  /** Epoch ms when the batch was closed: its decisions fixed (finalisation applies them). */
   endedAt: number;
   /** From the first receive of its messages to the end (ms); null when the manifest has no times. */
   durationMs: number | null;
@@ -23,48 +23,41 @@ export interface RecentBatch {
   error: HandlerError | null;
 }
 
-/** The batch's decisions as finalisation applies them, read from its head and manifest. */
-export function summarizeBatch(
-  head: BatchHead,
-  manifest: Manifest,
-  maxRetries: number,
-  mode: 'live' | 'recovery',
-  now: number,
-  error?: HandlerError,
-): RecentBatch {
+/**
+ * A closed batch's line, from its head alone: the settlements the close fixed, read against what
+ * registration knew (the digest), counted as finalisation decides — each delivered message
+ * acknowledged, retried, or out of retries. Undefined for a head that is not closed or has no
+ * digest (registered by an older Host).
+ */
+export function summarizeHead(head: BatchHead): RecentBatch | undefined {
+  const d = head.digest;
+  if (!d || !head.closed || head.closedAt === undefined) return undefined;
   const implicit = head.outcome === 'returned' && !head.doubtful ? 'a' : 'r';
+  const lastTry = new Set(d.lastTry);
   let acknowledged = 0;
-  let retried = 0;
-  let exhausted = manifest.moves.length;
-  for (const [i, m] of manifest.entries.entries()) {
+  let outOfRetries = 0;
+  for (let i = 0; i < head.size; i++) {
     const code = head.settled[String(i)] ?? head.all ?? implicit;
     if (code === 'a') acknowledged++;
-    else if (m.attempts >= 1 + maxRetries) exhausted++;
-    else retried++;
+    else if (lastTry.has(i)) outOfRetries++;
   }
-  const all = [...manifest.entries, ...manifest.moves];
-  const received = all.flatMap((m) => (m.receivedAt === undefined ? [] : [m.receivedAt]));
-  const attempts = manifest.entries.map((m) => m.attempts);
   return {
     batchId: head.batchId,
     outcome: head.outcome ?? 'abandoned',
-    finalizedBy: mode,
-    endedAt: now,
-    durationMs: received.length > 0 ? Math.max(0, now - Math.min(...received)) : null,
-    messages: all.length,
+    finalizedBy: head.closedBy === 'runner' && !head.recovering ? 'live' : 'recovery',
+    endedAt: head.closedAt,
+    durationMs: d.firstReceivedAt === null ? null : Math.max(0, head.closedAt - d.firstReceivedAt),
+    messages: d.messages,
     acknowledged,
-    retried,
-    exhausted,
-    attempts: attempts.length > 0 ? { min: Math.min(...attempts), max: Math.max(...attempts) } : null,
-    error: error ?? null,
+    retried: head.size - acknowledged - outOfRetries,
+    exhausted: d.moves + outOfRetries,
+    attempts: d.attempts,
+    error: head.error ?? null,
   };
 }
 
-/** Where finished batches are kept per consumer, newest first, bounded in number and time. */
-export interface RecentBatchStore {
-  record(consumerUid: string, batch: RecentBatch): Promise<void>;
-  recent(consumerUid: string, limit: number): Promise<RecentBatch[]>;
-}
+/** How long a closed batch stays listed in consumer state. */
+export const RECENT_BATCHES_KEPT_MS = 24 * 3600 * 1000;
 
 /** How many finished batches consumer state shows. */
 export const RECENT_BATCHES_SHOWN = 20;

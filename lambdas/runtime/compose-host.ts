@@ -7,7 +7,6 @@ import { DynamoDeliveryStore } from '../adapters/aws/dynamodb-delivery-store.ts'
 import { DynamoHostStore } from '../adapters/aws/dynamodb-host-store.ts';
 import { DynamoObservedStore } from '../adapters/aws/dynamodb-observed-store.ts';
 import { DynamoQueueDirectory } from '../adapters/aws/dynamodb-queue-directory.ts';
-import { DynamoRecentBatches } from '../adapters/aws/dynamodb-recent-batches.ts';
 import { SqsMessageReader } from '../adapters/aws/sqs-message-reader.ts';
 import { type QueueSettings, SqsQueueBackend } from '../adapters/aws/sqs-queue-backend.ts';
 import { createConsoleRoutes } from '../console/console-routes.ts';
@@ -33,7 +32,7 @@ import { createOperatorRoutes } from '../http/operator-routes.ts';
 import { createProducerRoutes } from '../http/producer-routes.ts';
 import type { QueueHistorySource } from '../operator/queue-history.ts';
 import { QueueOperator } from '../operator/queue-operator.ts';
-import { summarizeBatch } from '../operator/recent-batches.ts';
+import { RECENT_BATCHES_KEPT_MS, summarizeHead } from '../operator/recent-batches.ts';
 import { log } from '../shared/log.ts';
 
 export interface HostDeps {
@@ -94,7 +93,6 @@ export function composeHost(deps: HostDeps) {
   let loopRef: ControlLoop | undefined;
   const deliveryStore = new DynamoDeliveryStore(deps.dynamodb, deps.tableName);
   const lanes = deps.lanes;
-  const recentBatches = new DynamoRecentBatches(deps.dynamodb, deps.tableName);
   const now = deps.clock ?? Date.now;
   const delivery = new DeliveryService({
     delivery: {
@@ -102,11 +100,6 @@ export function composeHost(deps: HostDeps) {
         lanes ? loopRef?.wakeLater(consumerUid, generation, seconds) : undefined,
       sent: async (queueUid) => (lanes ? loopRef?.wake(queueUid) : undefined),
       acknowledged: (queueUid, count) => deps.history?.acknowledged?.(queueUid, count),
-      // One PutItem per finished batch, after its slot is free; a failure only leaves a gap.
-      finished: ({ head, manifest, maxRetries, mode, error }) =>
-        recentBatches
-          .record(head.consumerUid, summarizeBatch(head, manifest, maxRetries, mode, now(), error))
-          .catch((err) => log.warn('could not record a finished batch', { batchId: head.batchId, err })),
     },
     store: deliveryStore,
     sqs: deps.sqs,
@@ -186,7 +179,11 @@ export function composeHost(deps: HostDeps) {
       (await store.getClaim(consumerClaimKey(queueUid)))?.attributes.consumer ?? undefined,
     attachment: (uid) => attachments.get(uid),
     dispatchState: (uid) => deliveryStore.dispatchState(uid),
-    recentBatches: (uid, limit) => recentBatches.recent(uid, limit),
+    // The close lists a batch (its head in the recent index): no write of its own per batch.
+    recentBatches: async (uid, limit) =>
+      (await deliveryStore.recentlyClosed(uid, limit, now() - RECENT_BATCHES_KEPT_MS)).flatMap(
+        (head) => summarizeHead(head) ?? [],
+      ),
   });
   const operatorRoutes = createOperatorRoutes({
     authenticator: deps.authenticator,

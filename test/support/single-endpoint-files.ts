@@ -33,6 +33,7 @@ export const SINGLE_ENDPOINT_FILES: readonly string[] = [
   'test/integration/delivery/bodies.test.ts',
   'test/integration/delivery/env.test.ts',
   'test/integration/delivery/producers.test.ts',
+  'test/integration/delivery/recent-batches.test.ts',
   'test/integration/delivery/settle-many-store.test.ts',
   'test/integration/delivery/sealed-slots.test.ts',
   'test/integration/delivery/slot-map-store.test.ts',

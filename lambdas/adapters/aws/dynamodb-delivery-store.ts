@@ -7,6 +7,7 @@ import {
   type DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
+  QueryCommand,
   ScanCommand,
   TransactionCanceledException,
   TransactWriteItemsCommand,
@@ -16,6 +17,8 @@ import {
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import type {
   AttemptsRecord,
+  BatchClose,
+  BatchDigest,
   BatchHead,
   DeadLetterRecord,
   DeliveryStore,
@@ -27,13 +30,23 @@ import type {
 } from '../../delivery/delivery-store.ts';
 import { codeOf } from '../../delivery/delivery-store.ts';
 import { NamedError } from '../../delivery/limits.ts';
-import type { SettleCall } from '../../delivery/settlement-protocol.ts';
+import type { HandlerError, SettleCall } from '../../delivery/settlement-protocol.ts';
 import { TABLE_KEYS } from '../../shared/table-schema.ts';
 import { attachmentKey } from './dynamodb-attachments.ts';
 import { commitIdOf, commitKey } from './dynamodb-commit-store.ts';
 import { deadLetterRecordKey } from './dynamodb-dead-letter-records.ts';
 
-const { pk: PK, sk: SK, ttl: TTL } = TABLE_KEYS;
+const { pk: PK, sk: SK, gsi1: RECENT_INDEX, ttl: TTL } = TABLE_KEYS;
+
+/**
+ * A consumer's closed batches, newest first: its heads in gsi1 under one partition. Registration
+ * writes the partition, the close the sort key (sparse: an open batch is not in the index), so
+ * listing a batch costs no write of its own — only the index's copy of the closing write.
+ */
+const recentPartition = (consumerUid: string) => `RECENT#${consumerUid}`;
+/** Sorts by time as a string: 15 digits of epoch ms, then the id for ties. */
+const recentSortKey = (at: number, batchId: string) =>
+  `${String(Math.max(0, Math.floor(at))).padStart(15, '0')}#${batchId}`;
 
 /** BatchGetItem reads at most 100 keys per request. */
 const BATCH_GET_MAX_KEYS = 100;
@@ -132,6 +145,10 @@ function toHead(item: Record<string, unknown>): BatchHead {
     doubtful: item.doubtful === true,
     pendingDeadLetter: (item.pendingDeadLetter ?? []) as string[],
     ...(item.recovering === true ? { recovering: true } : {}),
+    ...(item.digest ? { digest: item.digest as BatchDigest } : {}),
+    ...(typeof item.closedAt === 'number' ? { closedAt: item.closedAt } : {}),
+    ...(item.closedBy === 'runner' || item.closedBy === 'host' ? { closedBy: item.closedBy } : {}),
+    ...(item.error ? { error: item.error as HandlerError } : {}),
   };
 }
 
@@ -378,7 +395,12 @@ export class DynamoDeliveryStore implements DeliveryStore {
         Put: {
           TableName: this.table,
           Item: marshall(
-            { ...deliveryKeys.head(head.batchId), ...head, [TTL]: expires },
+            {
+              ...deliveryKeys.head(head.batchId),
+              ...head,
+              [RECENT_INDEX.pk]: recentPartition(head.consumerUid),
+              [TTL]: expires,
+            },
             { removeUndefinedValues: true },
           ),
           ConditionExpression: 'attribute_not_exists(#pk)',
@@ -573,20 +595,23 @@ export class DynamoDeliveryStore implements DeliveryStore {
     });
   }
 
-  async closeBatch(
-    batchId: string,
-    outcome: string,
-    credentialHash?: string,
-  ): Promise<BatchHead | undefined> {
+  async closeBatch(batchId: string, outcome: string, close: BatchClose): Promise<BatchHead | undefined> {
+    const { credentialHash, error } = close;
     const ours = credentialHash === undefined ? '' : ' AND credentialHash = :h';
     const out = await this.update(deliveryKeys.head(batchId), {
-      UpdateExpression: 'SET closed = :true, outcome = :o',
+      UpdateExpression: `SET closed = :true, outcome = :o, closedAt = :at, closedBy = :by, #rsk = :rsk${
+        error ? ', #err = :e' : ''
+      }`,
       ConditionExpression: `attribute_exists(#pk) AND closed = :false${ours}`,
-      ExpressionAttributeNames: { '#pk': PK },
+      ExpressionAttributeNames: { '#pk': PK, '#rsk': RECENT_INDEX.sk, ...(error ? { '#err': 'error' } : {}) },
       ExpressionAttributeValues: marshall({
         ':true': true,
         ':false': false,
         ':o': outcome,
+        ':at': close.at,
+        ':by': credentialHash === undefined ? 'host' : 'runner',
+        ':rsk': recentSortKey(close.at, batchId),
+        ...(error ? { ':e': { name: error.name, message: error.message } } : {}),
         ...(credentialHash === undefined ? {} : { ':h': credentialHash }),
       }),
       ReturnValues: 'ALL_NEW',
@@ -594,6 +619,27 @@ export class DynamoDeliveryStore implements DeliveryStore {
     // Closed already (by this step's earlier attempt, or by recovery): the head as it is.
     if (!out.ok) return this.getHead(batchId);
     return out.item ? toHead(out.item) : undefined;
+  }
+
+  async recentlyClosed(consumerUid: string, limit: number, since: number): Promise<BatchHead[]> {
+    const out = await this.client.send(
+      new QueryCommand({
+        TableName: this.table,
+        IndexName: RECENT_INDEX.name,
+        KeyConditionExpression: '#pk = :pk AND #sk >= :since',
+        ExpressionAttributeNames: { '#pk': RECENT_INDEX.pk, '#sk': RECENT_INDEX.sk },
+        ExpressionAttributeValues: marshall({
+          ':pk': recentPartition(consumerUid),
+          ':since': recentSortKey(since, ''),
+        }),
+        ScanIndexForward: false,
+        Limit: limit,
+      }),
+    );
+    return (out.Items ?? [])
+      .map((item) => unmarshall(item))
+      .filter((v) => v.closed === true)
+      .map(toHead);
   }
 
   async markApplied(

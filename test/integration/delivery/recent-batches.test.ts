@@ -1,11 +1,15 @@
 /**
- * Consumer state's recent batches (issue 14, Deliver 2): each finished batch is recorded once,
- * after its slot is freed, with its outcome, what it settled, its attempts and its duration, and
- * `GET /ext/queues/v1/consumers/{uid}/state` lists the newest 20, newest first (OPS-04).
+ * Consumer state's recent batches (issue 14, Deliver 2): each closed batch is listed once, with
+ * its outcome, what it settled, its attempts and its duration, and
+ * `GET /ext/queues/v1/consumers/{uid}/state` lists the newest 20, newest first (OPS-04). The list
+ * is the batch heads in the table's recent index: a batch costs no write of its own (issue 13).
  */
+import { GetItemCommand, PutItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
+import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DynamoRecentBatches } from '../../../lambdas/adapters/aws/dynamodb-recent-batches.ts';
-import type { RecentBatch } from '../../../lambdas/operator/recent-batches.ts';
+import { DynamoDeliveryStore, deliveryKeys } from '../../../lambdas/adapters/aws/dynamodb-delivery-store.ts';
+import { RECENT_BATCHES_KEPT_MS, type RecentBatch } from '../../../lambdas/operator/recent-batches.ts';
+import { TABLE_KEYS } from '../../../lambdas/shared/table-schema.ts';
 import {
   createDeliveryHost,
   type DeliveryHost,
@@ -84,19 +88,57 @@ describe('recent batches in consumer state', () => {
     }
     expect(listed.map((b) => b.endedAt)).toEqual([...listed.map((b) => b.endedAt)].sort((x, y) => y - x));
 
-    // Older history beyond 20 is not shown: 25 older entries, and still only the newest 20.
-    const store = new DynamoRecentBatches(d.host.dynamodb, d.host.tableName);
+    // No item of its own per batch: nothing was written under the consumer's own partition.
+    const own = await d.host.dynamodb.send(
+      new QueryCommand({
+        TableName: d.host.tableName,
+        KeyConditionExpression: '#pk = :pk',
+        ExpressionAttributeNames: { '#pk': TABLE_KEYS.pk },
+        ExpressionAttributeValues: marshall({ ':pk': `RECENT#${consumerUid}` }),
+      }),
+    );
+    expect(own.Items ?? []).toEqual([]);
+
+    // Older history beyond 20 is not shown: 25 older closed heads (copies of a real one), and
+    // still only the newest 20; one closed more than a day ago is not shown at all.
+    const real = await d.host.dynamodb.send(
+      new GetItemCommand({
+        TableName: d.host.tableName,
+        Key: marshall(deliveryKeys.head(listed[0]?.batchId as string)),
+      }),
+    );
+    const template = unmarshall(real.Item ?? {});
+    expect(template[TABLE_KEYS.gsi1.pk]).toBe(`RECENT#${consumerUid}`);
     const oldest = Math.min(...listed.map((b) => b.endedAt));
-    for (let i = 0; i < 25; i++) {
-      await store.record(consumerUid, {
-        ...(listed[0] as RecentBatch),
-        batchId: `old-${i}`,
-        endedAt: oldest - 1000 - i,
-      });
-    }
+    const copy = async (batchId: string, closedAt: number, consumer = consumerUid) =>
+      d.host.dynamodb.send(
+        new PutItemCommand({
+          TableName: d.host.tableName,
+          Item: marshall({
+            ...template,
+            ...deliveryKeys.head(batchId),
+            batchId,
+            closedAt,
+            [TABLE_KEYS.gsi1.pk]: `RECENT#${consumer}`,
+            [TABLE_KEYS.gsi1.sk]: `${String(closedAt).padStart(15, '0')}#${batchId}`,
+          }),
+        }),
+      );
+    for (let i = 0; i < 25; i++) await copy(`old-${i}`, oldest - 1000 - i);
     const bounded = (await state(consumerUid)).recentBatches;
     expect(bounded).toHaveLength(20);
     expect(bounded.slice(0, listed.length).map((b) => b.batchId)).toEqual(listed.map((b) => b.batchId));
     expect(bounded.at(-1)?.batchId).toBe(`old-${20 - listed.length - 1}`);
+    expect(bounded.at(-1)).toMatchObject({
+      outcome: listed[0]?.outcome,
+      endedAt: oldest - 1000 - (20 - listed.length - 1),
+    });
+
+    // A day after its close a batch is no longer listed (the heads themselves stay a week).
+    const store = new DynamoDeliveryStore(d.host.dynamodb, d.host.tableName);
+    const other = `other-${consumerUid}`;
+    await copy('old-day', Date.now() - 25 * 3600 * 1000, other);
+    expect(await store.recentlyClosed(other, 20, Date.now() - RECENT_BATCHES_KEPT_MS)).toEqual([]);
+    expect((await store.recentlyClosed(other, 20, 0)).map((h) => h.batchId)).toEqual(['old-day']);
   });
 });

@@ -160,7 +160,7 @@ describe('issue 12: settleMany in the DynamoDB store', () => {
     expect(updates()).toBe(1);
     expect(await settlement(batchId)).toEqual({ settled: {}, all: undefined });
 
-    await store.closeBatch(batchId, 'returned');
+    await store.closeBatch(batchId, 'returned', { at: Date.now() });
     sent = [];
     expect(await store.settleMany(batchId, HASH, calls)).toEqual(['unknown_batch', 'unknown_batch']);
     expect(updates()).toBe(1);
