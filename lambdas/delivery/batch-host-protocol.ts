@@ -56,7 +56,17 @@ export const slotSchema = z.strictObject({
   maxRetries: z.number().int().min(0).max(100),
   retryDelaySeconds: z.number().int().min(0).max(MESSAGE_LIMITS.maxDelaySeconds),
   handlerMs: z.number().int().positive().max(86_400_000),
+  contextReadAt: epochMs.optional(),
   seal: z.string().min(1).max(128),
+});
+
+/** A sealed lane context a lane starts with (`InheritedLane`): the slot's fields less the batch's. */
+export const inheritedLaneSchema = slotSchema.omit({
+  batchId: true,
+  deadline: true,
+  invisibleUntil: true,
+  wakeSeq: true,
+  taken: true,
 });
 
 const receivedSchema = z.strictObject({

@@ -23,7 +23,14 @@
  */
 import { newToken } from '../engine/ids.ts';
 import { log } from '../shared/log.ts';
-import type { AcquireResult, DeliveryService, Received, Registration, Slot } from './delivery-service.ts';
+import type {
+  AcquireResult,
+  DeliveryService,
+  InheritedLane,
+  Received,
+  Registration,
+  Slot,
+} from './delivery-service.ts';
 import type { DispatchState } from './delivery-store.ts';
 import { dispatcherInput } from './dispatcher-definition.ts';
 import { unfinishedBatchOf } from './unfinished-batch.ts';
@@ -37,6 +44,11 @@ export interface LaneInput {
   idle: boolean;
   /** Seconds to wait before the first AcquireSlot (a lane for messages hidden until then). */
   startAfter?: number;
+  /**
+   * The sealed context of the lane that started this one (`InheritedLane`), or `{}`: always
+   * present, since the state machine's paths must resolve; read by the first AcquireSlot only.
+   */
+  inherit: Record<string, unknown>;
 }
 
 /** Starts dispatcher executions: Step Functions on AWS, the in-process runner locally. */
@@ -47,7 +59,7 @@ export interface LaneLauncher {
 
 /** The dispatcher step Lambda's actions (what the state machine's Host tasks send). */
 export type DispatcherStepInput =
-  | { action: 'acquire'; consumerUid: string; generation: number }
+  | { action: 'acquire'; consumerUid: string; generation: number; inherit?: unknown }
   | {
       action: 'recover';
       consumerUid: string;
@@ -148,7 +160,7 @@ export class ControlLoop {
   async step(input: DispatcherStepInput): Promise<DispatcherStepResult> {
     switch (input.action) {
       case 'acquire':
-        return this.o.service.acquire(input.consumerUid, input.generation);
+        return this.o.service.acquire(input.consumerUid, input.generation, input.inherit);
       case 'recover': {
         const { heldUntil } = await this.o.service.recoverLane(
           input.consumerUid,
@@ -179,11 +191,14 @@ export class ControlLoop {
     const full = received.length >= slot.maxBatchSize;
     if (r.credential && lanesAfterBatch({ full, room: r.room === true })) {
       try {
+        // The new lane takes over this lane's context: no reads of attachment, queue and worker.
         await this.launch(
           laneNames.spawn(slot.consumerUid, slot.generation),
           slot.consumerUid,
           slot.generation,
           'backlog',
+          undefined,
+          this.o.service.inheritableLane(slot),
         );
       } catch (err) {
         // Scaling is an optimisation: this batch runs either way.
@@ -279,8 +294,12 @@ export class ControlLoop {
     generation: number,
     reason: string,
     startAfter?: number,
+    inherit?: InheritedLane,
   ) {
-    const out = await this.o.launcher.start(name, dispatcherInput(consumerUid, generation, 0, startAfter));
+    const out = await this.o.launcher.start(
+      name,
+      dispatcherInput(consumerUid, generation, 0, startAfter, inherit),
+    );
     if (out === 'started') log.debug('lane starts', { consumerUid, generation, reason, name });
     return out === 'started';
   }

@@ -25,7 +25,15 @@ import { type Envelope, encodeEnvelope } from './envelope.ts';
 import { MESSAGE_LIMITS, NamedError, recordExpiry } from './limits.ts';
 import type { CommitStore, QueueDirectory, QueueTarget } from './ports.ts';
 import type { HandlerError, InvocationOutcome, SettleAnswer, SettleCall } from './settlement-protocol.ts';
-import { manifestSeal, manifestSealValid, sameMac, sealSlot, slotSealValid } from './slot-seal.ts';
+import {
+  laneSealValid,
+  manifestSeal,
+  manifestSealValid,
+  sameMac,
+  sealLane,
+  sealSlot,
+  slotSealValid,
+} from './slot-seal.ts';
 import { byCount, bySendLimits } from './sqs-batches.ts';
 import type { UnfinishedBatch } from './unfinished-batch.ts';
 
@@ -76,6 +84,12 @@ export interface Slot {
   /** The worker's invocation bound (ms): the Host's, or the function's own if shorter. */
   handlerMs: number;
   /**
+   * When the attachment, queue and worker behind these fields were read (the Host's clock); a
+   * lane started with this context takes it over only while it is fresh (`InheritedLane`).
+   * Absent on slots sealed by an older Host.
+   */
+  contextReadAt?: number;
+  /**
    * The Host's HMAC of every other field (`slot-seal.ts`): with it the Host trusts the slot
    * without reading the attachment, queue and worker again; without it the slot is refused.
    */
@@ -93,6 +107,18 @@ export interface SlotSnapshot {
 
 /** What a lane knows of its consumer generation: the slot minus what is per batch. */
 type LaneContext = Omit<Slot, 'batchId' | 'deadline' | 'invisibleUntil' | 'wakeSeq' | 'taken' | 'seal'>;
+
+/**
+ * A lane context sealed for a lane the Host starts from a running one (another lane for a
+ * backlog): that lane's first acquire takes it over instead of reading the attachment, queue and
+ * worker again — three reads per lane start — while it is younger than `INHERITED_LANE_MAX_AGE_MS`
+ * counted from the read itself, so a chain of lanes never stretches one read. A stop or update
+ * meanwhile is caught where it is for every batch: the registration's check of the generation.
+ */
+export type InheritedLane = LaneContext & { seal: string };
+export const INHERITED_LANE_MAX_AGE_MS = 30_000;
+/** How far ahead of this function's clock another function's may run before its reads are doubted. */
+const SKEW_ALLOWANCE_MS = 5_000;
 
 const laneContextOf = ({
   batchId,
@@ -367,14 +393,38 @@ export class DeliveryService {
    * queue and worker once, and seals what it learned into the slot; the lane's later slots and
    * the runner's calls carry it (`acquireNext`, `register`, `finalizeAsRunner`).
    */
-  async acquire(consumerUid: string, generation: number): Promise<AcquireResult> {
-    const context = await this.laneContext(consumerUid, generation);
+  async acquire(consumerUid: string, generation: number, inherited?: unknown): Promise<AcquireResult> {
+    const context =
+      this.inheritedContext(consumerUid, generation, inherited) ??
+      (await this.laneContext(consumerUid, generation));
     if (!context) return { status: 'stop' };
     return this.take(context, `b${newToken(18)}`);
   }
 
+  /** The context to seal into the input of a lane started from this slot's lane; none for old slots. */
+  inheritableLane(slot: Slot): InheritedLane | undefined {
+    const sealed = this.trusted(slot);
+    if (sealed.contextReadAt === undefined) return undefined;
+    return sealLane(this.o.credentialKey, laneContextOf(sealed));
+  }
+
+  /** An inherited context the Host sealed for this consumer generation and that is still fresh. */
+  private inheritedContext(consumerUid: string, generation: number, lane: unknown): LaneContext | undefined {
+    if (typeof lane !== 'object' || lane === null || !('seal' in lane)) return undefined;
+    if (!laneSealValid(this.o.credentialKey, lane)) {
+      log.warn('a lane brought a context the Host did not seal; read instead', { consumerUid });
+      return undefined;
+    }
+    const { seal, ...context } = lane as InheritedLane;
+    if (context.consumerUid !== consumerUid || context.generation !== generation) return undefined;
+    const age = this.now() - (context.contextReadAt ?? Number.NEGATIVE_INFINITY);
+    // A read from the future (another function's clock ahead) is not trusted either.
+    return age >= -SKEW_ALLOWANCE_MS && age <= INHERITED_LANE_MAX_AGE_MS ? context : undefined;
+  }
+
   /** The consumer generation as a lane needs it; undefined when it stopped or changed. */
   private async laneContext(consumerUid: string, generation: number): Promise<LaneContext | undefined> {
+    const readAt = this.now();
     const a = await this.consumer(consumerUid);
     if (a?.state !== 'active' || a.generation !== generation) return undefined;
     const queue = await this.queueTarget(a.spec.queue.resourceUid);
@@ -384,6 +434,7 @@ export class DeliveryService {
     if (!workerFunction) return undefined;
     const own = await this.o.workerTimeoutMsOf(worker.space, worker.name);
     return {
+      contextReadAt: readAt,
       consumerUid,
       generation,
       queueUid: queue.queueUid,

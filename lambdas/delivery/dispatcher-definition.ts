@@ -95,17 +95,25 @@ export function dispatcherDefinition(arns: DispatcherArns) {
     TimeoutSeconds: 86_400 * 7,
     StartAt: 'Start',
     States: {
-      // A lane started for messages hidden until a time (a retry delay) waits for it first.
+      // A lane started for messages hidden until a time (a retry delay) waits for it first. An
+      // input without `inherit` (started by an older Host) gets an empty one, so paths resolve.
+      // `Not … IsPresent: true`, not `IsPresent: false`: aws-local-stepfunctions 3.0.0 evaluates
+      // the latter as false whatever the input (AWS does not), and the local Host runs this text.
       Start: {
         Type: 'Choice',
-        Choices: [{ Variable: '$.startAfter', IsPresent: true, Next: 'WaitToStart' }],
+        Choices: [
+          { Not: { Variable: '$.inherit', IsPresent: true }, Next: 'NothingInherited' },
+          { Variable: '$.startAfter', IsPresent: true, Next: 'WaitToStart' },
+        ],
         Default: DISPATCHER_TASKS.acquire,
       },
+      NothingInherited: { Type: 'Pass', Result: {}, ResultPath: '$.inherit', Next: 'Start' },
       WaitToStart: { Type: 'Wait', SecondsPath: '$.startAfter', Next: DISPATCHER_TASKS.acquire },
       [DISPATCHER_TASKS.acquire]: {
         Type: 'Task',
         Resource: 'arn:aws:states:::lambda:invoke',
-        Parameters: step({ action: 'acquire', ...lane }),
+        // The starting lane's sealed context (`{}` after the first round: read afresh).
+        Parameters: step({ action: 'acquire', ...lane, 'inherit.$': '$.inherit' }),
         ResultSelector: { 'value.$': '$.Payload' },
         ResultPath: '$.acquire',
         Retry: [...lambdaRetry, ...stepRetry],
@@ -141,6 +149,7 @@ export function dispatcherDefinition(arns: DispatcherArns) {
           ...lane,
           'round.$': 'States.MathAdd($.round, 1)',
           'idle.$': '$.run.value.idle',
+          inherit: {},
         },
         Next: 'Continue',
       },
@@ -179,6 +188,7 @@ export function dispatcherDefinition(arns: DispatcherArns) {
           'round.$': 'States.MathAdd($.round, 1)',
           idle: false,
           'waitSeconds.$': '$.recovered.value.waitSeconds',
+          inherit: {},
         },
         Next: 'WaitForKeptSlot',
       },
@@ -202,6 +212,19 @@ export function dispatcherDefinition(arns: DispatcherArns) {
 }
 
 /** The input of one lane execution; `startAfter` (seconds) delays its first AcquireSlot. */
-export function dispatcherInput(consumerUid: string, generation: number, round = 0, startAfter?: number) {
-  return { consumerUid, generation, round, idle: false, ...(startAfter !== undefined ? { startAfter } : {}) };
+export function dispatcherInput(
+  consumerUid: string,
+  generation: number,
+  round = 0,
+  startAfter?: number,
+  inherit?: Record<string, unknown>,
+) {
+  return {
+    consumerUid,
+    generation,
+    round,
+    idle: false,
+    inherit: inherit ?? {},
+    ...(startAfter !== undefined ? { startAfter } : {}),
+  };
 }

@@ -7,6 +7,7 @@ import type { Context } from 'aws-lambda';
 import { z } from 'zod';
 import { type AwsHost, awsHostFromEnv } from '../runtime/aws-host.ts';
 import { observability } from '../runtime/aws-observability.ts';
+import { inheritedLaneSchema } from './batch-host-protocol.ts';
 
 const uid = z.string().min(1).max(128);
 const stepInput = z.discriminatedUnion('action', [
@@ -14,6 +15,8 @@ const stepInput = z.discriminatedUnion('action', [
     action: z.literal('acquire'),
     consumerUid: uid,
     generation: z.number().int().nonnegative(),
+    // The starting lane's sealed context (its seal is checked by the service), or {}.
+    inherit: z.union([z.strictObject({}), inheritedLaneSchema]).optional(),
   }),
   z.strictObject({
     action: z.literal('recover'),

@@ -38,6 +38,19 @@ export function slotSealValid(key: Buffer, slot: { seal?: string }): boolean {
   return typeof seal === 'string' && sameMac(seal, mac(key, SLOT_LABEL, fields));
 }
 
+const LANE_LABEL = 'takoform/lane/v1\n';
+
+/** A lane context with its seal: what a lane the Host starts may take over from the lane that started it. */
+export function sealLane<T extends object>(key: Buffer, fields: T): T & { seal: string } {
+  return { ...fields, seal: mac(key, LANE_LABEL, fields) };
+}
+
+/** Whether `lane.seal` is the Host's seal of the lane context's other fields. */
+export function laneSealValid(key: Buffer, lane: { seal?: unknown }): boolean {
+  const { seal, ...fields } = lane;
+  return typeof seal === 'string' && sameMac(seal, mac(key, LANE_LABEL, fields));
+}
+
 const MANIFEST_LABEL = 'takoform/manifest/v1\n';
 
 /** The seal of a batch's manifest, as registration recorded it (ids, attempts, receipt handles). */

@@ -32,6 +32,7 @@ export const SINGLE_ENDPOINT_FILES: readonly string[] = [
   'test/integration/faults/strict-sqs-limits.test.ts',
   'test/integration/delivery/bodies.test.ts',
   'test/integration/delivery/env.test.ts',
+  'test/integration/delivery/inherited-lanes.test.ts',
   'test/integration/delivery/producers.test.ts',
   'test/integration/delivery/recent-batches.test.ts',
   'test/integration/delivery/settle-many-store.test.ts',

@@ -441,11 +441,13 @@ describe('the AWS entries', () => {
     expect(starts.map((s) => s.name)).toEqual([
       expect.stringMatching(new RegExp(`^${c.consumerUid}-g1-w\\d+$`)),
     ]);
+    // A wake's lane has no lane to take a context from: it reads its own.
     expect(starts[0]?.input).toEqual({
       consumerUid: c.consumerUid,
       generation: 1,
       round: 0,
       idle: false,
+      inherit: {},
     });
     const dlq = await own.host.host.queueDirectory.queue(c.dlqUid!);
     await own.host.host.producer.sendBatch(dlq!, [{ body: 'dead' }]); // no consumer: no wake

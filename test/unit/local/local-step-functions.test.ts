@@ -297,7 +297,7 @@ describe('LocalStateMachine', () => {
     });
     await execution.result;
     // One AcquireSlot, with its resolved Parameters.Payload.
-    expect(payloads).toEqual([{ action: 'acquire', consumerUid: 'consumer-1', generation: 1 }]);
+    expect(payloads).toEqual([{ action: 'acquire', consumerUid: 'consumer-1', generation: 1, inherit: {} }]);
     // ExecutionStarted, Start (2), AcquireSlot (5), SlotTaken (2), LaneDone (2), ExecutionSucceeded.
     expect(execution.history().events).toBe(13);
   });
