@@ -408,6 +408,16 @@ export class DeliveryService {
     return sealLane(this.o.credentialKey, laneContextOf(sealed));
   }
 
+  /**
+   * A fresh lane context, sealed for the lanes the caller is about to start (a supervisor round
+   * starting several): one read of attachment, queue and worker for all of them. Undefined when
+   * the consumer generation is not the active one (its lanes would stop anyway).
+   */
+  async sealedLaneContext(consumerUid: string, generation: number): Promise<InheritedLane | undefined> {
+    const context = await this.laneContext(consumerUid, generation);
+    return context ? sealLane(this.o.credentialKey, context) : undefined;
+  }
+
   /** An inherited context the Host sealed for this consumer generation and that is still fresh. */
   private inheritedContext(consumerUid: string, generation: number, lane: unknown): LaneContext | undefined {
     if (typeof lane !== 'object' || lane === null || !('seal' in lane)) return undefined;

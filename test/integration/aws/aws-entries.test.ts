@@ -486,6 +486,20 @@ describe('the AWS entries', () => {
       `${c.consumerUid}-g1-t${second}-0`,
       `${c.consumerUid}-g1-t${second}-1`,
     ]);
+    // Issue 13: the round read the lane context once and gave it, sealed, to both lanes; the
+    // step Lambda's AcquireSlot takes a slot with it.
+    const [firstLane, secondLane] = starts.slice(1).map((s) => s.input.inherit);
+    expect(firstLane).toEqual(secondLane);
+    expect(firstLane).toMatchObject({ consumerUid: c.consumerUid, generation: 1, seal: expect.any(String) });
+    const step = createDispatcherStepHandler(own.host);
+    const acquired = (await step({
+      action: 'acquire',
+      consumerUid: c.consumerUid,
+      generation: 1,
+      inherit: firstLane,
+    })) as { status: string; slot?: Slot };
+    expect(acquired.status).toBe('acquired');
+    expect(acquired.slot?.contextReadAt).toBe((firstLane as { contextReadAt: number }).contextReadAt);
     // The same round again (EventBridge delivers at least once), run 90 s later by the clock:
     // the event's time names the same lanes, Step Functions refuses the names, nothing new starts.
     const redelivered = { ...deps, clock: () => now + 90_000 };
