@@ -254,9 +254,12 @@ export class ControlLoop {
       held: Object.keys(state.slots).length,
     });
     let started = 0;
-    // One read of the lane context for every lane of the round, instead of one per lane start.
+    // One read of the lane context for every lane of the round, instead of one per lane start;
+    // if that read fails, each lane reads its own, as before.
     const inherit =
-      count > 1 ? await this.o.service.sealedLaneContext(c.consumerUid, c.generation) : undefined;
+      count > 1
+        ? await this.o.service.sealedLaneContext(c.consumerUid, c.generation).catch(() => undefined)
+        : undefined;
     for (let i = 0; i < count; i++) {
       const name = laneNames.supervisor(c.consumerUid, c.generation, roundAt, i);
       if (await this.launch(name, c.consumerUid, c.generation, 'backlog', undefined, inherit)) started++;

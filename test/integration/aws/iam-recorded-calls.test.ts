@@ -310,12 +310,16 @@ describe('IAM by simulation of the recorded SDK calls (SEC-02)', () => {
     await asFunction('step', () => step({ action: 'handover', consumerUid, generation: 1 }));
 
     // A backlog no lane receives (the wake's execution is not run here), so the supervisor's
-    // minute starts lanes and reads the oldest age; then the operator's writes.
-    const more = await api('POST', `${ext}/${queueUid}/messages`, { messages: [{ body: b64('m3') }] });
+    // minute starts lanes — two, so it reads and seals their lane context once (issue 13) — and
+    // reads the oldest age; then the operator's writes.
+    const more = await api('POST', `${ext}/${queueUid}/messages`, {
+      messages: [{ body: b64('m3') }, { body: b64('m4') }, { body: b64('m5') }],
+    });
     expect(more.status).toBe(200);
-    await asFunction('supervisor', () =>
+    const round = await asFunction('supervisor', () =>
       superviseOnce({ host: supervisor, cloudwatch, oldestAgeEveryMinutes: 1 }),
     );
+    expect(round.started).toBe(2);
     expect((await api('POST', `${ext}/${dlqUid}/redrive`, { to: queueUid })).status).toBe(200);
     expect((await api('POST', `${ext}/${queueUid}/purge`, {})).status).toBe(200);
 
