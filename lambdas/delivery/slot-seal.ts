@@ -27,29 +27,31 @@ export function sameMac(a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y);
 }
 
-/** The slot with its seal over every other field. */
-export function sealSlot<T extends object>(key: Buffer, fields: T): T & { seal: string } {
-  return { ...fields, seal: mac(key, SLOT_LABEL, fields) };
+/** `fields` with a `seal` over all of them under `label`. */
+const sealed = <T extends object>(key: Buffer, label: string, fields: T): T & { seal: string } => ({
+  ...fields,
+  seal: mac(key, label, fields),
+});
+
+/** Whether `value.seal` is the seal under `label` of the value's other fields. */
+function sealValid(key: Buffer, label: string, value: { seal?: unknown }): boolean {
+  const { seal, ...fields } = value;
+  return typeof seal === 'string' && sameMac(seal, mac(key, label, fields));
 }
 
+/** The slot with its seal over every other field. */
+export const sealSlot = <T extends object>(key: Buffer, fields: T) => sealed(key, SLOT_LABEL, fields);
+
 /** Whether `slot.seal` is the Host's seal of the slot's other fields. */
-export function slotSealValid(key: Buffer, slot: { seal?: string }): boolean {
-  const { seal, ...fields } = slot;
-  return typeof seal === 'string' && sameMac(seal, mac(key, SLOT_LABEL, fields));
-}
+export const slotSealValid = (key: Buffer, slot: { seal?: string }) => sealValid(key, SLOT_LABEL, slot);
 
 const LANE_LABEL = 'takoform/lane/v1\n';
 
 /** A lane context with its seal: what a lane the Host starts may take over from the lane that started it. */
-export function sealLane<T extends object>(key: Buffer, fields: T): T & { seal: string } {
-  return { ...fields, seal: mac(key, LANE_LABEL, fields) };
-}
+export const sealLane = <T extends object>(key: Buffer, fields: T) => sealed(key, LANE_LABEL, fields);
 
 /** Whether `lane.seal` is the Host's seal of the lane context's other fields. */
-export function laneSealValid(key: Buffer, lane: { seal?: unknown }): boolean {
-  const { seal, ...fields } = lane;
-  return typeof seal === 'string' && sameMac(seal, mac(key, LANE_LABEL, fields));
-}
+export const laneSealValid = (key: Buffer, lane: { seal?: unknown }) => sealValid(key, LANE_LABEL, lane);
 
 const MANIFEST_LABEL = 'takoform/manifest/v1\n';
 

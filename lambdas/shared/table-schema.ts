@@ -14,3 +14,10 @@ export const TABLE_KEYS = {
 
 /** The environment variable that carries the table name to every function bound to the table. */
 export const TABLE_ENV_VAR = 'TAKOFORM_TABLE';
+
+/**
+ * A sort key in time order, as a string: 15 digits of epoch ms (the next 30 000 years), then `id`
+ * for ties. Operations due (gsi2) and a consumer's closed batches (gsi1) are keyed so.
+ */
+export const timeOrderedKey = (at: number, id: string) =>
+  `${String(Math.max(0, Math.floor(at))).padStart(15, '0')}#${id}`;

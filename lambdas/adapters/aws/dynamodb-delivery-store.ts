@@ -31,7 +31,7 @@ import type {
 import { codeOf } from '../../delivery/delivery-store.ts';
 import { NamedError } from '../../delivery/limits.ts';
 import type { HandlerError, SettleCall } from '../../delivery/settlement-protocol.ts';
-import { TABLE_KEYS } from '../../shared/table-schema.ts';
+import { TABLE_KEYS, timeOrderedKey } from '../../shared/table-schema.ts';
 import { attachmentKey } from './dynamodb-attachments.ts';
 import { commitIdOf, commitKey } from './dynamodb-commit-store.ts';
 import { deadLetterRecordKey } from './dynamodb-dead-letter-records.ts';
@@ -44,9 +44,6 @@ const { pk: PK, sk: SK, gsi1: RECENT_INDEX, ttl: TTL } = TABLE_KEYS;
  * listing a batch costs no write of its own — only the index's copy of the closing write.
  */
 const recentPartition = (consumerUid: string) => `RECENT#${consumerUid}`;
-/** Sorts by time as a string: 15 digits of epoch ms, then the id for ties. */
-const recentSortKey = (at: number, batchId: string) =>
-  `${String(Math.max(0, Math.floor(at))).padStart(15, '0')}#${batchId}`;
 
 /** BatchGetItem reads at most 100 keys per request. */
 const BATCH_GET_MAX_KEYS = 100;
@@ -610,7 +607,7 @@ export class DynamoDeliveryStore implements DeliveryStore {
         ':o': outcome,
         ':at': close.at,
         ':by': credentialHash === undefined ? 'host' : 'runner',
-        ':rsk': recentSortKey(close.at, batchId),
+        ':rsk': timeOrderedKey(close.at, batchId),
         ...(error ? { ':e': { name: error.name, message: error.message } } : {}),
         ...(credentialHash === undefined ? {} : { ':h': credentialHash }),
       }),
@@ -630,7 +627,7 @@ export class DynamoDeliveryStore implements DeliveryStore {
         ExpressionAttributeNames: { '#pk': RECENT_INDEX.pk, '#sk': RECENT_INDEX.sk },
         ExpressionAttributeValues: marshall({
           ':pk': recentPartition(consumerUid),
-          ':since': recentSortKey(since, ''),
+          ':since': timeOrderedKey(since, ''),
         }),
         ScanIndexForward: false,
         Limit: limit,

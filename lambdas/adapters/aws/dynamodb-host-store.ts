@@ -22,7 +22,7 @@ import type {
   ListQuery,
   Settlement,
 } from '../../engine/ports.ts';
-import { TABLE_KEYS } from '../../shared/table-schema.ts';
+import { TABLE_KEYS, timeOrderedKey } from '../../shared/table-schema.ts';
 
 const { pk: PK, sk: SK, gsi1, gsi2, ttl: TTL } = TABLE_KEYS;
 const ONE = '_';
@@ -43,8 +43,7 @@ export const keys = {
 };
 
 const owner = (principal: string) => `OWNER#${principal}`;
-/** Sorts due times as strings: 15 digits hold epoch milliseconds for the next 30 000 years. */
-const dueKey = (at: number, id: string) => `${String(Math.max(0, Math.floor(at))).padStart(15, '0')}#${id}`;
+const dueKey = timeOrderedKey;
 const epochSeconds = (iso: string) => Math.ceil(Date.parse(iso) / 1000);
 
 function resourceItem(r: ResourceRecord, claimKeys: readonly string[] = []): Record<string, AttributeValue> {

@@ -9,7 +9,7 @@ import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DynamoDeliveryStore, deliveryKeys } from '../../../lambdas/adapters/aws/dynamodb-delivery-store.ts';
 import { RECENT_BATCHES_KEPT_MS, type RecentBatch } from '../../../lambdas/operator/recent-batches.ts';
-import { TABLE_KEYS } from '../../../lambdas/shared/table-schema.ts';
+import { TABLE_KEYS, timeOrderedKey } from '../../../lambdas/shared/table-schema.ts';
 import {
   createDeliveryHost,
   type DeliveryHost,
@@ -120,7 +120,7 @@ describe('recent batches in consumer state', () => {
             batchId,
             closedAt,
             [TABLE_KEYS.gsi1.pk]: `RECENT#${consumer}`,
-            [TABLE_KEYS.gsi1.sk]: `${String(closedAt).padStart(15, '0')}#${batchId}`,
+            [TABLE_KEYS.gsi1.sk]: timeOrderedKey(closedAt, batchId),
           }),
         }),
       );
