@@ -114,6 +114,16 @@ function readMessage(
 
 const isAbort = (err: unknown) => (err as Error)?.name === 'AbortError';
 
+/**
+ * The sizes of the receives for `want` more messages: one of at most 10, or with a backlog as
+ * many as it takes at once, so a batch of 100 from a full queue costs one round trip, not ten.
+ */
+export function receiveSizes(want: number, backlog: boolean): number[] {
+  const per = MESSAGE_LIMITS.sqsMaxReceive;
+  if (!backlog) return [Math.min(per, want)];
+  return Array.from({ length: Math.ceil(want / per) }, (_, i) => Math.min(per, want - i * per));
+}
+
 /** A long poll that came back empty with less than this left of the idle wait ends it. */
 const EARLY_EMPTY_SLACK_MS = 100;
 
@@ -150,6 +160,7 @@ export async function runBatch(
   let firstAt: number | undefined;
   // The idle wait is SQS's time, not the Host's (a test may move the Host's clock).
   const idleUntil = performance.now() + deps.idleWaitSeconds * 1000;
+  let backlog = false;
   while (held.length < slot.maxBatchSize && !deps.signal?.aborted) {
     const now = clock();
     let wait: number;
@@ -171,32 +182,43 @@ export async function runBatch(
       1,
       Math.min(MESSAGE_LIMITS.sqsMaxVisibilitySeconds, Math.ceil((visibleAgain - now) / 1000)),
     );
-    let messages: Parameters<typeof readMessage>[0][];
-    try {
-      const out = await deps.sqs.send(
-        new ReceiveMessageCommand({
-          QueueUrl: slot.sqsUrl,
-          MaxNumberOfMessages: Math.min(MESSAGE_LIMITS.sqsMaxReceive, slot.maxBatchSize - held.length),
-          WaitTimeSeconds: wait,
-          VisibilityTimeout: visibility,
-          MessageSystemAttributeNames: ['SentTimestamp'],
-        }),
-        deps.signal ? { abortSignal: deps.signal } : {},
-      );
-      messages = out.Messages ?? [];
-    } catch (err) {
+    // One receive at a time until one comes back full; then the queue has a backlog, and the rest
+    // of the batch is asked for at once (SQS hands each message to one of them).
+    const asks = receiveSizes(slot.maxBatchSize - held.length, backlog);
+    const answers = await Promise.allSettled(
+      asks.map((max) =>
+        deps.sqs.send(
+          new ReceiveMessageCommand({
+            QueueUrl: slot.sqsUrl,
+            MaxNumberOfMessages: max,
+            WaitTimeSeconds: wait,
+            VisibilityTimeout: visibility,
+            MessageSystemAttributeNames: ['SentTimestamp'],
+          }),
+          deps.signal ? { abortSignal: deps.signal } : {},
+        ),
+      ),
+    );
+    const messages = answers.flatMap((a) => (a.status === 'fulfilled' ? (a.value.Messages ?? []) : []));
+    const got = messages.flatMap((m) => readMessage(m, clock()) ?? []);
+    const failed = answers.find((a) => a.status === 'rejected');
+    if (failed) {
       // The Host is stopping, or SQS failed past the SDK's retries: gathering ends, and what was
-      // received is registered (and run) now. With nothing received the registration frees the
-      // slot at once, rather than leaving it to its deadline.
-      if (!isAbort(err)) {
+      // received (by the other receives too) is registered and run now. With nothing received
+      // the registration frees the slot at once, rather than leaving it to its deadline.
+      if (!isAbort(failed.reason)) {
         deps.log?.('receive failed; the batch is formed from what arrived', {
           batchId: slot.batchId,
-          error: (err as Error)?.name,
+          error: (failed.reason as Error)?.name,
         });
       }
+      held.push(...got);
       break;
     }
-    const got = messages.flatMap((m) => readMessage(m, clock()) ?? []);
+    backlog = asks.every((max, i) => {
+      const a = answers[i];
+      return a?.status === 'fulfilled' && (a.value.Messages?.length ?? 0) >= max;
+    });
     if (got.length === 0) {
       // SQS answers a long poll empty only once its wait is out; a server that wakes every waiter
       // for one message answers the others empty at once. Only a wait that ran out makes the

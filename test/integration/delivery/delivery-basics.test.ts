@@ -1,6 +1,6 @@
-import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
+import { ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runBatch, runLane } from '../../../lambdas/delivery/batch-runner.ts';
+import { receiveSizes, runBatch, runLane } from '../../../lambdas/delivery/batch-runner.ts';
 import { directBatchHost } from '../../../lambdas/delivery/direct-batch-host.ts';
 import { decodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
 import {
@@ -163,6 +163,117 @@ describe('a lane waits out its idle wait', () => {
       expect(results.map((r) => r.delivered)).toEqual([1, 1]);
       expect(results.every((r) => !r.idle)).toBe(true);
       expect(got.flat().sort()).toEqual(['first', 'second']);
+    } finally {
+      await d.close();
+    }
+  });
+});
+
+describe('a batch from a backlog is gathered with receives in parallel', () => {
+  /** Counts ReceiveMessage calls and how many were in flight at once; `fail(n)` rejects the n-th. */
+  function watchedReceives(sqs: SQSClient, fail: (n: number) => boolean = () => false) {
+    const seen = { calls: 0, inFlight: 0, peak: 0, rounds: 0 };
+    const send = async (command: unknown, options?: unknown) => {
+      if (!(command instanceof ReceiveMessageCommand)) return sqs.send(command as never, options as never);
+      seen.calls += 1;
+      if (seen.inFlight === 0) seen.rounds += 1;
+      seen.inFlight += 1;
+      seen.peak = Math.max(seen.peak, seen.inFlight);
+      try {
+        if (fail(seen.calls)) throw Object.assign(new Error('injected'), { name: 'ServiceUnavailable' });
+        return await sqs.send(command, options as never);
+      } finally {
+        seen.inFlight -= 1;
+      }
+    };
+    return { seen, sqs: { send } as unknown as SQSClient };
+  }
+
+  it('DL-01 receiveSizes asks for at most 10 per receive, and for the whole rest at once only with a backlog', () => {
+    expect(receiveSizes(100, false)).toEqual([10]);
+    expect(receiveSizes(7, false)).toEqual([7]);
+    expect(receiveSizes(90, true)).toEqual(Array(9).fill(10));
+    expect(receiveSizes(25, true)).toEqual([10, 10, 5]);
+    expect(receiveSizes(3, true)).toEqual([3]);
+  });
+
+  it('DL-01 a batch of 100 from a full queue takes two rounds of receives, and holds every message once', async () => {
+    const d = await createDeliveryHost();
+    try {
+      const { queue, consumerUid } = await d.setup('fanout', recordingWorker(d.logFile('fanout')), {
+        maxBatchSize: 100,
+        maxBatchTimeoutSeconds: 2,
+        maxConcurrency: 1,
+      });
+      await d.host.producer.sendBatch(
+        queue,
+        Array.from({ length: 100 }, (_, i) => ({ body: `f${i}` })),
+      );
+      const a = await d.host.delivery.acquire(consumerUid, 1);
+      if (a.status !== 'acquired') throw new Error('no slot');
+      const watched = watchedReceives(d.host.sqs);
+      const bodies: string[] = [];
+      const result = await runBatch(a.slot, {
+        sqs: watched.sqs,
+        host: directBatchHost(d.host.delivery, d.host.loop),
+        idleWaitSeconds: 1,
+        invoker: {
+          invoke: async (delivery, settle) => {
+            bodies.push(...delivery.messages.map((m) => new TextDecoder().decode(m.body)));
+            await settle({ kind: 'ackAll' });
+            return 'returned';
+          },
+        },
+      });
+      expect(result.delivered).toBe(100);
+      expect(new Set(bodies).size).toBe(100);
+      // One receive of 10 finds the backlog; the other 90 are asked for at once.
+      expect(watched.seen.rounds).toBe(2);
+      expect(watched.seen.peak).toBe(9);
+    } finally {
+      await d.close();
+    }
+  });
+
+  it('DL-01 one failed receive among parallel ones keeps what the others received; the rest stays in the queue', async () => {
+    const d = await createDeliveryHost();
+    try {
+      const { queue, consumerUid } = await d.setup('fanfail', recordingWorker(d.logFile('fanfail')), {
+        maxBatchSize: 100,
+        maxBatchTimeoutSeconds: 2,
+        maxConcurrency: 1,
+      });
+      await d.host.producer.sendBatch(
+        queue,
+        Array.from({ length: 100 }, (_, i) => ({ body: `g${i}` })),
+      );
+      const bodies: string[] = [];
+      const logged: string[] = [];
+      const run = async (sqs: SQSClient) => {
+        const a = await d.host.delivery.acquire(consumerUid, 1);
+        if (a.status !== 'acquired') throw new Error('no slot');
+        return runBatch(a.slot, {
+          sqs,
+          host: directBatchHost(d.host.delivery, d.host.loop),
+          idleWaitSeconds: 1,
+          log: (message) => logged.push(message),
+          invoker: {
+            invoke: async (delivery, settle) => {
+              bodies.push(...delivery.messages.map((m) => new TextDecoder().decode(m.body)));
+              await settle({ kind: 'ackAll' });
+              return 'returned';
+            },
+          },
+        });
+      };
+      // The third receive (the second of the parallel round) fails past the SDK's retries.
+      const first = await run(watchedReceives(d.host.sqs, (n) => n === 3).sqs);
+      expect(first.delivered).toBe(90);
+      expect(logged).toEqual(['receive failed; the batch is formed from what arrived']);
+      const second = await run(d.host.sqs);
+      expect(second.delivered).toBe(10);
+      expect(new Set(bodies).size).toBe(100);
+      expect(bodies.length).toBe(100);
     } finally {
       await d.close();
     }
