@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import net from 'node:net';
+import { createInterface } from 'node:readline';
 
 /** A server process this Host started; it is stopped only by its own PID. */
 export interface StandIn {
@@ -58,6 +59,61 @@ export async function stopChild(
     await exited;
   } finally {
     clearTimeout(timer);
+  }
+}
+
+function portOf(line: string, prefix: string): number | undefined {
+  if (!line.startsWith(prefix)) return undefined;
+  try {
+    const { port } = JSON.parse(line.slice(prefix.length)) as { port?: unknown };
+    return typeof port === 'number' && Number.isInteger(port) && port > 0 ? port : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Waits for the line a stand-in prints once it listens, `<prefix>{"port":N}`, and returns N.
+ * Only the process itself can print it, so a port another process answers on is never taken
+ * for the stand-in's (a probe of the port could not tell them apart). Other output is skipped.
+ * On exit or timeout the child is stopped and the error carries its last standard error.
+ */
+export async function readyPort(
+  what: string,
+  spawned: { child: ChildProcess; exited: Promise<unknown>; stderrTail: () => string },
+  opts: { prefix?: string; timeoutMs: number },
+): Promise<number> {
+  const { child, exited, stderrTail } = spawned;
+  const prefix = opts.prefix ?? '';
+  const lines = createInterface({ input: child.stdout! });
+  const timeout = AbortSignal.timeout(opts.timeoutMs);
+  const exitedEarly = () => new Error(`${what} exited during start-up:\n${stderrTail()}`);
+  const ready = (async () => {
+    for await (const line of lines) {
+      const port = portOf(line, prefix);
+      if (port !== undefined) return port;
+    }
+    // Its output closes as it exits: report the exit, with what it said on the way out.
+    await exited;
+    throw exitedEarly();
+  })();
+  const died = exited.then(() => {
+    throw exitedEarly();
+  });
+  const late = once(timeout, 'abort').then(() => {
+    throw new Error(`${what} was not ready after ${opts.timeoutMs} ms:\n${stderrTail()}`);
+  });
+  // Only the first outcome matters; the others must not surface later as unhandled rejections.
+  for (const p of [ready, died, late]) p.catch(() => {});
+  try {
+    const port = await Promise.race([ready, died, late]);
+    // Keep draining its output, so a chatty stand-in never blocks on a full pipe.
+    lines.on('line', () => {});
+    return port;
+  } catch (err) {
+    lines.close();
+    await stopChild(child, exited);
+    throw err;
   }
 }
 

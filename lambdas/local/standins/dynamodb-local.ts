@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort, type StandIn, spawnStandIn, stopChild, waitUntil } from './child-process.ts';
+import { readyPort, type StandIn, spawnStandIn, stopChild } from './child-process.ts';
 
 const require = createRequire(import.meta.url);
 /**
@@ -12,6 +12,8 @@ const require = createRequire(import.meta.url);
  * After editing the source: javac --release 17 -cp <DynamoDBLocal.jar> -d <this folder>/java <this folder>/java/LocalhostDynamoDB.java
  */
 const launcherDir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'java');
+/** What LocalhostDynamoDB prints before `{"port":N}` once it listens. */
+const READY_PREFIX = 'takoform-dynamodb-ready ';
 
 export class JavaMissingError extends Error {
   override name = 'JavaMissingError';
@@ -39,7 +41,7 @@ function jarDirectory(): string {
 }
 
 /**
- * Starts DynamoDB Local on 127.0.0.1 and a free port, telemetry off. In memory unless `dbPath`
+ * Starts DynamoDB Local on 127.0.0.1, telemetry off, on `port` or else one the system picks. In memory unless `dbPath`
  * is given, in which case tables persist in that folder across restarts.
  */
 export async function startDynamoDbLocal(opts: { dbPath?: string; port?: number } = {}): Promise<StandIn> {
@@ -47,58 +49,41 @@ export async function startDynamoDbLocal(opts: { dbPath?: string; port?: number 
   const jarDir = jarDirectory();
   const storage = opts.dbPath ? ['-dbPath', opts.dbPath] : ['-inMemory'];
   if (opts.dbPath) mkdirSync(opts.dbPath, { recursive: true });
-  let lastError: unknown;
-  for (let attempt = 0; attempt < 3; attempt++) {
-    const port = opts.port ?? (await freePort());
-    // DynamoDB Local unpacks its native SQLite library into java.io.tmpdir on every start: give
-    // each process a folder of its own and remove it when the process ends.
-    const scratch = mkdtempSync(path.join(tmpdir(), 'takoform-ddb-'));
-    const { child, exited, stderrTail } = spawnStandIn(
-      'java',
-      [
-        '-Dddb.host=127.0.0.1',
-        `-Djava.io.tmpdir=${scratch}`,
-        '-Dddb.exitOnStdinEof=true',
-        `-Djava.library.path=${path.join(jarDir, 'DynamoDBLocal_lib')}`,
-        '-XX:TieredStopAtLevel=1',
-        '-XX:+UseSerialGC',
-        '-Xshare:auto',
-        '-cp',
-        `${launcherDir}${path.delimiter}${path.join(jarDir, 'DynamoDBLocal.jar')}`,
-        'LocalhostDynamoDB',
-        ...storage,
-        '-sharedDb',
-        '-disableTelemetry',
-        '-port',
-        String(port),
-      ],
-      { ...process.env, DDB_LOCAL_TELEMETRY: '0' },
-    );
-    child.stdout?.resume();
-    void exited.then(() => rmSync(scratch, { recursive: true, force: true }));
-    const endpoint = `http://127.0.0.1:${port}`;
-    try {
-      await waitUntil(
-        'DynamoDB Local',
-        async () => {
-          const res = await fetch(endpoint, { method: 'POST', signal: AbortSignal.timeout(1000) });
-          await res.arrayBuffer();
-          return true;
-        },
-        { timeoutMs: 60_000, exited, diagnostics: stderrTail },
-      );
-    } catch (err) {
-      lastError = err;
-      await stopChild(child, exited);
-      continue;
-    }
-    return {
-      name: 'dynamodb-local',
-      endpoint,
-      pid: child.pid as number,
-      exited,
-      stop: () => stopChild(child, exited),
-    };
-  }
-  throw lastError;
+  // DynamoDB Local unpacks its native SQLite library into java.io.tmpdir on every start: give
+  // each process a folder of its own and remove it when the process ends.
+  const scratch = mkdtempSync(path.join(tmpdir(), 'takoform-ddb-'));
+  const spawned = spawnStandIn(
+    'java',
+    [
+      '-Dddb.host=127.0.0.1',
+      // Without a port asked for, the system picks one as it binds (see LocalhostDynamoDB.java);
+      // the CLI still wants a valid -port, which this overrides.
+      `-Dddb.anyPort=${opts.port === undefined}`,
+      `-Djava.io.tmpdir=${scratch}`,
+      '-Dddb.exitOnStdinEof=true',
+      `-Djava.library.path=${path.join(jarDir, 'DynamoDBLocal_lib')}`,
+      '-XX:TieredStopAtLevel=1',
+      '-XX:+UseSerialGC',
+      '-Xshare:auto',
+      '-cp',
+      `${launcherDir}${path.delimiter}${path.join(jarDir, 'DynamoDBLocal.jar')}`,
+      'LocalhostDynamoDB',
+      ...storage,
+      '-sharedDb',
+      '-disableTelemetry',
+      '-port',
+      String(opts.port ?? 8000),
+    ],
+    { ...process.env, DDB_LOCAL_TELEMETRY: '0' },
+  );
+  const { child, exited } = spawned;
+  void exited.then(() => rmSync(scratch, { recursive: true, force: true }));
+  const port = await readyPort('DynamoDB Local', spawned, { prefix: READY_PREFIX, timeoutMs: 60_000 });
+  return {
+    name: 'dynamodb-local',
+    endpoint: `http://127.0.0.1:${port}`,
+    pid: child.pid as number,
+    exited,
+    stop: () => stopChild(child, exited),
+  };
 }

@@ -17,8 +17,15 @@ import software.amazon.dynamodb.services.local.server.DynamoDBProxyServer;
  * sockets and every open connection are cut at once (a request in flight may commit with its
  * answer lost), then the database closes and the process halts. SIGKILL of DynamoDB Local loses
  * the last writes it acknowledged, which DynamoDB never does, so the chaos suite uses this.
+ *
+ * With -Dddb.anyPort=true the connectors listen on a port the system picks (the stock CLI
+ * refuses -port 0), so no other process can take a probed port between the probe and the
+ * bind. Once listening, the launcher prints one line READY_PREFIX{"port":N} on standard output:
+ * only that line, from this process, tells the Host the server is up, and on which port.
  */
 public class LocalhostDynamoDB {
+  static final String READY_PREFIX = "takoform-dynamodb-ready ";
+
   public static void main(String[] args) throws Exception {
     String host = System.getProperty("ddb.host", "127.0.0.1");
     DynamoDBProxyServer proxy = ServerRunner.createServerFromCommandLineArgs(args);
@@ -26,8 +33,12 @@ public class LocalhostDynamoDB {
     Field field = DynamoDBProxyServer.class.getDeclaredField("server");
     field.setAccessible(true);
     Server jetty = (Server) field.get(proxy);
+    boolean anyPort = Boolean.getBoolean("ddb.anyPort");
     for (Connector connector : jetty.getConnectors()) {
-      if (connector instanceof ServerConnector sc) sc.setHost(host);
+      if (connector instanceof ServerConnector sc) {
+        sc.setHost(host);
+        if (anyPort) sc.setPort(0);
+      }
     }
     sun.misc.Signal.handle(new sun.misc.Signal("HUP"), signal -> {
       Thread crash = new Thread(() -> crash(proxy, jetty), "crash");
@@ -46,7 +57,20 @@ public class LocalhostDynamoDB {
       watchdog.setDaemon(true);
       watchdog.start();
     }
-    proxy.start();
+    try {
+      proxy.start();
+    } catch (Exception e) {
+      // A port already taken, for example: say so and end, so the Host can try another.
+      System.err.println("DynamoDB Local did not start: " + e);
+      Runtime.getRuntime().halt(1);
+    }
+    for (Connector connector : jetty.getConnectors()) {
+      if (connector instanceof ServerConnector sc) {
+        System.out.println(READY_PREFIX + "{\"port\":" + sc.getLocalPort() + "}");
+        System.out.flush();
+        break;
+      }
+    }
     proxy.join();
   }
 
