@@ -5,7 +5,7 @@
  */
 import { fmt, fmtSpread } from './format.ts';
 import { dynamoParts, itemsPerBatch, type PartBreakdown } from './per-batch.ts';
-import type { CellCounts, Row, Summary } from './report.ts';
+import type { CellCounts, CpuPerBatch, Row, Summary } from './report.ts';
 import { foldKinds, type SdkTally } from './support/meter.ts';
 
 const READ_OPS = new Set(['GetItem', 'BatchGetItem', 'Query', 'Scan', 'TransactGetItems']);
@@ -115,8 +115,27 @@ function throughputMiss(s: Summary, r: Row, c: CellCounts | undefined): string {
       `Per batch the Host made ${fmtSpread(pb.sqsRequests, 1)} SQS requests, ${fmtSpread(pb.dynamoRequests, 1)} DynamoDB requests, ${fmtSpread(pb.lambda, 2)} Lambda invocations and ${fmtSpread(pb.transitions, 2)} state transitions; the DynamoDB requests by part: ${dynamoByPart(c.breakdown)}.`,
       `What would close it: a lane needs ≤ ${fmt(baseMs / target, 1)} ms per batch (${fmt(Math.max(0, hostMs - baseMs / target), 1)} ms less than now), by fewer Host calls per batch (the DynamoDB target below asks for ≤ 6 requests) or by forming the next batch while the current one is handled.`,
     );
+    if (c.cpu) parts.push(cpuSentence(c.cpu, target));
   }
   return parts.join(' ');
+}
+
+/**
+ * Where a drain's time went in CPU: when the cores are busy, time per batch is CPU per batch,
+ * and only less CPU per batch (fewer or cheaper requests) closes the gap, not more overlap.
+ */
+export function cpuSentence(cpu: CpuPerBatch, target?: number): string {
+  const base = Number.isFinite(cpu.baseline.median)
+    ? `; the raw loop ${fmtSpread(cpu.baseline, 1)} ms per batch with ${fmtSpread(cpu.baselineCores, 2)} cores busy (one Node thread and the SQS stand-in)`
+    : '';
+  const need =
+    target && Number.isFinite(cpu.baseline.median)
+      ? ` At the same cores busy, the ratio reaches ${target} only with ≤ ${fmt(cpu.baseline.median / target, 1)} ms of CPU per batch in all processes, ${fmt(Math.max(0, cpu.all.median - cpu.baseline.median / target), 1)} ms less than now.`
+      : '';
+  return (
+    `CPU per batch: ${fmtSpread(cpu.all, 1)} ms in all (the Host process ${fmtSpread(cpu.host, 1)}, DynamoDB Local ${fmtSpread(cpu.dynamodb, 1)}, the SQS stand-in ${fmtSpread(cpu.sqs, 1)}) with ${fmtSpread(cpu.cores, 2)} cores busy${base}.` +
+    need
+  );
 }
 
 function utilisationMiss(s: Summary, r: Row): string {
@@ -133,6 +152,13 @@ function utilisationMiss(s: Summary, r: Row): string {
         `Handlers fill slots held × handler ÷ held = ${fmt((slots?.host.median ?? 1) * (h / Math.max(1, held)), 2)} of maxConcurrency.`,
       `What would close it: with every slot held, ≥ 0.9 needs ≤ ${fmt(h / 9, 1)} ms per batch outside the handler (now ${fmt(held - h, 0)} ms), or the next batch received and registered while the handler runs.`,
     );
+    if (d.cpu) {
+      const perSecond = (d.maxConcurrency * 0.9 * 1000) / Math.max(1, h);
+      out.push(
+        cpuSentence(d.cpu),
+        `At ≥ 0.9 the handlers would start ${fmt(perSecond, 0)} batches a second, which at this CPU per batch needs ${fmt((perSecond * d.cpu.all.median) / 1000, 2)} cores busy (now ${fmtSpread(d.cpu.cores, 2)}).`,
+      );
+    }
   }
   return out.join(' ');
 }

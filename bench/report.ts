@@ -20,6 +20,7 @@ import { type CostBreakdown, PRICE_SOURCES, PRICES, scale, transitionsOf, usd } 
 import type { BenchConfig, BenchMeta, BenchSamples, SteadyPair, ThroughputPair } from './results-model.ts';
 import { percentiles } from './scenarios/latency.ts';
 import type { SteadySetting } from './scenarios/steady.ts';
+import { type CpuSpent, totalCpu } from './support/cpu.ts';
 import { addTallies, sumSdk, type Tally } from './support/meter.ts';
 import { type Spread, spread } from './support/stats.ts';
 
@@ -89,6 +90,47 @@ export interface CellCounts {
   baselineSqsPerBatch: Spread;
   perMillion: Spread;
   breakdown: PartBreakdown;
+  /** Drains measured with CPU times: CPU per batch of each process, beside the raw loop's. */
+  cpu?: CpuPerBatch;
+}
+
+/** CPU milliseconds per batch over a drain, and the cores that kept busy on average. */
+export interface CpuPerBatch {
+  /** The bench process: the Host's Node main thread (SDK calls, Host logic) and its worker threads. */
+  host: Spread;
+  dynamodb: Spread;
+  sqs: Spread;
+  all: Spread;
+  cores: Spread;
+  /** The raw loop, every process (it runs in the bench process and uses the SQS stand-in only). */
+  baseline: Spread;
+  baselineCores: Spread;
+}
+
+/** CPU per batch from samples that carry CPU times (results written before them have none). */
+export function cpuPerBatch(
+  runs: { host: { cpu?: CpuSpent; batches: number }; baseline?: { cpu?: CpuSpent; batches?: number } }[],
+): CpuPerBatch | undefined {
+  const measured = runs.filter((r) => r.host.cpu && r.host.batches > 0);
+  if (measured.length === 0) return undefined;
+  const per = (f: (c: CpuSpent) => number) =>
+    spread(measured.map((r) => (f(r.host.cpu as CpuSpent) * 1000) / r.host.batches));
+  const base = measured.filter((r) => r.baseline?.cpu && (r.baseline.batches ?? 0) > 0);
+  return {
+    host: per((c) => c.host),
+    dynamodb: per((c) => c.dynamodb ?? Number.NaN),
+    sqs: per((c) => c.sqs ?? Number.NaN),
+    all: per(totalCpu),
+    cores: spread(
+      measured.map((r) => totalCpu(r.host.cpu as CpuSpent) / (r.host.cpu as CpuSpent).wallSeconds),
+    ),
+    baseline: spread(
+      base.map((r) => (totalCpu(r.baseline?.cpu as CpuSpent) * 1000) / (r.baseline?.batches as number)),
+    ),
+    baselineCores: spread(
+      base.map((r) => totalCpu(r.baseline?.cpu as CpuSpent) / (r.baseline?.cpu as CpuSpent).wallSeconds),
+    ),
+  };
 }
 
 export interface Summary {
@@ -98,7 +140,13 @@ export interface Summary {
   /** The producer's calls per 100 messages sent (sendBatch of 100), from the pre-fills. */
   producerPer100: Record<string, { calls: number; wru: number }>;
   utilisationDetail:
-    | { meanHandlerMs: Spread; meanSlotMs: Spread; peakHandlers: number; maxConcurrency: number }
+    | {
+        meanHandlerMs: Spread;
+        meanSlotMs: Spread;
+        peakHandlers: number;
+        maxConcurrency: number;
+        cpu?: CpuPerBatch;
+      }
     | undefined;
   idle: {
     hostWithOneIdleConsumer: Spread;
@@ -190,8 +238,11 @@ function drainCounts(cell: { batchSize: number; concurrency: number }, pairs: Th
       pairs.map((p) => p.host.drain),
       pairs.reduce((a, p) => a + p.host.batches, 0),
     ),
+    ...withCpu(cpuPerBatch(pairs)),
   };
 }
+
+const withCpu = (cpu: CpuPerBatch | undefined) => (cpu ? { cpu } : {});
 
 /** Steady cells: counts inside each run's window, per batch finalised in it. */
 function steadyCounts(setting: SteadySetting, pairs: SteadyPair[]): CellCounts {
@@ -616,6 +667,7 @@ export function summarise(config: BenchConfig, s: BenchSamples): Summary {
             meanSlotMs: spread(u.map((x) => x.meanSlotMs)),
             peakHandlers: Math.max(...u.map((x) => x.peakHandlers)),
             maxConcurrency: u[0]!.maxConcurrency,
+            ...withCpu(cpuPerBatch(u.map((x) => ({ host: { cpu: x.cpu, batches: x.batches } })))),
           }
         : undefined,
     callsPerSettle: meanRecord(settle.map((x) => x.callsPerSettle ?? {})),
@@ -672,6 +724,27 @@ export function perBatchTable(summary: Summary): string {
   for (const c of summary.cells) {
     lines.push(
       `| ${c.label} | ${fmtSpread(c.messagesPerBatch, 1)} | ${PER_BATCH_FIGURES.map((f) => fmtSpread(c.perBatch[f], FIGURE_DIGITS[f])).join(' | ')} | ${fmtSpread(c.baselineSqsPerBatch, 1)} | ${fmtSpread(c.perMillion, 3)} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+/** CPU per batch of the drains that measured it, beside the raw loop's; empty when none did. */
+export function cpuTable(summary: Summary, cores: number): string {
+  const rows = summary.cells.flatMap((c) => (c.cpu ? [{ label: c.label, cpu: c.cpu }] : []));
+  const u = summary.utilisationDetail?.cpu;
+  if (u) rows.push({ label: 'utilisation, batch 10 / concurrency 10, handler 50 ± 40 ms', cpu: u });
+  if (rows.length === 0) return '';
+  const lines = [
+    `CPU milliseconds per batch over each drain, by process, and the cores kept busy on average (the machine has ${cores}). The bench process runs the Host's Node main thread — every SDK call, the Host's logic — and its worker threads; the raw loop runs in the same process and uses the SQS stand-in only. One Node main thread can keep at most one core busy.`,
+    '',
+    '| Cell | Host process ms / batch | DynamoDB Local ms / batch | SQS stand-in ms / batch | All ms / batch | Cores busy | Raw loop ms / batch | Raw loop cores busy | Host ÷ raw loop, CPU per batch |',
+    '|---|---|---|---|---|---|---|---|---|',
+  ];
+  for (const { label, cpu } of rows) {
+    const ratio = cpu.all.median / cpu.baseline.median;
+    lines.push(
+      `| ${label} | ${fmtSpread(cpu.host, 1)} | ${fmtSpread(cpu.dynamodb, 1)} | ${fmtSpread(cpu.sqs, 1)} | ${fmtSpread(cpu.all, 1)} | ${fmtSpread(cpu.cores, 2)} | ${Number.isFinite(cpu.baseline.median) ? fmtSpread(cpu.baseline, 1) : '—'} | ${Number.isFinite(cpu.baselineCores.median) ? fmtSpread(cpu.baselineCores, 2) : '—'} | ${Number.isFinite(ratio) ? fmt(ratio, 1) : '—'} |`,
     );
   }
   return lines.join('\n');
@@ -735,6 +808,8 @@ export function markdown(meta: BenchMeta, config: BenchConfig, summary: Summary,
     perBatchTable(summary),
     '',
   );
+  const cpu = cpuTable(summary, meta.cpus);
+  if (cpu) sections.push('### CPU per batch', '', cpu, '');
   for (const c of referenceCells(summary)) {
     sections.push(
       `### Calls per batch by part: ${c.label} (all runs, ${fmt(c.breakdown.batches, 0)} batches)`,

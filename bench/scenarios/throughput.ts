@@ -17,6 +17,7 @@ import { sqsClient } from '../../lambdas/adapters/aws/clients.ts';
 import { encodeEnvelope } from '../../lambdas/delivery/envelope.ts';
 import { newMessageId } from '../../lambdas/delivery/producer.ts';
 import { createBenchHost } from '../support/bench-host.ts';
+import { type CpuSpent, cpuMark, cpuSince } from '../support/cpu.ts';
 import { Meter, type Tally } from '../support/meter.ts';
 import type { Endpoints } from '../support/standins.ts';
 import { until } from '../support/stats.ts';
@@ -41,6 +42,8 @@ export interface HostDrainSample {
   drain: Tally;
   /** After the drain until every lane ended (each ends after one empty long poll). */
   tail: Tally;
+  /** CPU of the bench process and the stand-ins over the drain (absent in older results). */
+  cpu?: CpuSpent;
 }
 
 export interface BaselineSample {
@@ -53,6 +56,8 @@ export interface BaselineSample {
   deletes: number;
   /** Batches the loops deleted (absent in results written before it was counted). */
   batches?: number;
+  /** CPU of the bench process and the stand-ins over the drain (absent in older results). */
+  cpu?: CpuSpent;
 }
 
 /** Bodies of the same size as the Host's envelopes for a `bodyBytes`-byte message. */
@@ -85,20 +90,24 @@ export async function hostDrain(
     let batches = 0;
     let endedAt = 0;
     let drain: Tally | undefined;
+    let cpu: CpuSpent | undefined;
     bench.onFinalized((n) => {
       delivered += n;
       batches++;
       if (!drain && delivered >= cell.messages) {
         endedAt = performance.now();
         drain = meter.reset();
+        cpu = cpuSince(cpuAtStart);
       }
     });
+    const cpuAtStart = cpuMark();
     const startedAt = performance.now();
     const dispatcher = bench.startDispatcher({ idleWaitSeconds: 1, supervisorMs: 200 });
     const ok = await until(() => drain !== undefined, timeoutMs, 2);
     if (!ok) {
       endedAt = performance.now();
       drain = meter.reset();
+      cpu = cpuSince(cpuAtStart);
     }
     await dispatcher.stop(10_000);
     const tail = meter.reset();
@@ -113,6 +122,7 @@ export async function hostDrain(
       prefill,
       drain: drain as Tally,
       tail,
+      ...(cpu ? { cpu } : {}),
     };
   } finally {
     await bench.close();
@@ -156,6 +166,8 @@ export async function baselineDrain(
     let batches = 0;
     let endedAt = 0;
     const deadline = performance.now() + timeoutMs;
+    const cpuAtStart = cpuMark();
+    let cpu: CpuSpent | undefined;
     const startedAt = performance.now();
     const loop = async () => {
       while (performance.now() < deadline) {
@@ -188,12 +200,16 @@ export async function baselineDrain(
           );
           deleted += out.Successful?.length ?? 0;
         }
-        if (deleted >= cell.messages && endedAt === 0) endedAt = performance.now();
+        if (deleted >= cell.messages && endedAt === 0) {
+          endedAt = performance.now();
+          cpu = cpuSince(cpuAtStart);
+        }
       }
     };
     await Promise.all(Array.from({ length: cell.concurrency }, loop));
     const ok = deleted >= cell.messages;
     if (endedAt === 0) endedAt = performance.now();
+    cpu ??= cpuSince(cpuAtStart);
     const seconds = (endedAt - startedAt) / 1000;
     return {
       ok,
@@ -204,6 +220,7 @@ export async function baselineDrain(
       receives,
       deletes,
       batches,
+      cpu,
     };
   } finally {
     await sqs.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => undefined);

@@ -10,6 +10,7 @@
  *   receive/register/finalise time.
  */
 import { createBenchHost, recordFile } from '../support/bench-host.ts';
+import { type CpuSpent, cpuMark, cpuSince } from '../support/cpu.ts';
 import { attribute } from '../support/meter.ts';
 import type { Endpoints } from '../support/standins.ts';
 import { readRecords, round, sleep, until } from '../support/stats.ts';
@@ -36,6 +37,8 @@ export interface UtilisationSample {
   /** Mean time a slot is held per batch (window × mean slots ÷ batches started in it), ms. */
   meanSlotMs: number;
   peakHandlers: number;
+  /** CPU of the bench process and the stand-ins from the dispatcher's start to the last message (absent in older results). */
+  cpu?: CpuSpent;
 }
 
 interface HandlerRecord {
@@ -74,8 +77,10 @@ export async function utilisationRun(
         await sleep(25);
       }
     })();
+    const cpuAtStart = cpuMark();
     const dispatcher = bench.startDispatcher({ idleWaitSeconds: 1, supervisorMs: 200 });
     const ok = await until(() => delivered >= o.messages, o.timeoutMs, 5);
+    const cpu = cpuSince(cpuAtStart);
     sampling = false;
     await sampler;
     await dispatcher.stop(10_000);
@@ -115,6 +120,7 @@ export async function utilisationRun(
       meanHandlerMs: handlers.reduce((a, h) => a + (h.end - h.start), 0) / Math.max(1, handlers.length),
       meanSlotMs: (windowMs * meanSlots) / Math.max(1, startedInWindow),
       peakHandlers: peak,
+      cpu,
     };
   } finally {
     await bench.close();

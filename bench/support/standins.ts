@@ -6,6 +6,7 @@
 import type { StandIn } from '../../lambdas/local/standins/child-process.ts';
 import { startDynamoDbLocal } from '../../lambdas/local/standins/dynamodb-local.ts';
 import { startSqsServer } from '../../lambdas/local/standins/sqs-server.ts';
+import { measureStandIns } from './cpu.ts';
 
 export interface Endpoints {
   dynamodb: string;
@@ -45,6 +46,7 @@ export async function startStandIns(): Promise<StandIns> {
     if (ddbResult.status === 'rejected') throw ddbResult.reason;
     if (sqsResult.status === 'rejected') throw sqsResult.reason;
     const [ddb, sqs] = [ddbResult.value, sqsResult.value];
+    measureStandIns({ dynamodb: ddb.pid, sqs: sqs.pid });
     return {
       endpoints: { dynamodb: ddb.endpoint, sqs: sqs.endpoint },
       pids: { dynamodb: ddb.pid, sqs: sqs.pid },

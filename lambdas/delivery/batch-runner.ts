@@ -112,16 +112,42 @@ function readMessage(
   };
 }
 
+/** How long the longest-waiting of these messages was in the queue (SQS's send time to receipt). */
+function oldestWait(got: Held[]): number {
+  let oldest = Number.NEGATIVE_INFINITY;
+  for (const { received } of got) {
+    if (received.sentAt !== undefined) oldest = Math.max(oldest, received.receivedAt - received.sentAt);
+  }
+  return oldest;
+}
+
 const isAbort = (err: unknown) => (err as Error)?.name === 'AbortError';
 
 /**
- * The sizes of the receives for `want` more messages: one of at most 10, or with a backlog as
- * many as it takes at once, so a batch of 100 from a full queue costs one round trip, not ten.
+ * The sizes of `parallel` receives at once for `want` more messages (each ≤ 10, fewer receives if
+ * fewer are needed).
  */
-export function receiveSizes(want: number, backlog: boolean): number[] {
+export function receiveSizes(want: number, parallel = 1): number[] {
   const per = MESSAGE_LIMITS.sqsMaxReceive;
-  if (!backlog) return [Math.min(per, want)];
-  return Array.from({ length: Math.ceil(want / per) }, (_, i) => Math.min(per, want - i * per));
+  const count = Math.max(1, Math.min(parallel, Math.ceil(want / per)));
+  return Array.from({ length: count }, (_, i) => Math.min(per, want - i * per)).filter((n) => n > 0);
+}
+
+/** Messages that waited at least this long in the queue before a full receive mean a backlog. */
+export const BACKLOG_WAIT_MS = 250;
+
+/**
+ * How many receives the next round makes: twice as many while every one comes back full and
+ * the messages had been waiting (a backlog), else one. A consumer that keeps up with a stream
+ * receives messages within milliseconds of their send, and receives at once would mostly come
+ * back short there (measured: 20–29 % more SQS requests per batch at 1,000 msg/s without this
+ * test). Doubling, not asking for the whole rest at once, bounds what a backlog that runs out
+ * wastes: at most one round.
+ */
+export function nextParallel(asked: number[], got: number[], want: number, waitedMs: number): number {
+  const full = asked.length > 0 && asked.every((max, i) => (got[i] ?? 0) >= max);
+  if (!full || !(waitedMs >= BACKLOG_WAIT_MS)) return 1;
+  return Math.max(1, Math.min(asked.length * 2, Math.ceil(want / MESSAGE_LIMITS.sqsMaxReceive)));
 }
 
 /** A long poll that came back empty with less than this left of the idle wait ends it. */
@@ -160,7 +186,7 @@ export async function runBatch(
   let firstAt: number | undefined;
   // The idle wait is SQS's time, not the Host's (a test may move the Host's clock).
   const idleUntil = performance.now() + deps.idleWaitSeconds * 1000;
-  let backlog = false;
+  let parallel = 1;
   while (held.length < slot.maxBatchSize && !deps.signal?.aborted) {
     const now = clock();
     let wait: number;
@@ -171,7 +197,8 @@ export async function runBatch(
       if (left <= 0 && slot.maxBatchTimeoutSeconds > 0) break;
       wait = slot.maxBatchTimeoutSeconds === 0 ? 0 : Math.min(20, Math.ceil(left / 1000));
     }
-    wait = Math.min(20, wait);
+    // A round of several receives is for a backlog that is there now: none of them long-polls.
+    wait = parallel > 1 ? 0 : Math.min(20, wait);
     // Invisible until gathering ends plus room to register, not until the slot's deadline.
     const gatherEnds =
       firstAt === undefined
@@ -182,9 +209,10 @@ export async function runBatch(
       1,
       Math.min(MESSAGE_LIMITS.sqsMaxVisibilitySeconds, Math.ceil((visibleAgain - now) / 1000)),
     );
-    // One receive at a time until one comes back full; then the queue has a backlog, and the rest
-    // of the batch is asked for at once (SQS hands each message to one of them).
-    const asks = receiveSizes(slot.maxBatchSize - held.length, backlog);
+    // One receive at a time until one comes back full; then the queue has a backlog, and the
+    // receives go several at once, doubling while they come back full (SQS hands each message to
+    // one of them): a batch of 100 from a full queue takes four round trips, not ten.
+    const asks = receiveSizes(slot.maxBatchSize - held.length, parallel);
     const answers = await Promise.allSettled(
       asks.map((max) =>
         deps.sqs.send(
@@ -215,10 +243,12 @@ export async function runBatch(
       held.push(...got);
       break;
     }
-    backlog = asks.every((max, i) => {
-      const a = answers[i];
-      return a?.status === 'fulfilled' && (a.value.Messages?.length ?? 0) >= max;
-    });
+    parallel = nextParallel(
+      asks,
+      answers.map((a) => (a.status === 'fulfilled' ? (a.value.Messages?.length ?? 0) : 0)),
+      slot.maxBatchSize - held.length - got.length,
+      oldestWait(got),
+    );
     if (got.length === 0) {
       // SQS answers a long poll empty only once its wait is out; a server that wakes every waiter
       // for one message answers the others empty at once. Only a wait that ran out makes the

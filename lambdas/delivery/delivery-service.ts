@@ -1342,33 +1342,22 @@ export class DeliveryService {
     url: string,
     items: Visibility[],
   ): Promise<{ failed: Set<string>; unsent: number }> {
-    const failed = new Set<string>();
-    let unsent = 0;
-    // The calls for one batch go at once: at batch size 100 that is one round trip, not ten.
-    const parts = await Promise.all(
-      byCount(items).map((part) =>
-        this.batchEntries(part, (entries) =>
-          this.o.sqs.send(
-            new ChangeMessageVisibilityBatchCommand({
-              QueueUrl: url,
-              Entries: entries.map((p, n) => ({
-                Id: String(n),
-                ReceiptHandle: p.handle,
-                VisibilityTimeout: p.seconds,
-              })),
-            }),
-          ),
+    return this.inBatchCalls(
+      items,
+      (p) => p.handle,
+      (entries) =>
+        this.o.sqs.send(
+          new ChangeMessageVisibilityBatchCommand({
+            QueueUrl: url,
+            Entries: entries.map((p, n) => ({
+              Id: String(n),
+              ReceiptHandle: p.handle,
+              VisibilityTimeout: p.seconds,
+            })),
+          }),
         ),
-      ),
+      'could not change message visibility; it returns on its own',
     );
-    for (const out of parts) {
-      const left = [...out.refused, ...out.unsent];
-      if (left.length > 0)
-        log.warn('could not change message visibility; it returns on its own', { entries: left.length });
-      for (const p of left) failed.add(p.handle);
-      unsent += out.unsent.length;
-    }
-    return { failed, unsent };
   }
 
   /** Deletes by receipt handle (retrying entries SQS failed); returns the handles not deleted. */
@@ -1378,24 +1367,37 @@ export class DeliveryService {
 
   /** `deleteMessages`, also counting the deletes SQS did not take (an outage, not a refused handle). */
   private async deletions(url: string, handles: string[]): Promise<{ failed: Set<string>; unsent: number }> {
+    return this.inBatchCalls(
+      handles,
+      (h) => h,
+      (entries) =>
+        this.o.sqs.send(
+          new DeleteMessageBatchCommand({
+            QueueUrl: url,
+            Entries: entries.map((h, n) => ({ Id: String(n), ReceiptHandle: h })),
+          }),
+        ),
+      'could not delete messages',
+    );
+  }
+
+  /**
+   * Sends `items` as SQS batch calls of ≤ 10 entries, all at once (at batch size 100 one round
+   * trip, not ten); returns the receipt handles not done and how many of them SQS never took.
+   */
+  private async inBatchCalls<T>(
+    items: T[],
+    handleOf: (item: T) => string,
+    send: (entries: T[]) => Promise<{ Failed?: { Id?: string; SenderFault?: boolean }[] }>,
+    warning: string,
+  ): Promise<{ failed: Set<string>; unsent: number }> {
     const failed = new Set<string>();
     let unsent = 0;
-    const parts = await Promise.all(
-      byCount(handles).map((part) =>
-        this.batchEntries(part, (entries) =>
-          this.o.sqs.send(
-            new DeleteMessageBatchCommand({
-              QueueUrl: url,
-              Entries: entries.map((h, n) => ({ Id: String(n), ReceiptHandle: h })),
-            }),
-          ),
-        ),
-      ),
-    );
+    const parts = await Promise.all(byCount(items).map((part) => this.batchEntries(part, send)));
     for (const out of parts) {
       const left = [...out.refused, ...out.unsent];
-      if (left.length > 0) log.warn('could not delete messages', { entries: left.length });
-      for (const h of left) failed.add(h);
+      if (left.length > 0) log.warn(warning, { entries: left.length });
+      for (const item of left) failed.add(handleOf(item));
       unsent += out.unsent.length;
     }
     return { failed, unsent };

@@ -183,6 +183,9 @@ interface Entry {
   closedAt?: number;
 }
 
+/** Definitions (as prepared, in JSON) that passed the library's validation in this process. */
+const VALIDATED = new Set<string>();
+
 export class LocalStateMachine {
   private readonly machine: StateMachine;
   private readonly tasks: Map<string, unknown>;
@@ -196,7 +199,13 @@ export class LocalStateMachine {
       [...statesOf(prepared)].filter(([, s]) => s.Type === 'Task').map(([name, s]) => [name, s.Resource]),
     );
     this.historyLimit = opts.historyLimit ?? DEFAULT_HISTORY_LIMIT;
-    this.machine = new StateMachine(prepared as never, { validationOptions: { checkArn: false } });
+    // Validating a definition (the library compiles JSON schemas for it) takes 50–150 ms of
+    // CPU; an identical definition this process has validated once is not validated again.
+    const key = JSON.stringify(prepared);
+    this.machine = new StateMachine(prepared as never, {
+      validationOptions: VALIDATED.has(key) ? { noValidate: true } : { checkArn: false },
+    });
+    VALIDATED.add(key);
   }
 
   start(o: LocalExecutionOptions): LocalExecution {

@@ -1,6 +1,12 @@
 import { ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { receiveSizes, runBatch, runLane } from '../../../lambdas/delivery/batch-runner.ts';
+import {
+  BACKLOG_WAIT_MS,
+  nextParallel,
+  receiveSizes,
+  runBatch,
+  runLane,
+} from '../../../lambdas/delivery/batch-runner.ts';
 import { directBatchHost } from '../../../lambdas/delivery/direct-batch-host.ts';
 import { decodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
 import {
@@ -189,34 +195,29 @@ describe('a batch from a backlog is gathered with receives in parallel', () => {
     return { seen, sqs: { send } as unknown as SQSClient };
   }
 
-  it('DL-01 receiveSizes asks for at most 10 per receive, and for the whole rest at once only with a backlog', () => {
-    expect(receiveSizes(100, false)).toEqual([10]);
-    expect(receiveSizes(7, false)).toEqual([7]);
-    expect(receiveSizes(90, true)).toEqual(Array(9).fill(10));
-    expect(receiveSizes(25, true)).toEqual([10, 10, 5]);
-    expect(receiveSizes(3, true)).toEqual([3]);
-  });
-
-  it('DL-01 a batch of 100 from a full queue takes two rounds of receives, and holds every message once', async () => {
-    const d = await createDeliveryHost();
-    try {
-      const { queue, consumerUid } = await d.setup('fanout', recordingWorker(d.logFile('fanout')), {
-        maxBatchSize: 100,
-        maxBatchTimeoutSeconds: 2,
-        maxConcurrency: 1,
-      });
-      await d.host.producer.sendBatch(
-        queue,
-        Array.from({ length: 100 }, (_, i) => ({ body: `f${i}` })),
-      );
+  /** A consumer of batch 100 with 100 messages queued, and one batch run by hand that acks all. */
+  async function backlogOf100(d: DeliveryHost, name: string) {
+    const { queue, consumerUid } = await d.setup(name, recordingWorker(d.logFile(name)), {
+      maxBatchSize: 100,
+      maxBatchTimeoutSeconds: 2,
+      maxConcurrency: 1,
+    });
+    await d.host.producer.sendBatch(
+      queue,
+      Array.from({ length: 100 }, (_, i) => ({ body: `${name}${i}` })),
+    );
+    // A backlog is messages that waited (BACKLOG_WAIT_MS) before they were received.
+    await new Promise((r) => setTimeout(r, BACKLOG_WAIT_MS + 50));
+    const bodies: string[] = [];
+    const logged: string[] = [];
+    const run = async (sqs: SQSClient) => {
       const a = await d.host.delivery.acquire(consumerUid, 1);
       if (a.status !== 'acquired') throw new Error('no slot');
-      const watched = watchedReceives(d.host.sqs);
-      const bodies: string[] = [];
-      const result = await runBatch(a.slot, {
-        sqs: watched.sqs,
+      return runBatch(a.slot, {
+        sqs,
         host: directBatchHost(d.host.delivery, d.host.loop),
         idleWaitSeconds: 1,
+        log: (message) => logged.push(message),
         invoker: {
           invoke: async (delivery, settle) => {
             bodies.push(...delivery.messages.map((m) => new TextDecoder().decode(m.body)));
@@ -225,11 +226,42 @@ describe('a batch from a backlog is gathered with receives in parallel', () => {
           },
         },
       });
+    };
+    return { bodies, logged, run };
+  }
+
+  it('DL-01 receives go one at a time until one comes back full of messages that waited, then double while every one does', () => {
+    expect(receiveSizes(100)).toEqual([10]);
+    expect(receiveSizes(7)).toEqual([7]);
+    expect(receiveSizes(90, 2)).toEqual([10, 10]);
+    expect(receiveSizes(25, 8)).toEqual([10, 10, 5]);
+    expect(receiveSizes(3, 4)).toEqual([3]);
+    const waited = BACKLOG_WAIT_MS;
+    // A full round of waiting messages doubles, bounded by what is still wanted.
+    expect(nextParallel([10], [10], 90, waited)).toBe(2);
+    expect(nextParallel([10, 10], [10, 10], 70, waited)).toBe(4);
+    expect(nextParallel([10, 10, 10, 10], [10, 10, 10, 10], 30, waited)).toBe(3);
+    expect(nextParallel([5], [5], 0, waited)).toBe(1);
+    // Any short answer, or messages that had only just been sent (a stream the consumer keeps up
+    // with), fall back to one receive.
+    expect(nextParallel([10, 10], [10, 9], 71, waited)).toBe(1);
+    expect(nextParallel([10], [0], 100, waited)).toBe(1);
+    expect(nextParallel([10], [10], 90, waited - 1)).toBe(1);
+    expect(nextParallel([10], [10], 90, Number.NEGATIVE_INFINITY)).toBe(1);
+  });
+
+  it('DL-01 a batch of 100 from a queue with a backlog takes four rounds of receives (1, 2, 4, 3), and holds every message once', async () => {
+    const d = await createDeliveryHost();
+    try {
+      const { bodies, run } = await backlogOf100(d, 'fanout');
+      const watched = watchedReceives(d.host.sqs);
+      const result = await run(watched.sqs);
       expect(result.delivered).toBe(100);
       expect(new Set(bodies).size).toBe(100);
-      // One receive of 10 finds the backlog; the other 90 are asked for at once.
-      expect(watched.seen.rounds).toBe(2);
-      expect(watched.seen.peak).toBe(9);
+      // One receive of 10 finds the backlog; then 2, 4 and the last 3 at once.
+      expect(watched.seen.calls).toBe(10);
+      expect(watched.seen.rounds).toBe(4);
+      expect(watched.seen.peak).toBe(4);
     } finally {
       await d.close();
     }
@@ -238,40 +270,13 @@ describe('a batch from a backlog is gathered with receives in parallel', () => {
   it('DL-01 one failed receive among parallel ones keeps what the others received; the rest stays in the queue', async () => {
     const d = await createDeliveryHost();
     try {
-      const { queue, consumerUid } = await d.setup('fanfail', recordingWorker(d.logFile('fanfail')), {
-        maxBatchSize: 100,
-        maxBatchTimeoutSeconds: 2,
-        maxConcurrency: 1,
-      });
-      await d.host.producer.sendBatch(
-        queue,
-        Array.from({ length: 100 }, (_, i) => ({ body: `g${i}` })),
-      );
-      const bodies: string[] = [];
-      const logged: string[] = [];
-      const run = async (sqs: SQSClient) => {
-        const a = await d.host.delivery.acquire(consumerUid, 1);
-        if (a.status !== 'acquired') throw new Error('no slot');
-        return runBatch(a.slot, {
-          sqs,
-          host: directBatchHost(d.host.delivery, d.host.loop),
-          idleWaitSeconds: 1,
-          log: (message) => logged.push(message),
-          invoker: {
-            invoke: async (delivery, settle) => {
-              bodies.push(...delivery.messages.map((m) => new TextDecoder().decode(m.body)));
-              await settle({ kind: 'ackAll' });
-              return 'returned';
-            },
-          },
-        });
-      };
-      // The third receive (the second of the parallel round) fails past the SDK's retries.
+      const { bodies, logged, run } = await backlogOf100(d, 'fanfail');
+      // The third receive (the second of the first parallel round) fails past the SDK's retries.
       const first = await run(watchedReceives(d.host.sqs, (n) => n === 3).sqs);
-      expect(first.delivered).toBe(90);
+      expect(first.delivered).toBe(20);
       expect(logged).toEqual(['receive failed; the batch is formed from what arrived']);
       const second = await run(d.host.sqs);
-      expect(second.delivered).toBe(10);
+      expect(second.delivered).toBe(80);
       expect(new Set(bodies).size).toBe(100);
       expect(bodies.length).toBe(100);
     } finally {
