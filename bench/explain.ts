@@ -128,9 +128,12 @@ export function cpuSentence(cpu: CpuPerBatch, target?: number): string {
   const base = Number.isFinite(cpu.baseline.median)
     ? `; the raw loop ${fmtSpread(cpu.baseline, 1)} ms per batch with ${fmtSpread(cpu.baselineCores, 2)} cores busy (one Node thread and the SQS stand-in)`
     : '';
+  // Throughput is cores busy ÷ CPU per batch on each side, so the ratio is reached at this
+  // Host's cores busy with CPU per batch ≤ raw loop's × (Host cores ÷ raw cores) ÷ target.
+  const limit = (cpu.baseline.median * cpu.cores.median) / (cpu.baselineCores.median * (target ?? 1));
   const need =
-    target && Number.isFinite(cpu.baseline.median)
-      ? ` At the same cores busy, the ratio reaches ${target} only with ≤ ${fmt(cpu.baseline.median / target, 1)} ms of CPU per batch in all processes, ${fmt(Math.max(0, cpu.all.median - cpu.baseline.median / target), 1)} ms less than now.`
+    target && Number.isFinite(limit)
+      ? ` With the cores busy now, the ratio reaches ${target} at ≤ ${fmt(limit, 1)} ms of CPU per batch in all processes, ${fmt(Math.max(0, cpu.all.median - limit), 1)} ms less than now.`
       : '';
   return (
     `CPU per batch: ${fmtSpread(cpu.all, 1)} ms in all (the Host process ${fmtSpread(cpu.host, 1)}, DynamoDB Local ${fmtSpread(cpu.dynamodb, 1)}, the SQS stand-in ${fmtSpread(cpu.sqs, 1)}) with ${fmtSpread(cpu.cores, 2)} cores busy${base}.` +
