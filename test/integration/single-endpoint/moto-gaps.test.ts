@@ -72,9 +72,15 @@ describe('moto gaps', () => {
     // transaction and puts the copy back when one is cancelled, with no lock between requests.
     const { ddb, table } = await newTable();
     await ddb.send(new PutItemCommand({ TableName: table, Item: { pk: { S: 'taken' } } }));
-    // A table of some size: moto's copy then takes long enough for the requests to overlap.
-    for (let i = 0; i < 100; i++)
-      await ddb.send(new PutItemCommand({ TableName: table, Item: { pk: { S: `filler-${i}` } } }));
+    // A table of some size: moto's copy then takes long enough for the requests to overlap. With
+    // 100 items a quiet machine needed 27–46 rounds of 20 to show it; with 1,500 and rounds of
+    // 50, one or two.
+    for (let i = 0; i < 1_500; i += 25) {
+      const puts = Array.from({ length: 25 }, (_, j) => ({
+        PutRequest: { Item: { pk: { S: `filler-${i + j}` } } },
+      }));
+      await ddb.send(new BatchWriteItemCommand({ RequestItems: { [table]: puts } }));
+    }
     const put = (pk: string, condition?: string) => ({
       Put: {
         TableName: table,
@@ -83,8 +89,9 @@ describe('moto gaps', () => {
       },
     });
     let anomalies = 0;
-    for (let round = 0; round < 15 && anomalies === 0; round++) {
-      const written = Array.from({ length: 20 }, (_, i) => `r${round}-ok-${i}`);
+    // The loop stops once one is seen, so a pass costs only what it needs.
+    for (let round = 0; round < 30 && anomalies === 0; round++) {
+      const written = Array.from({ length: 50 }, (_, i) => `r${round}-ok-${i}`);
       const outcomes = await Promise.allSettled([
         ...written.map((pk) => ddb.send(new TransactWriteItemsCommand({ TransactItems: [put(pk)] }))),
         ...written.map((_, i) =>
