@@ -115,7 +115,11 @@ export function cpuPerBatch(
   if (measured.length === 0) return undefined;
   const per = (f: (c: CpuSpent) => number) =>
     spread(measured.map((r) => (f(r.host.cpu as CpuSpent) * 1000) / r.host.batches));
-  const base = measured.filter((r) => r.baseline?.cpu && (r.baseline.batches ?? 0) > 0);
+  const base = measured.flatMap((r) =>
+    r.baseline?.cpu && (r.baseline.batches ?? 0) > 0
+      ? [{ cpu: r.baseline.cpu, batches: r.baseline.batches ?? 0 }]
+      : [],
+  );
   return {
     host: per((c) => c.host),
     dynamodb: per((c) => c.dynamodb ?? Number.NaN),
@@ -124,12 +128,8 @@ export function cpuPerBatch(
     cores: spread(
       measured.map((r) => totalCpu(r.host.cpu as CpuSpent) / (r.host.cpu as CpuSpent).wallSeconds),
     ),
-    baseline: spread(
-      base.map((r) => (totalCpu(r.baseline?.cpu as CpuSpent) * 1000) / (r.baseline?.batches as number)),
-    ),
-    baselineCores: spread(
-      base.map((r) => totalCpu(r.baseline?.cpu as CpuSpent) / (r.baseline?.cpu as CpuSpent).wallSeconds),
-    ),
+    baseline: spread(base.map((b) => (totalCpu(b.cpu) * 1000) / b.batches)),
+    baselineCores: spread(base.map((b) => totalCpu(b.cpu) / b.cpu.wallSeconds)),
   };
 }
 
