@@ -198,6 +198,18 @@ function dynamoMisses(s: Summary, rows: Row[]): string {
   return out.join(' ');
 }
 
+/** WRU per batch of the writes that name the batch manifest alone (its own PutItem). */
+export function manifestWruPerBatch(b: PartBreakdown): number {
+  let units = 0;
+  for (const ops of Object.values(b.ops))
+    for (const [key, e] of Object.entries(ops)) {
+      if (!key.startsWith('DynamoDB:') || READ_OPS.has(key.slice(9))) continue;
+      const kinds = Object.keys(foldKinds(e.items ?? {}));
+      if (kinds.length === 1 && kinds[0] === 'BATCH/manifest') units += e.wru;
+    }
+  return units / Math.max(1, b.batches);
+}
+
 function costMisses(s: Summary, rows: Row[]): string {
   const out = [
     `**Cost: missed in ${rows.length} of ${s.costs.length} cells** (Cloudflare Queues: $${fmt(1.2, 2)} per million).`,
@@ -210,7 +222,13 @@ function costMisses(s: Summary, rows: Row[]): string {
     const b = c.breakdown;
     const parts = (
       [
-        ['DynamoDB writes', b.dynamoWrites, counts ? `${fmt(counts.perBatch.wru.median, 1)} WRU/batch` : ''],
+        [
+          'DynamoDB writes',
+          b.dynamoWrites,
+          counts
+            ? `${fmt(counts.perBatch.wru.median, 1)} WRU/batch, ${fmt(manifestWruPerBatch(counts.breakdown), 1)} of them the manifest`
+            : '',
+        ],
         ['DynamoDB reads', b.dynamoReads, counts ? `${fmt(counts.perBatch.rru.median, 1)} RRU/batch` : ''],
         [
           'Step Functions',
@@ -232,7 +250,7 @@ function costMisses(s: Summary, rows: Row[]): string {
     );
   }
   out.push(
-    'What would close it: in each cell, cutting the parts above, largest first, by the amount it is over.',
+    'What would close it: in each cell, cutting the parts above, largest first, by the amount it is over. The manifest keeps every receipt handle (SQS’s are about 390 characters, ≈ 0.33 KB per message as the Host stores them) so that the messages of a lost runner return at once rather than after their batch’s hold; the rest of the writes are per batch (head, slot map, close), which is why batch 10 costs several times batch 100 per message.',
   );
   return out.join(' ');
 }

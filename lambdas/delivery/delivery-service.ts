@@ -12,14 +12,15 @@ import { crashPoint } from '../shared/fault-points.ts';
 import { log } from '../shared/log.ts';
 import { digestOf } from './batch-digest.ts';
 import { BatchRecovery, laneRootOf, type RecoverOptions } from './batch-recovery.ts';
-import type {
-  AttemptsRecord,
-  BatchHead,
-  DeliveryStore,
-  DispatchState,
-  Manifest,
-  ManifestEntry,
-  SettlementCode,
+import {
+  type AttemptsRecord,
+  type BatchHead,
+  type DeliveryStore,
+  type DispatchState,
+  type Manifest,
+  type ManifestEntry,
+  ManifestNotWritten,
+  type SettlementCode,
 } from './delivery-store.ts';
 import { type Envelope, encodeEnvelope } from './envelope.ts';
 import { MESSAGE_LIMITS, NamedError, recordExpiry } from './limits.ts';
@@ -725,6 +726,14 @@ export class DeliveryService {
     } catch (err) {
       // The batch was registered before (a replayed call): refused, and its messages stay with it.
       if (err instanceof NamedError) throw err;
+      if (err instanceof ManifestNotWritten) {
+        // No handler got this batch's credential, so nothing of it ran: its messages go back as
+        // they came, and a head written without its manifest ends now instead of holding its
+        // slot until the deadline (a recovery of a batch whose handler never ran).
+        await this.changeVisibility(slot.sqsUrl, returnAll([...delivered, ...moved]));
+        await this.recoverBatch(slot.consumerUid, slot.batchId, { ended: true }).catch(() => undefined);
+        throw err;
+      }
       // The transaction may have committed with its answer lost: then the batch exists and its
       // messages must not go back (another batch would deliver them with the same attempt).
       const committed = await this.batchExists(slot.batchId);
@@ -919,8 +928,7 @@ export class DeliveryService {
     known?: Manifest,
   ): Promise<Finalized> {
     const batchId = head.batchId;
-    const manifest: Manifest = known ??
-      (await this.o.store.getManifest(batchId)) ?? { entries: [], moves: [] };
+    const manifest: Manifest = known ?? (await this.o.store.getManifest(head)) ?? { entries: [], moves: [] };
     if (head.applied) {
       if (mode === 'live') return { deadLetter: pendingIds(head, manifest) };
       await this.returnPending(head, manifest);
@@ -1091,7 +1099,7 @@ export class DeliveryService {
     last: boolean,
   ): Promise<void> {
     const head = await this.ownedHead(batchId, credential);
-    const manifest: Manifest = (await this.o.store.getManifest(batchId)) ?? { entries: [], moves: [] };
+    const manifest: Manifest = (await this.o.store.getManifest(head)) ?? { entries: [], moves: [] };
     const pending = new Set(pendingIds(head, manifest));
     if (!head.applied || head.recovering || items.some((i) => !pending.has(i.id))) {
       throw new NamedError('unknown_batch', 'these messages are not owed a move by this batch');

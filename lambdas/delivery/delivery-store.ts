@@ -87,6 +87,8 @@ export interface BatchHead {
   recovering?: boolean;
   /** What registration knew of the batch, for operators' recent batches (heads of older Hosts: none). */
   digest?: BatchDigest;
+  /** Which manifest item is this batch's: the store names it by its content (heads of older Hosts: none). */
+  manifestRef?: string;
   /** Set by the close: when, by whom (the runner with its credential, or the Host), the handler's error. */
   closedAt?: number;
   closedBy?: 'runner' | 'host';
@@ -200,14 +202,16 @@ export interface DeliveryStore {
   // Batches.
   /**
    * Writes head and manifest and marks the slot registered with its new deadline
-   * (`head.deadline`), all or nothing, before any handler runs, on condition that the consumer's
-   * generation `head.generation` is the active one. False (and nothing written) when the slot was
-   * revoked or recovered meanwhile or the consumer stopped or changed; `unknown_batch` when the
-   * batch was registered before.
+   * (`head.deadline`) before any handler runs, on condition that the consumer's generation
+   * `head.generation` is the active one. False (and no head written) when the slot was revoked or
+   * recovered meanwhile or the consumer stopped or changed; `unknown_batch` when the batch was
+   * registered before; `ManifestNotWritten` when the manifest could not be written (the head may
+   * exist then, and its batch must not start).
    */
   createBatch(head: BatchHead, manifest: Manifest): Promise<boolean>;
   getHead(batchId: string): Promise<BatchHead | undefined>;
-  getManifest(batchId: string): Promise<Manifest | undefined>;
+  /** The manifest registration recorded with this head (undefined if none was written). */
+  getManifest(head: Pick<BatchHead, 'batchId' | 'manifestRef'>): Promise<Manifest | undefined>;
   /** First settlement wins; refused once the batch is closed or for a wrong credential. */
   settle(batchId: string, credentialHash: string, call: SettleCall): Promise<SettleResult>;
   /**
@@ -253,4 +257,18 @@ export interface DeliveryStore {
     records: { copyId: string; record: DeadLetterRecord }[],
     expiresAtSeconds: number,
   ): Promise<void>;
+}
+
+/**
+ * A batch's manifest could not be written (`createBatch`). Its head may exist (the two are
+ * written at once): the batch must not start, and no handler got its credential.
+ */
+export class ManifestNotWritten extends Error {
+  readonly batchId: string;
+
+  constructor(batchId: string, cause: unknown) {
+    super(`the manifest of batch ${batchId} could not be written`, { cause });
+    this.name = 'ManifestNotWritten';
+    this.batchId = batchId;
+  }
 }

@@ -11,6 +11,7 @@ import {
   SQSClient,
 } from '@aws-sdk/client-sqs';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
+import { manifestOfItem } from '../../lambdas/adapters/aws/dynamodb-delivery-store.ts';
 import type { HostController } from './host-control.ts';
 
 export const LOCAL_TABLE = 'takoform-host';
@@ -28,6 +29,8 @@ export interface HeadItem {
   settled: Record<string, string>;
   all?: string;
   doubtful: boolean;
+  /** Which manifest item is the batch's (heads of older Hosts: none, the item `manifest`). */
+  manifestRef?: string;
 }
 
 export interface ManifestItem {
@@ -84,6 +87,7 @@ export class HostState {
   async batches(): Promise<BatchView> {
     const { ddb } = await this.connect();
     const view: BatchView = { heads: new Map(), manifests: new Map(), slots: new Map() };
+    const manifests = new Map<string, ManifestItem[]>();
     let start: ScanCommandOutput['LastEvaluatedKey'];
     for (let page = 0; page < 1000; page++) {
       const out = await ddb.send(
@@ -112,15 +116,22 @@ export class HostState {
             settled: (item.settled ?? {}) as Record<string, string>,
             all: item.all as string | undefined,
             doubtful: item.doubtful === true,
+            ...(typeof item.manifestRef === 'string' ? { manifestRef: item.manifestRef } : {}),
           });
-        } else if (item.sk === 'manifest') {
-          // Delivered entries (`moves` were received, not delivered); older manifests were a list.
-          const parsed = JSON.parse(String(item.entriesJson)) as ManifestItem[] | { entries: ManifestItem[] };
-          view.manifests.set(String(item.batchId), Array.isArray(parsed) ? parsed : parsed.entries);
+        } else if (String(item.sk).startsWith('manifest')) {
+          // Delivered entries (`moves` were received, not delivered). A registration that failed
+          // or was replayed may leave a manifest no head names: only the head's own counts.
+          manifests.set(`${item.batchId}/${item.sk}`, manifestOfItem(item).entries as ManifestItem[]);
         }
       }
       start = out.LastEvaluatedKey;
       if (!start) break;
+    }
+    for (const [batchId, head] of view.heads) {
+      const own = manifests.get(
+        `${batchId}/${head.manifestRef ? `manifest#${head.manifestRef}` : 'manifest'}`,
+      );
+      if (own) view.manifests.set(batchId, own);
     }
     return view;
   }

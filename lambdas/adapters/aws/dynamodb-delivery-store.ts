@@ -11,6 +11,7 @@ import {
   ScanCommand,
   TransactionCanceledException,
   TransactWriteItemsCommand,
+  type TransactWriteItemsCommandInput,
   UpdateItemCommand,
   type UpdateItemCommandInput,
 } from '@aws-sdk/client-dynamodb';
@@ -28,13 +29,14 @@ import type {
   RegistrationReads,
   SettleResult,
 } from '../../delivery/delivery-store.ts';
-import { codeOf } from '../../delivery/delivery-store.ts';
+import { codeOf, ManifestNotWritten } from '../../delivery/delivery-store.ts';
 import { NamedError } from '../../delivery/limits.ts';
 import type { HandlerError, SettleCall } from '../../delivery/settlement-protocol.ts';
 import { TABLE_KEYS, timeOrderedKey } from '../../shared/table-schema.ts';
 import { attachmentKey } from './dynamodb-attachments.ts';
 import { commitIdOf, commitKey } from './dynamodb-commit-store.ts';
 import { deadLetterRecordKey } from './dynamodb-dead-letter-records.ts';
+import { decodeManifest, encodeManifest } from './manifest-codec.ts';
 
 const { pk: PK, sk: SK, gsi1: RECENT_INDEX, ttl: TTL } = TABLE_KEYS;
 
@@ -55,7 +57,11 @@ type StoredItem = Record<string, any>;
 export const deliveryKeys = {
   slots: (consumerUid: string) => ({ [PK]: `DISPATCH#${consumerUid}`, [SK]: '_' }),
   head: (batchId: string) => ({ [PK]: `BATCH#${batchId}`, [SK]: 'head' }),
-  manifest: (batchId: string) => ({ [PK]: `BATCH#${batchId}`, [SK]: 'manifest' }),
+  /** Named by its content (`ref`), so a replayed registration never overwrites the manifest of a head. */
+  manifest: (batchId: string, ref?: string) => ({
+    [PK]: `BATCH#${batchId}`,
+    [SK]: ref === undefined ? 'manifest' : `manifest#${ref}`,
+  }),
   attempts: (queueUid: string, id: string) => ({ [PK]: `ATT#${queueUid}#${id}`, [SK]: '_' }),
   queueState: (queueUid: string) => ({ [PK]: `QSTATE#${queueUid}`, [SK]: '_' }),
 };
@@ -143,10 +149,18 @@ function toHead(item: Record<string, unknown>): BatchHead {
     pendingDeadLetter: (item.pendingDeadLetter ?? []) as string[],
     ...(item.recovering === true ? { recovering: true } : {}),
     ...(item.digest ? { digest: item.digest as BatchDigest } : {}),
+    ...(typeof item.manifestRef === 'string' ? { manifestRef: item.manifestRef } : {}),
     ...(typeof item.closedAt === 'number' ? { closedAt: item.closedAt } : {}),
     ...(item.closedBy === 'runner' || item.closedBy === 'host' ? { closedBy: item.closedBy } : {}),
     ...(item.error ? { error: item.error as HandlerError } : {}),
   };
+}
+
+/** A manifest item as stored by this Host (bytes) or by older versions (JSON; before that, a list). */
+export function manifestOfItem(item: Record<string, unknown>): Manifest {
+  if (item.entries instanceof Uint8Array) return decodeManifest(item.entries);
+  const parsed = JSON.parse(item.entriesJson as string);
+  return Array.isArray(parsed) ? { entries: parsed, moves: [] } : (parsed as Manifest);
 }
 
 /** The slot map item as the control loop reads it. */
@@ -385,7 +399,10 @@ export class DynamoDeliveryStore implements DeliveryStore {
     return revoked;
   }
 
-  async createBatch(head: BatchHead, manifest: Manifest): Promise<boolean> {
+  async createBatch(batchHead: BatchHead, manifest: Manifest): Promise<boolean> {
+    const bytes = encodeManifest(manifest);
+    const manifestRef = createHash('sha256').update(bytes).digest('base64url').slice(0, 22);
+    const head: BatchHead = { ...batchHead, manifestRef };
     const expires = Math.ceil(head.invisibleUntil / 1000) + BATCH_RETENTION_SECONDS;
     const items = [
       {
@@ -402,17 +419,6 @@ export class DynamoDeliveryStore implements DeliveryStore {
           ),
           ConditionExpression: 'attribute_not_exists(#pk)',
           ExpressionAttributeNames: { '#pk': PK },
-        },
-      },
-      {
-        Put: {
-          TableName: this.table,
-          Item: marshall({
-            ...deliveryKeys.manifest(head.batchId),
-            batchId: head.batchId,
-            entriesJson: JSON.stringify(manifest),
-            [TTL]: expires,
-          }),
         },
       },
       {
@@ -438,6 +444,35 @@ export class DynamoDeliveryStore implements DeliveryStore {
         },
       },
     ];
+    // The manifest (every receipt handle: the largest item of a batch) is a plain write beside
+    // the transaction, at half a transactional write's cost, and at the same time. Its key is its
+    // content's hash, which the head names: a replayed registration writes another item (or the
+    // same bytes again), never over the manifest of a head that exists. The batch starts only
+    // when both writes succeeded; a head without its manifest is one whose handler never ran.
+    const [written, created] = await Promise.allSettled([
+      this.client.send(
+        new PutItemCommand({
+          TableName: this.table,
+          Item: {
+            ...marshall({
+              ...deliveryKeys.manifest(head.batchId, manifestRef),
+              batchId: head.batchId,
+              [TTL]: expires,
+            }),
+            entries: { B: bytes },
+          },
+        }),
+      ),
+      this.registerHead(head, items),
+    ]);
+    if (created.status === 'rejected' && created.reason instanceof NamedError) throw created.reason;
+    if (written.status === 'rejected') throw new ManifestNotWritten(head.batchId, written.reason);
+    if (created.status === 'rejected') throw created.reason;
+    return created.value;
+  }
+
+  /** The head and the slot's `registered` mark in one transaction (see `createBatch`). */
+  private async registerHead(head: BatchHead, items: object[]): Promise<boolean> {
     // One transaction, so a handler never runs without the records that settle and recover it
     // (a BatchWriteItem may leave items unprocessed under throttling). The token makes a retry of
     // a transaction that committed but whose answer was lost (a connection that dropped) succeed
@@ -445,7 +480,12 @@ export class DynamoDeliveryStore implements DeliveryStore {
     const ClientRequestToken = createHash('sha256').update(head.batchId).digest('base64url').slice(0, 36);
     for (let round = 1; ; round++) {
       try {
-        await this.client.send(new TransactWriteItemsCommand({ TransactItems: items, ClientRequestToken }));
+        await this.client.send(
+          new TransactWriteItemsCommand({
+            TransactItems: items as TransactWriteItemsCommandInput['TransactItems'],
+            ClientRequestToken,
+          }),
+        );
         return true;
       } catch (err) {
         const codes = cancellationCodes(err);
@@ -457,7 +497,7 @@ export class DynamoDeliveryStore implements DeliveryStore {
         ) {
           throw new NamedError('unknown_batch', 'this batch is registered already');
         }
-        if (codes?.[2] === 'ConditionalCheckFailed' || codes?.[3] === 'ConditionalCheckFailed') return false;
+        if (codes?.[1] === 'ConditionalCheckFailed' || codes?.[2] === 'ConditionalCheckFailed') return false;
         if (!retryable(err, codes) || round >= CONFLICT_TRIES) throw err;
         await backoff(round);
       }
@@ -469,12 +509,9 @@ export class DynamoDeliveryStore implements DeliveryStore {
     return item ? toHead(item) : undefined;
   }
 
-  async getManifest(batchId: string): Promise<Manifest | undefined> {
-    const item = await this.getItem(deliveryKeys.manifest(batchId));
-    if (!item) return undefined;
-    const parsed = JSON.parse(item.entriesJson as string);
-    // Older Host versions kept the delivered entries only, as a list.
-    return Array.isArray(parsed) ? { entries: parsed, moves: [] } : (parsed as Manifest);
+  async getManifest(head: Pick<BatchHead, 'batchId' | 'manifestRef'>): Promise<Manifest | undefined> {
+    const item = await this.getItem(deliveryKeys.manifest(head.batchId, head.manifestRef));
+    return item ? manifestOfItem(item) : undefined;
   }
 
   async settle(batchId: string, credentialHash: string, call: SettleCall): Promise<SettleResult> {

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { OLDEST_AGE_PATH } from './sqs-queue-age.ts';
+import { lengthenReceiveResponse, shortenRequest } from './sqs-receipt-handles.ts';
 
 const { values } = parseArgs({ options: { 'data-dir': { type: 'string' }, port: { type: 'string' } } });
 // The package exports only its root module; its stores and persistence are reached by file path.
@@ -52,6 +53,20 @@ app.addHook('preHandler', async (request: { headers: Record<string, unknown>; bo
   const url = (request.body as { QueueUrl?: unknown } | undefined)?.QueueUrl;
   if (typeof url === 'string') sqsStore.getQueue(url)?.processTimers();
 });
+// Receipt handles of SQS's length outside, fauxqs's own inside (see sqs-receipt-handles.ts).
+app.addHook('preHandler', async (request: { headers: Record<string, unknown>; body: unknown }) => {
+  const target = request.headers['x-amz-target'];
+  if (typeof target === 'string' && target.startsWith('AmazonSQS.')) {
+    shortenRequest(request.body as Parameters<typeof shortenRequest>[0]);
+  }
+});
+app.addHook(
+  'onSend',
+  async (request: { headers: Record<string, unknown> }, _reply: unknown, payload: unknown) =>
+    request.headers['x-amz-target'] === 'AmazonSQS.ReceiveMessage' && typeof payload === 'string'
+      ? lengthenReceiveResponse(payload)
+      : payload,
+);
 // What CloudWatch's ApproximateAgeOfOldestMessage tells on AWS, which no local SQS has: the age
 // of the oldest due message (visible or in flight), for the operator's queue stats.
 app.get(OLDEST_AGE_PATH, async (request: { query: Record<string, unknown> }) => {

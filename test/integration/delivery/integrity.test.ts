@@ -635,6 +635,73 @@ describe('issue 11: what a runner may ask, and late recovery (DL-07, DL-09, RC-0
     await waitDrained(d, queue, 10_000);
   });
 
+  it('DL-07 RC-04 a manifest write that fails while the head commits: the batch never starts, its messages go back and its slot is freed at once, and the message is delivered later as its first attempt', async ({
+    expect,
+  }) => {
+    const { queue, consumerUid } = await d.setup('no-manifest', recordingWorker(d.logFile('no-manifest')), {
+      maxConcurrency: 1,
+    });
+    const [id] = await d.host.producer.sendBatch(queue, [{ body: 'm' }]);
+    const a = await slotOf(d, consumerUid);
+    const got = await receive(queue);
+    // The manifest's PutItem (written beside the head's transaction) is refused for good; the
+    // transaction commits.
+    const name = 'refuseManifestWrite';
+    let refused = 0;
+    d.host.dynamodb.middlewareStack.add(
+      (next, context) => async (args) => {
+        const item = (args.input as { Item?: { sk?: { S?: string } } }).Item;
+        if (context.commandName === 'PutItemCommand' && item?.sk?.S?.startsWith('manifest#')) {
+          refused++;
+          throw Object.assign(new Error('refused'), { name: 'ValidationException', $metadata: {} });
+        }
+        return next(args);
+      },
+      { step: 'initialize', name },
+    );
+    try {
+      await expect(d.host.delivery.register(a, got)).rejects.toMatchObject({ name: 'ManifestNotWritten' });
+    } finally {
+      d.host.dynamodb.middlewareStack.remove(name);
+    }
+    expect(refused).toBe(1);
+    const head = await batchHead(d, a.batchId);
+    expect(head?.manifestRef).toBeDefined();
+    expect(await storeOf(d).getManifest(head as NonNullable<typeof head>)).toBeUndefined();
+    // Ended as a batch whose handler never ran, not held until its deadline.
+    expect(head).toMatchObject({ closed: true, applied: true });
+    expect(await d.host.delivery.slotsOf(consumerUid)).toEqual({});
+    expect(await queueCounts(d, queue)).toMatchObject({ visible: 1, inFlight: 0 });
+    const b = await slotOf(d, consumerUid);
+    const again = await d.host.delivery.register(b, await receive(queue));
+    expect(again.deliver.map((x) => x.attempts)).toEqual([1]);
+    expect(
+      (await storeOf(d).getManifest((await batchHead(d, b.batchId)) as NonNullable<typeof head>))?.entries,
+    ).toMatchObject([{ id, attempts: 1 }]);
+    await d.host.delivery.finalizeAsRunner(b.batchId, again.credential, 'returned');
+    await waitDrained(d, queue, 10_000);
+  });
+
+  it('DL-07 a replayed registration with other receipts is refused and leaves the manifest its head names as it was', async ({
+    expect,
+  }) => {
+    const { queue, consumerUid } = await d.setup('replayed', recordingWorker(d.logFile('replayed')), {
+      maxConcurrency: 1,
+    });
+    await d.host.producer.send(queue, 'r');
+    const a = await slotOf(d, consumerUid);
+    const got = await receive(queue);
+    const first = await d.host.delivery.register(a, got);
+    const handle = got[0]?.receiptHandle as string;
+    const other = got.map((r) => ({ ...r, receiptHandle: `${handle.slice(0, -4)}AAAA` }));
+    await expect(d.host.delivery.register(a, other)).rejects.toMatchObject({ name: 'unknown_batch' });
+    const head = await batchHead(d, a.batchId);
+    const manifest = await storeOf(d).getManifest(head as NonNullable<typeof head>);
+    expect(manifest?.entries.map((e) => e.handles)).toEqual([[handle]]);
+    await d.host.delivery.finalizeAsRunner(a.batchId, first.credential, 'returned');
+    await waitDrained(d, queue, 10_000);
+  });
+
   it('DL-09 a runner can move only what the Host asked it to move, and a move racing a consumer delete keeps the messages (QC-08)', async ({
     expect,
   }) => {

@@ -11,6 +11,7 @@ describe('bench item kinds', () => {
     expect(itemKind(key('RES#r01'))).toBe('RES');
     expect(itemKind(key('BATCH#b1', 'head'))).toBe('BATCH/head');
     expect(itemKind(key('BATCH#b1', 'manifest'))).toBe('BATCH/manifest');
+    expect(itemKind(key('BATCH#b1', 'manifest#Qm9vZ3Vz'))).toBe('BATCH/manifest');
   });
 
   it('folds per-item sort keys (times, ids) into one kind', () => {
