@@ -782,6 +782,9 @@ export function markdown(meta: BenchMeta, config: BenchConfig, summary: Summary,
     `Measured by \`npm run bench${config.mode === 'quick' ? ' -- --quick' : ''}\`${meta.commit ? ` at \`${meta.commit}\`` : ''} on ${meta.cpus} × ${meta.cpuModel}, ${meta.platform}, Node ${meta.node}; ` +
       `wall time ${fmt(meta.wallSeconds, 0)} s; load average ${meta.loadAverageAtStart.map((v) => v.toFixed(2)).join(' ')} at start, ${meta.loadAverageAtEnd.map((v) => v.toFixed(2)).join(' ')} at the end ` +
       '(the machine is shared with other test runs, so every figure is set beside a baseline measured in the same run). ' +
+      (meta.probeMs
+        ? `Machine speed: a fixed single-thread workload (\`machineProbeMs\`) took ${fmt(meta.probeMs.atStart, 0)} ms at start and ${fmt(meta.probeMs.atEnd, 0)} ms at the end; compare absolute figures across runs only at similar probe times. `
+        : '') +
       `Each figure is the median of ${config.runs} run${config.runs === 1 ? '' : 's'}${steady ? ` (steady stream: ${steady.runs})` : ''}, with [min–max] across runs. ` +
       'Everything comes from real runs against DynamoDB Local and the SQS stand-in in this process; only the USD conversion is estimated, with the prices listed at the end.',
     '',

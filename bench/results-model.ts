@@ -69,4 +69,6 @@ export interface BenchMeta {
   cpuModel: string;
   loadAverageAtStart: number[];
   loadAverageAtEnd: number[];
+  /** `machineProbeMs` before the stand-ins start and after they stop (runs before 2026-12-03: none). */
+  probeMs?: { atStart: number; atEnd: number };
 }

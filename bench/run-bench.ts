@@ -24,6 +24,7 @@ import { baselineSteady, hostSteady, type SteadySetting } from './scenarios/stea
 import { baselineDrain, hostDrain } from './scenarios/throughput.ts';
 import { utilisationRun } from './scenarios/utilisation.ts';
 import { closeShared, warmThreads, workerFile } from './support/bench-host.ts';
+import { machineProbeMs } from './support/cpu.ts';
 import { installStepFunctionsHook } from './support/sfn-hook.ts';
 import { type StandIns, startStandIns } from './support/standins.ts';
 import {
@@ -132,6 +133,7 @@ async function main(): Promise<number> {
   const config = values.quick ? QUICK : FULL;
   const startedAt = new Date();
   const loadAverageAtStart = os.loadavg();
+  const probeAtStart = machineProbeMs();
   const commit = checkoutMeasured();
   const samples: BenchSamples = {
     throughput: [],
@@ -304,6 +306,7 @@ async function main(): Promise<number> {
     cpuModel: os.cpus()[0]?.model.trim() ?? 'unknown CPU',
     loadAverageAtStart,
     loadAverageAtEnd: os.loadavg(),
+    probeMs: { atStart: probeAtStart, atEnd: machineProbeMs() },
   };
   return writeResults(meta, config, samples, outputs);
 }

@@ -5,6 +5,7 @@
  * (/proc); elsewhere the stand-ins' share is absent.
  */
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 
 export interface CpuSpent {
@@ -76,3 +77,25 @@ export function cpuSince(from: CpuMark, to: CpuMark = cpuMark()): CpuSpent {
 
 /** Every process's CPU seconds together. */
 export const totalCpu = (c: CpuSpent): number => c.host + (c.dynamodb ?? 0) + (c.sqs ?? 0);
+
+/**
+ * A fixed single-thread workload (hashing and JSON, what the Host's SDK calls spend CPU on),
+ * timed in milliseconds. The machine is shared and its speed drifts (the same commit measured
+ * 1.8× slower half an hour apart): runs are compared across time by this, and figures within a
+ * run by their same-run baselines. Best of three, so a stray pause does not count.
+ */
+export function machineProbeMs(): number {
+  const doc = JSON.stringify({
+    items: Array.from({ length: 500 }, (_, i) => ({ id: `m-${i}`, n: i, tag: 'x'.repeat(64) })),
+  });
+  let best = Number.POSITIVE_INFINITY;
+  for (let round = 0; round < 3; round++) {
+    const start = performance.now();
+    for (let i = 0; i < 200; i++) {
+      createHash('sha256').update(doc).digest();
+      JSON.parse(doc);
+    }
+    best = Math.min(best, performance.now() - start);
+  }
+  return best;
+}

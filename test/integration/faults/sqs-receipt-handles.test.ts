@@ -20,6 +20,7 @@ import { describe, expect, inject, it } from 'vitest';
 import {
   AWS_RECEIPT_HANDLE_LENGTH,
   lengthen,
+  lengthenReceiveResponse,
   shorten,
 } from '../../../lambdas/local/standins/sqs-receipt-handles.ts';
 
@@ -80,6 +81,16 @@ describe('SQS stand-in receipt handles', () => {
     expect(lengthen('not-a-uuid')).toBe('not-a-uuid');
   });
 
+  it('lengthens the response’s handles only, never text inside a body', () => {
+    const id = randomUUID();
+    const inner = randomUUID();
+    const body = `{"ReceiptHandle":"${inner}"}`;
+    const payload = JSON.stringify({ Messages: [{ MessageId: 'm', ReceiptHandle: id, Body: body }] });
+    const out = JSON.parse(lengthenReceiveResponse(payload));
+    expect(out.Messages[0].ReceiptHandle).toBe(lengthen(id));
+    expect(out.Messages[0].Body).toBe(body);
+  });
+
   it('receives handles of SQS length that delete and change visibility like fauxqs handles', async () => {
     const url = await queueWith(6);
     const got = await receive(url, 6);
@@ -120,6 +131,18 @@ describe('SQS stand-in receipt handles', () => {
         .map((m) => m.Body)
         .sort(),
     );
+  });
+
+  it('a body that reads like a receipt handle field arrives unchanged', async () => {
+    const url = (await client.send(new CreateQueueCommand({ QueueName: `handles-${randomUUID()}` })))
+      .QueueUrl as string;
+    const body = `{"ReceiptHandle":"${randomUUID()}","note":"\\"}`;
+    await client.send(
+      new SendMessageBatchCommand({ QueueUrl: url, Entries: [{ Id: 'b', MessageBody: body }] }),
+    );
+    const [m] = await receive(url, 1);
+    expect(m?.Body).toBe(body);
+    expect(m?.ReceiptHandle).toHaveLength(AWS_RECEIPT_HANDLE_LENGTH);
   });
 
   it('a superseded long handle is refused as fauxqs refuses its own', async () => {
