@@ -1,7 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { manifestWruPerBatch } from '../../../bench/explain.ts';
 
-const tally = (wru: number, items: Record<string, number>) => ({ calls: 1, errors: 0, rru: 0, wru, refusedWrites: 0, items });
+const tally = (wru: number, items: Record<string, number>) => ({
+  calls: 1,
+  errors: 0,
+  rru: 0,
+  wru,
+  refusedWrites: 0,
+  items,
+});
 
 // Issue 13: latest.md says how much of a cell's writes the manifest (every receipt handle) is.
 describe('manifest share of the writes', () => {

@@ -3,9 +3,16 @@
  * Any change to any field, another key, or a missing seal fails; the JSON hop a slot makes
  * through the state machine and the batch host (absent optional fields dropped) does not.
  */
-import { randomBytes } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { sealSlot, slotSealValid } from '../../../lambdas/delivery/slot-seal.ts';
+import type { Manifest, ManifestEntry } from '../../../lambdas/delivery/delivery-store.ts';
+import {
+  manifestSeal,
+  manifestSealValid,
+  sealSlot,
+  slotSealValid,
+} from '../../../lambdas/delivery/slot-seal.ts';
+import { canonicalJson } from '../../../lambdas/engine/canonical-json.ts';
 
 const key = randomBytes(32);
 const fields = {
@@ -51,5 +58,90 @@ describe('slot seals', () => {
     expect(slotSealValid(key, { ...slot, seal: undefined })).toBe(false);
     const last = slot.seal.at(-1) === 'A' ? 'B' : 'A';
     expect(slotSealValid(key, { ...slot, seal: `${slot.seal.slice(0, -1)}${last}` })).toBe(false);
+  });
+});
+
+describe('manifest seals (DL-09)', () => {
+  const manifest: Manifest = {
+    entries: [
+      {
+        id: 'm1',
+        ts: 1_796_155_425_220,
+        attempts: 2,
+        hadRecord: true,
+        handles: ['h1', 'h1b'],
+        receivedAt: 1_796_155_425_900,
+      },
+      { id: 'm2', ts: 1_796_155_425_221, attempts: 1, hadRecord: false, handles: ['h2'] },
+    ],
+    moves: [
+      { id: 'm0', ts: 1_796_155_425_000, attempts: 4, hadRecord: true, handles: ['h0'], receivedAt: 5 },
+    ],
+  };
+  const seal = manifestSeal(key, 'b1', manifest);
+
+  it('verifies the runner’s copy after a JSON hop, whatever the order of its keys', () => {
+    const reordered = JSON.parse(
+      JSON.stringify({
+        moves: manifest.moves,
+        entries: manifest.entries.map(({ handles, receivedAt, ...rest }) => ({
+          receivedAt,
+          handles,
+          ...rest,
+        })),
+      }),
+    );
+    expect(manifestSealValid(key, 'b1', reordered, seal)).toBe(true);
+  });
+
+  it('refuses a copy with any one field of any entry or move changed, or another batch’s seal', () => {
+    const entry = (m: Manifest, i: number) => m.entries[i] as ManifestEntry;
+    const changes: ((m: Manifest) => void)[] = [
+      (m) => {
+        entry(m, 0).id = 'mX';
+      },
+      (m) => {
+        entry(m, 0).ts += 1;
+      },
+      (m) => {
+        entry(m, 1).attempts = 2;
+      },
+      (m) => {
+        entry(m, 1).hadRecord = true;
+      },
+      (m) => {
+        entry(m, 0).handles?.pop();
+      },
+      (m) => {
+        entry(m, 1).handles = undefined;
+      },
+      (m) => {
+        entry(m, 1).receivedAt = 7;
+      },
+      (m) => {
+        (m.moves[0] as ManifestEntry).attempts = 3;
+      },
+      (m) => {
+        m.moves.pop();
+      },
+      (m) => {
+        m.entries.reverse();
+      },
+    ];
+    for (const change of changes) {
+      const copy = structuredClone(manifest);
+      change(copy);
+      expect(manifestSealValid(key, 'b1', copy, seal)).toBe(false);
+    }
+    expect(manifestSealValid(key, 'b2', manifest, seal)).toBe(false);
+    expect(manifestSealValid(randomBytes(32), 'b1', manifest, seal)).toBe(false);
+  });
+
+  it('still verifies a seal made by a Host before the fixed-order seal (canonical JSON)', () => {
+    const older = createHmac('sha256', key)
+      .update(`takoform/manifest/v1\nb1\n${canonicalJson(JSON.parse(JSON.stringify(manifest)))}`)
+      .digest('base64url');
+    expect(older).not.toBe(seal);
+    expect(manifestSealValid(key, 'b1', manifest, older)).toBe(true);
   });
 });
