@@ -588,17 +588,19 @@ export class DeliveryService {
   /**
    * Whether another lane may start (the control loop asks only after a full receive). A snapshot
    * from before the gathering can be stale by the lanes started meanwhile, so where it shows room
-   * a full batch confirms it with a read after the receive, as the loop had before the snapshot.
+   * a full batch confirms it with the slot map as read after the receive (`heldAfterReceive`,
+   * read with the registration's other reads), as the loop had before the snapshot.
    */
-  private async roomFor(
+  private roomFor(
     slot: Slot,
     slots: { held: number; read: boolean },
     received: number,
-  ): Promise<boolean> {
+    heldAfterReceive: number | undefined,
+  ): boolean {
     if (slots.held >= slot.maxConcurrency) return false;
     if (slots.read) return true;
     if (received < slot.maxBatchSize) return false;
-    return Object.keys(await this.o.store.slots(slot.consumerUid)).length < slot.maxConcurrency;
+    return heldAfterReceive !== undefined && heldAfterReceive < slot.maxConcurrency;
   }
 
   /**
@@ -629,7 +631,14 @@ export class DeliveryService {
     // Not sealed (an empty seal never verifies): this copy with the new deadline stays in here.
     const slot: Slot = { ...sealed, deadline: running, invisibleUntil: running + this.o.graceMs, seal: '' };
     const spec = { maxRetries: sealed.maxRetries, maxConcurrency: sealed.maxConcurrency };
-    const { committed, outstanding } = await this.registrationReads(slot.queueUid, received);
+    // Whether another lane may start is asked only after a full receive whose snapshot showed
+    // room (`roomFor`); the slot map is then read in the same request as the reads below.
+    const askRoom = !slots.read && slots.held < slot.maxConcurrency && received.length >= slot.maxBatchSize;
+    const { committed, outstanding, held } = await this.registrationReads(
+      slot.queueUid,
+      received,
+      askRoom ? slot.consumerUid : undefined,
+    );
     const records =
       outstanding > 0
         ? await this.o.store.getAttempts(
@@ -771,7 +780,7 @@ export class DeliveryService {
       deadline: slot.deadline,
       deliver,
       moves: moved.length,
-      room: await this.roomFor(slot, slots, received.length),
+      room: this.roomFor(slot, slots, received.length, held),
       manifest: { ...manifest, seal: manifestSeal(this.o.credentialKey, slot.batchId, manifest) },
     };
   }
@@ -795,11 +804,12 @@ export class DeliveryService {
   private async registrationReads(
     queueUid: string,
     received: Received[],
-  ): Promise<{ committed: Set<string>; outstanding: number }> {
+    slotsOf: string | undefined,
+  ): Promise<{ committed: Set<string>; outstanding: number; held?: number }> {
     const ids = [...new Set(received.flatMap((r) => (r.envelope.commit ? [r.envelope.commit] : [])))];
     const committed = new Set(ids.filter((c) => this.commitsSeen.has(c)));
     const missing = () => ids.filter((c) => !committed.has(c));
-    const read = await this.o.store.registrationReads(queueUid, missing());
+    const read = await this.o.store.registrationReads(queueUid, missing(), slotsOf);
     for (const c of read.committed) committed.add(c);
     if (committed.size < ids.length) {
       // A receive can overtake the producer's commit write by milliseconds: look once more.
@@ -808,7 +818,11 @@ export class DeliveryService {
     }
     if (this.commitsSeen.size + committed.size > COMMITS_REMEMBERED) this.commitsSeen.clear();
     for (const c of committed) this.commitsSeen.add(c);
-    return { committed, outstanding: read.outstanding };
+    return {
+      committed,
+      outstanding: read.outstanding,
+      ...(read.held !== undefined ? { held: read.held } : {}),
+    };
   }
 
   /**

@@ -143,6 +143,8 @@ export type GroupSettleResult = SettleResult | 'write_failed';
 export interface RegistrationReads {
   outstanding: number;
   committed: Set<string>;
+  /** Slots in the consumer's slot map, when asked for (`slotsOf`). */
+  held?: number;
 }
 
 /** Durable delivery state (DynamoDB on AWS and locally). */
@@ -243,9 +245,14 @@ export interface DeliveryStore {
   // Attempts records and the per-queue count of them.
   /**
    * What a registration reads before it decides, in one request: the queue's count of
-   * outstanding attempts records, and which of `commitIds` (multi-message sends) are committed.
+   * outstanding attempts records, which of `commitIds` (multi-message sends) are committed and,
+   * with `slotsOf`, how many slots that consumer's slot map holds.
    */
-  registrationReads(queueUid: string, commitIds: readonly string[]): Promise<RegistrationReads>;
+  registrationReads(
+    queueUid: string,
+    commitIds: readonly string[],
+    slotsOf?: string,
+  ): Promise<RegistrationReads>;
   getAttempts(queueUid: string, ids: readonly string[]): Promise<Map<string, AttemptsRecord>>;
   /** Creates or replaces a record, counting it in `outstanding` exactly once. */
   putAttempts(queueUid: string, record: AttemptsRecord, expiresAtSeconds: number): Promise<void>;

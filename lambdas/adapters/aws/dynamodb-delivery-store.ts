@@ -700,14 +700,21 @@ export class DynamoDeliveryStore implements DeliveryStore {
     return out.ok && out.item ? toHead(out.item) : undefined;
   }
 
-  async registrationReads(queueUid: string, commitIds: readonly string[]): Promise<RegistrationReads> {
+  async registrationReads(
+    queueUid: string,
+    commitIds: readonly string[],
+    slotsOf?: string,
+  ): Promise<RegistrationReads> {
     const state = deliveryKeys.queueState(queueUid);
-    const keys = [state, ...[...new Set(commitIds)].map(commitKey)];
-    const out: RegistrationReads = { outstanding: 0, committed: new Set() };
+    const slots = slotsOf === undefined ? undefined : deliveryKeys.slots(slotsOf);
+    const keys = [state, ...(slots ? [slots] : []), ...[...new Set(commitIds)].map(commitKey)];
+    // A consumer without a slot map holds no slots (as `slots` reads it).
+    const out: RegistrationReads = { outstanding: 0, committed: new Set(), ...(slots ? { held: 0 } : {}) };
     for (const v of await this.consistentBatchGet(keys, 'registration reads')) {
       const commit = commitIdOf(v[PK]);
       if (commit !== undefined) out.committed.add(commit);
       else if (v[PK] === state[PK]) out.outstanding = Number(v.outstanding ?? 0);
+      else if (slots && v[PK] === slots[PK]) out.held = Object.keys(v.slots ?? {}).length;
     }
     return out;
   }

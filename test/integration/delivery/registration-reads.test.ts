@@ -79,4 +79,48 @@ describe('registration reads (issue 13)', () => {
     ]);
     await d.host.delivery.finalizeAsRunner(second.batchId, reg.credential, 'returned');
   });
+
+  it('DL-02 a full batch whose snapshot showed room reads the slot map in the same BatchGetItem: room while slots are free, none once another lane took the last one', async ({
+    expect,
+  }) => {
+    const { queue, consumerUid } = await d.setup('room', recordingWorker(d.logFile('room')), {
+      maxBatchSize: 5,
+      maxConcurrency: 2,
+    });
+    const take = async () => {
+      const a = await d.host.delivery.acquire(consumerUid, 1);
+      if (a.status !== 'acquired') throw new Error(`no slot: ${a.status}`);
+      return a.slot;
+    };
+    const registerFull = async (slot: Awaited<ReturnType<typeof take>>) => {
+      await d.host.producer.sendBatch(
+        queue,
+        Array.from({ length: 5 }, (_, i) => ({ body: `f${i}` })),
+      );
+      const received = await receiveAsRunner(d, queue);
+      expect(received).toHaveLength(5);
+      let reg: Registration | undefined;
+      const calls = await dynamoCalls(async () => {
+        reg = await d.host.delivery.register(slot, received);
+      });
+      if (!reg) throw new Error('not registered');
+      // One read request: no GetItem of the slot map beside it.
+      expect(calls.filter((c) => c.endsWith('GetItemCommand'))).toEqual(['BatchGetItemCommand']);
+      return reg;
+    };
+
+    const a = await take();
+    const first = await registerFull(a);
+    expect(first.room).toBe(true);
+    await d.host.delivery.finalizeAsRunner(a.batchId, first.credential, 'returned');
+
+    // The snapshot of `b` shows one slot of two held; another lane takes the second before `b`
+    // registers: the read with the registration sees both held, so no further lane starts.
+    const b = await take();
+    const c = await take();
+    const second = await registerFull(b);
+    expect(second.room).toBe(false);
+    await d.host.delivery.finalizeAsRunner(b.batchId, second.credential, 'returned');
+    await d.host.delivery.register(c, []);
+  });
 });
