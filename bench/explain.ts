@@ -198,7 +198,7 @@ function dynamoMisses(s: Summary, rows: Row[]): string {
   out.push(
     'What would close it: removing the requests beyond 6 per batch from the parts above, starting with the repeated reads.' +
       (manifest.length > 0
-        ? ` One request per batch is the manifest's own PutItem, sent at the same time as the registration's transaction (it adds no wait); folded back into the transaction it would cost ${manifest.map((c) => `${fmt(manifestWruPerBatch(c.breakdown), 1)} WRU more per batch at ${c.label}`).join(', ')}, since a transactional write is billed twice and on-demand DynamoDB bills request units, not requests.`
+        ? ` One request per batch is the manifest's own PutItem, written just before the registration's transaction; folded back into the transaction it would cost ${manifest.map((c) => `${fmt(manifestWruPerBatch(c.breakdown), 1)} WRU more per batch at ${c.label}`).join(', ')}, since a transactional write is billed twice and on-demand DynamoDB bills request units, not requests.`
         : ''),
   );
   return out.join(' ');

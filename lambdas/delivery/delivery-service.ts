@@ -736,9 +736,8 @@ export class DeliveryService {
       // The batch was registered before (a replayed call): refused, and its messages stay with it.
       if (err instanceof NamedError) throw err;
       if (err instanceof ManifestNotWritten) {
-        // No handler got this batch's credential, so nothing of it ran: its messages go back as
-        // they came, and a head written without its manifest ends now instead of holding its
-        // slot until the deadline (a recovery of a batch whose handler never ran).
+        // Nothing of the batch was registered: its messages go back as they came, and its slot,
+        // which holds no batch, is freed now rather than when gathering would have ended.
         await this.changeVisibility(slot.sqsUrl, returnAll([...delivered, ...moved]));
         await this.recoverBatch(slot.consumerUid, slot.batchId, { ended: true }).catch(() => undefined);
         throw err;

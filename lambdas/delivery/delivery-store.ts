@@ -207,8 +207,8 @@ export interface DeliveryStore {
    * (`head.deadline`) before any handler runs, on condition that the consumer's generation
    * `head.generation` is the active one. False (and no head written) when the slot was revoked or
    * recovered meanwhile or the consumer stopped or changed; `unknown_batch` when the batch was
-   * registered before; `ManifestNotWritten` when the manifest could not be written (the head may
-   * exist then, and its batch must not start).
+   * registered before; `ManifestNotWritten` when the manifest could not be written (it is
+   * written first: then no head exists, and the batch never starts).
    */
   createBatch(head: BatchHead, manifest: Manifest): Promise<boolean>;
   getHead(batchId: string): Promise<BatchHead | undefined>;
@@ -267,8 +267,8 @@ export interface DeliveryStore {
 }
 
 /**
- * A batch's manifest could not be written (`createBatch`). Its head may exist (the two are
- * written at once): the batch must not start, and no handler got its credential.
+ * A batch's manifest could not be written (`createBatch`), so its head was not written either:
+ * the batch never starts, and no handler got its credential.
  */
 export class ManifestNotWritten extends Error {
   readonly batchId: string;
