@@ -472,7 +472,10 @@ export class DynamoDeliveryStore implements DeliveryStore {
   }
 
   /** The head and the slot's `registered` mark in one transaction (see `createBatch`). */
-  private async registerHead(head: BatchHead, items: object[]): Promise<boolean> {
+  private async registerHead(
+    head: BatchHead,
+    items: NonNullable<TransactWriteItemsCommandInput['TransactItems']>,
+  ): Promise<boolean> {
     // One transaction, so a handler never runs without the records that settle and recover it
     // (a BatchWriteItem may leave items unprocessed under throttling). The token makes a retry of
     // a transaction that committed but whose answer was lost (a connection that dropped) succeed
@@ -482,7 +485,7 @@ export class DynamoDeliveryStore implements DeliveryStore {
       try {
         await this.client.send(
           new TransactWriteItemsCommand({
-            TransactItems: items as TransactWriteItemsCommandInput['TransactItems'],
+            TransactItems: items,
             ClientRequestToken,
           }),
         );
