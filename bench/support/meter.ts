@@ -9,8 +9,10 @@
  * innermost name when a call is made.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { AttributeValue, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SQSClient } from '@aws-sdk/client-sqs';
+
+import { itemSize, transactionalUnits, updateGrowth } from './item-size.ts';
 
 const contexts = new AsyncLocalStorage<string>();
 
@@ -76,6 +78,12 @@ interface CapacityRecord {
   CapacityUnits?: number;
   ReadCapacityUnits?: number;
   WriteCapacityUnits?: number;
+}
+
+/** The total of what a call's `ConsumedCapacity` reports. */
+function reportedUnits(reported: unknown): number {
+  const records = (Array.isArray(reported) ? reported : reported ? [reported] : []) as CapacityRecord[];
+  return records.reduce((n, c) => n + (c.WriteCapacityUnits ?? c.CapacityUnits ?? 0), 0);
 }
 
 type Attr = { S?: string } | undefined;
@@ -144,20 +152,112 @@ function itemKinds(input: unknown): string[] {
   return [];
 }
 
+type Item = Record<string, AttributeValue>;
+type TransactAction = {
+  Put?: { Item?: Item };
+  Update?: {
+    Key?: Item;
+    UpdateExpression?: string;
+    ExpressionAttributeNames?: Record<string, string>;
+    ExpressionAttributeValues?: Record<string, AttributeValue>;
+  };
+  Delete?: { Key?: Item };
+  ConditionCheck?: { Key?: Item };
+};
+
+/** An item's identity in the Host table (`pk`, `sk`). */
+const itemId = (key: Item | undefined) => `${key?.pk?.S ?? ''}\u0000${key?.sk?.S ?? ''}`;
+
 /**
- * Write units AWS bills for a transaction's `ConditionCheck` actions that DynamoDB Local reports
- * as none: each is billed as a transactional write of the item it checks, 2 WRU for an item up to
- * 1 KB (measured on AWS; the Host checks only the small attachment item). Without this, the bench
- * would price a registration 2 WRU below AWS.
+ * The sizes of items as last seen in a request or a response, so that a transaction can be priced
+ * item by item. AWS bills a transaction 2 WRU per started KB of every item it writes or checks
+ * (a `ConditionCheck` as a write of the item it checks); DynamoDB Local, measured here, reports
+ * one figure per transaction that falls short of that — 2 WRU for three items under 1 KB, where
+ * AWS bills 6. Without this, the bench would price every registration below AWS.
  */
-export function conditionCheckUnits(operation: string, input: unknown): number {
-  if (operation !== 'TransactWriteItems') return 0;
-  const items = (input as { TransactItems?: { ConditionCheck?: unknown }[] }).TransactItems ?? [];
-  return 2 * items.filter((t) => t.ConditionCheck !== undefined).length;
+export class ItemSizes {
+  private readonly sizes = new Map<string, number>();
+
+  /** What the request writes, before it is sent (a Put's item is known exactly). */
+  private learnRequest(operation: string, input: Record<string, unknown>): void {
+    if (operation === 'PutItem') this.set(input.Item as Item);
+    if (operation === 'DeleteItem') this.sizes.delete(itemId(input.Key as Item));
+    if (operation === 'BatchWriteItem') {
+      for (const writes of Object.values((input.RequestItems ?? {}) as Record<string, unknown[]>)) {
+        for (const w of writes as { PutRequest?: { Item?: Item }; DeleteRequest?: { Key?: Item } }[]) {
+          if (w.PutRequest?.Item) this.set(w.PutRequest.Item);
+          if (w.DeleteRequest?.Key) this.sizes.delete(itemId(w.DeleteRequest.Key));
+        }
+      }
+    }
+  }
+
+  /** What a successful call tells: items it returned whole, and a transaction's writes. */
+  learn(operation: string, input: Record<string, unknown>, output: Record<string, unknown>): void {
+    this.learnRequest(operation, input);
+    if (operation === 'UpdateItem') {
+      const key = input.Key as Item;
+      if (input.ReturnValues === 'ALL_NEW' && output.Attributes) this.set(output.Attributes as Item);
+      else this.grow(key, updateGrowth(input));
+    }
+    if (operation === 'GetItem' && output.Item && input.ProjectionExpression === undefined) {
+      this.set(output.Item as Item);
+    }
+    const whole = input.ProjectionExpression === undefined;
+    if ((operation === 'Query' || operation === 'Scan') && whole) {
+      for (const item of (output.Items ?? []) as Item[]) this.set(item);
+    }
+    if (operation === 'BatchGetItem') {
+      for (const [table, items] of Object.entries((output.Responses ?? {}) as Record<string, Item[]>)) {
+        const asked = ((input.RequestItems ?? {}) as Record<string, { ProjectionExpression?: string }>)[
+          table
+        ];
+        if (asked?.ProjectionExpression === undefined) for (const item of items) this.set(item);
+      }
+    }
+    if (operation === 'TransactWriteItems') {
+      for (const a of (input.TransactItems ?? []) as TransactAction[]) {
+        if (a.Put?.Item) this.set(a.Put.Item);
+        if (a.Update) this.grow(a.Update.Key, updateGrowth(a.Update));
+        if (a.Delete) this.sizes.delete(itemId(a.Delete.Key));
+      }
+    }
+  }
+
+  /**
+   * The write units AWS bills for a transaction: every action by the larger of its item's size
+   * before and after (an update's after-size is bounded by what it writes); an item never seen
+   * is taken to be under 1 KB.
+   */
+  transactionUnits(input: Record<string, unknown>): number {
+    let units = 0;
+    for (const a of (input.TransactItems ?? []) as TransactAction[]) {
+      if (a.Put) units += transactionalUnits(Math.max(itemSize(a.Put.Item), this.known(a.Put.Item)));
+      else if (a.Update) units += transactionalUnits(this.known(a.Update.Key) + updateGrowth(a.Update));
+      else if (a.Delete) units += transactionalUnits(this.known(a.Delete.Key));
+      else if (a.ConditionCheck) units += transactionalUnits(this.known(a.ConditionCheck.Key));
+    }
+    return units;
+  }
+
+  private known(key: Item | undefined): number {
+    return this.sizes.get(itemId(key)) ?? 0;
+  }
+
+  private set(item: Item | undefined): void {
+    if (item?.pk?.S) this.sizes.set(itemId(item), itemSize(item));
+  }
+
+  private grow(key: Item | undefined, by: number): void {
+    const id = itemId(key);
+    const size = this.sizes.get(id);
+    if (size !== undefined) this.sizes.set(id, size + by);
+  }
 }
 
 export class Meter {
   private tally: Tally = emptyTally();
+  private readonly itemSizes = new ItemSizes();
 
   /** Starts a new count; returns the one that ended. */
   reset(): Tally {
@@ -256,14 +356,20 @@ export class Meter {
           const out = await next(call);
           const output = out.output as { ConsumedCapacity?: unknown };
           const reported = output.ConsumedCapacity;
-          const unreported = conditionCheckUnits(operation, args.input);
+          const input = args.input as Record<string, unknown>;
+          // Priced before the sizes learn this call's writes: the before-image is what was stored.
           const capacity =
-            unreported > 0
+            operation === 'TransactWriteItems'
               ? [
-                  ...(Array.isArray(reported) ? reported : reported ? [reported] : []),
-                  { WriteCapacityUnits: unreported },
+                  {
+                    WriteCapacityUnits: Math.max(
+                      reportedUnits(reported),
+                      this.itemSizes.transactionUnits(input),
+                    ),
+                  },
                 ]
               : reported;
+          this.itemSizes.learn(operation, input, out.output as unknown as Record<string, unknown>);
           this.sdkCall('DynamoDB', operation, attributed, {}, capacity, items);
           return out;
         } catch (err) {
