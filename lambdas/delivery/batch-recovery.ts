@@ -120,11 +120,11 @@ export class BatchRecovery {
       return {};
     }
     if (head) {
-      await this.d.store.releaseSlot(consumerUid, batchId);
+      await this.d.store.releaseSlot(consumerUid, batchId, { recoveredAt: this.d.now() });
       return {};
     }
     // Marked registered without a batch (only an older Host wrote the two apart): nothing runs.
-    await this.d.store.releaseSlot(consumerUid, batchId);
+    await this.d.store.releaseSlot(consumerUid, batchId, { recoveredAt: this.d.now() });
     return {};
   }
 

@@ -217,12 +217,18 @@ export class ControlLoop {
     try {
       const consumer = await this.o.consumerOfQueue?.(queueUid);
       if (!consumer) return;
-      const state = await this.o.service.countWake(consumer.consumerUid);
+      const counted = await this.o.service.countWake(consumer.consumerUid);
+      // The first shard of a consumer with several shows a lane receiving there, or else says
+      // nothing of the others: then they are read before a lane is started.
+      const state =
+        counted.partial && lanesOnWake(counted, consumer.maxConcurrency, this.clock()) > 0
+          ? { ...(await this.o.service.dispatchState(consumer.consumerUid)), wakes: counted.wakes }
+          : counted;
       if (lanesOnWake(state, consumer.maxConcurrency, this.clock()) === 0) return;
       // Of concurrent sends to an idle consumer, one starts the lane.
       if (!(await this.o.service.claimStart(consumer.consumerUid, WAKE_START_LEASE_MS))) return;
       await this.launch(
-        laneNames.wake(consumer.consumerUid, consumer.generation, state.wakes),
+        laneNames.wake(consumer.consumerUid, consumer.generation, state.wakes ?? 0),
         consumer.consumerUid,
         consumer.generation,
         'send',

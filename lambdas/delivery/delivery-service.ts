@@ -104,6 +104,20 @@ export interface SlotSnapshot {
   held: number;
   /** The other slots whose deadline had passed by then and that the take did not recover. */
   due: Record<string, number>;
+  /**
+   * The take saw only its own shard of the consumer's slots (maxConcurrency above one shard):
+   * `held` and `due` are of that shard, and the registration reads every shard instead.
+   */
+  partial?: true;
+}
+
+/** A registration's reads (`registrationReads`), with every slot when they were asked for. */
+interface RegistrationRead {
+  committed: Set<string>;
+  outstanding: number;
+  held?: number;
+  slots?: Record<string, number>;
+  recoveredAt?: number;
 }
 
 /** What a lane knows of its consumer generation: the slot minus what is per batch. */
@@ -499,8 +513,8 @@ export class DeliveryService {
       batchId,
       deadline,
       invisibleUntil: deadline + this.o.graceMs,
-      wakeSeq: state.wakes,
-      taken: { at: takenAt, held, due },
+      ...(state.wakes !== undefined ? { wakeSeq: state.wakes } : {}),
+      taken: { at: takenAt, held, due, ...(state.partial ? { partial: true as const } : {}) },
     });
   }
 
@@ -515,7 +529,7 @@ export class DeliveryService {
     const max = context.maxConcurrency;
     let out = await this.o.store.takeSlot(context.consumerUid, batchId, deadline, max);
     const expired = Object.entries(out.state.slots)
-      .filter(([id, until]) => id !== batchId && until <= now)
+      .filter(([id, until]) => id !== out.batchId && until <= now)
       .map(([id]) => id);
     for (const id of expired) {
       await this.recoverBatch(context.consumerUid, id, { expired: out.state.slots[id] as number });
@@ -524,7 +538,7 @@ export class DeliveryService {
       out = await this.o.store.takeSlot(context.consumerUid, batchId, deadline, max);
     }
     if (!out.taken) return { status: 'busy' };
-    const slot = this.slotFor(context, batchId, deadline, out.state, now, new Set(expired));
+    const slot = this.slotFor(context, out.batchId, deadline, out.state, now, new Set(expired));
     return { status: 'acquired', held: (slot.taken as SlotSnapshot).held, capacity: max, slot };
   }
 
@@ -567,22 +581,46 @@ export class DeliveryService {
    * half the grace of the take, the slot's sealed snapshot says it (the grace argument in
    * ARCHITECTURE.md): a batch whose messages can be back in the queue now was registered before
    * the take, and its deadline had passed by then. Later, the slot map is read after the receive,
-   * and a slot no longer in it (revoked: its consumer is stopping) gives its messages back.
+   * and a slot no longer in it (revoked: its consumer is stopping) gives its messages back. A
+   * snapshot of one shard (`partial`) says nothing of the others: then every shard is read, with
+   * the attempts count and commits in the same request (`reads`), which stand unless a recovery
+   * may have written records between the items' reads (`register`).
    */
   private async slotsAtRegistration(
     slot: Slot,
     now: number,
+    received: Received[],
     giveBack: () => Promise<unknown>,
-  ): Promise<{ held: number; due: Record<string, number>; read: boolean }> {
-    if (slot.taken !== undefined && now - slot.taken.at <= this.o.graceMs / 2)
+  ): Promise<{ held: number; due: Record<string, number>; read: boolean; reads?: RegistrationRead }> {
+    if (slot.taken !== undefined && !slot.taken.partial && now - slot.taken.at <= this.o.graceMs / 2)
       return { ...slot.taken, read: false };
-    const slots = await this.o.store.slots(slot.consumerUid);
+    let slots: Record<string, number>;
+    let reads: RegistrationRead | undefined;
+    if (slot.taken?.partial) {
+      const startedAt = this.now();
+      const read = await this.registrationReads(slot.queueUid, received, {
+        consumerUid: slot.consumerUid,
+        maxConcurrency: slot.maxConcurrency,
+      });
+      slots = read.slots ?? {};
+      // A recovery that freed a slot after this read began may have written attempts records
+      // after the count was read (the items of one read are not read at one instant).
+      const raced = read.recoveredAt !== undefined && read.recoveredAt >= startedAt - SKEW_ALLOWANCE_MS;
+      if (!raced) reads = read;
+    } else {
+      slots = await this.o.store.slots(slot.consumerUid);
+    }
     if (slots[slot.batchId] === undefined) {
       await giveBack();
       throw new NamedError('unknown_batch', 'no such slot is open');
     }
     const due = Object.entries(slots).filter(([id, d]) => id !== slot.batchId && d <= now);
-    return { held: Object.keys(slots).length, due: Object.fromEntries(due), read: true };
+    return {
+      held: Object.keys(slots).length,
+      due: Object.fromEntries(due),
+      read: true,
+      ...(reads && due.length === 0 ? { reads } : {}),
+    };
   }
 
   /**
@@ -621,7 +659,7 @@ export class DeliveryService {
     // Late recovery: a batch abandoned by a lost runner has its messages back in the queue from
     // its deadline + grace on. Recovering such slots before reading attempts records means such a
     // message is never counted from records its recovery has not written yet.
-    const slots = await this.slotsAtRegistration(sealed, now, giveBack);
+    const slots = await this.slotsAtRegistration(sealed, now, received, giveBack);
     for (const [batchId, d] of Object.entries(slots.due)) {
       await this.recoverBatch(sealed.consumerUid, batchId, { expired: d });
     }
@@ -634,11 +672,13 @@ export class DeliveryService {
     // Whether another lane may start is asked only after a full receive whose snapshot showed
     // room (`roomFor`); the slot map is then read in the same request as the reads below.
     const askRoom = !slots.read && slots.held < slot.maxConcurrency && received.length >= slot.maxBatchSize;
-    const { committed, outstanding, held } = await this.registrationReads(
-      slot.queueUid,
-      received,
-      askRoom ? slot.consumerUid : undefined,
-    );
+    const { committed, outstanding, held } =
+      slots.reads ??
+      (await this.registrationReads(
+        slot.queueUid,
+        received,
+        askRoom ? { consumerUid: slot.consumerUid, maxConcurrency: slot.maxConcurrency } : undefined,
+      ));
     const records =
       outstanding > 0
         ? await this.o.store.getAttempts(
@@ -790,8 +830,15 @@ export class DeliveryService {
    * instead of ending (`woken`).
    */
   private async releaseEmpty(slot: Slot): Promise<Registration> {
-    const wakes = await this.o.store.releaseSlot(slot.consumerUid, slot.batchId);
-    const woken = slot.wakeSeq !== undefined && wakes > slot.wakeSeq;
+    const after = await this.o.store.releaseIdle(slot.consumerUid, slot.batchId);
+    // A slot in the first shard compares wake counts; one in another shard, whose take did not
+    // see the count, the last wake's time with the take's (a wake just before it only costs a round).
+    const woken =
+      slot.wakeSeq !== undefined && after.wakes !== undefined
+        ? after.wakes > slot.wakeSeq
+        : slot.taken !== undefined &&
+          after.lastWakeAt !== undefined &&
+          after.lastWakeAt >= slot.taken.at - SKEW_ALLOWANCE_MS;
     return { credential: '', deliver: [], moves: 0, ...(woken ? { woken } : {}) };
   }
 
@@ -803,8 +850,8 @@ export class DeliveryService {
   private async registrationReads(
     queueUid: string,
     received: Received[],
-    slotsOf: string | undefined,
-  ): Promise<{ committed: Set<string>; outstanding: number; held?: number }> {
+    slotsOf: { consumerUid: string; maxConcurrency: number } | undefined,
+  ): Promise<RegistrationRead> {
     const ids = [...new Set(received.flatMap((r) => (r.envelope.commit ? [r.envelope.commit] : [])))];
     const committed = new Set(ids.filter((c) => this.commitsSeen.has(c)));
     const missing = () => ids.filter((c) => !committed.has(c));
@@ -821,6 +868,8 @@ export class DeliveryService {
       committed,
       outstanding: read.outstanding,
       ...(read.held !== undefined ? { held: read.held } : {}),
+      ...(read.slots !== undefined ? { slots: read.slots } : {}),
+      ...(read.recoveredAt !== undefined ? { recoveredAt: read.recoveredAt } : {}),
     };
   }
 
@@ -1049,7 +1098,11 @@ export class DeliveryService {
       const handed = await this.handOver(slot);
       return { deadLetter, next: handed };
     }
-    await this.o.store.releaseSlot(head.consumerUid, batchId);
+    await this.o.store.releaseSlot(
+      head.consumerUid,
+      batchId,
+      mode === 'recovery' ? { recoveredAt: now } : {},
+    );
     return { deadLetter };
   }
 
@@ -1070,7 +1123,7 @@ export class DeliveryService {
       slot.maxConcurrency,
     );
     if (!out.taken) return { status: 'busy' };
-    const next = this.slotFor(context, batchId, out.state.slots[batchId] ?? deadline, out.state, now);
+    const next = this.slotFor(context, out.batchId, out.state.slots[out.batchId] ?? deadline, out.state, now);
     return {
       status: 'acquired',
       held: (next.taken as SlotSnapshot).held,
@@ -1097,7 +1150,7 @@ export class DeliveryService {
       await this.releaseVisibility(queue.sqsUrl, returnAll(owed), 'owed moves');
     }
     await this.o.store.markApplied(head.batchId, []);
-    await this.o.store.releaseSlot(head.consumerUid, head.batchId);
+    await this.o.store.releaseSlot(head.consumerUid, head.batchId, { recoveredAt: this.now() });
   }
 
   /**
@@ -1317,7 +1370,7 @@ export class DeliveryService {
 
   /** Counts a send through the Host to the consumer's queue; returns the state after it. */
   countWake(consumerUid: string) {
-    return this.o.store.wake(consumerUid);
+    return this.o.store.wake(consumerUid, this.now());
   }
 
   /** One wake at a time starts a lane: the lease lasts until that lane takes a slot. */

@@ -120,16 +120,31 @@ export interface AttemptsRecord {
 }
 
 /**
- * A consumer's `DISPATCH#` item. `wakes` counts sends through the Host: a lane that found its
- * queue empty ends only if no wake came after it took its slot, so a send racing a lane's idle
- * end is never left for the supervisor.
+ * A consumer's slots (`DISPATCH#` items: one, or shards of at most ten slots each). `wakes`
+ * counts sends through the Host: a lane that found its queue empty ends only if no wake came
+ * after it took its slot, so a send racing a lane's idle end is never left for the supervisor.
  */
 export interface DispatchState {
   slots: Record<string, number>;
   registered: Record<string, boolean>;
-  wakes: number;
+  /** Absent from the answer of a write to another shard than the first, which counts wakes. */
+  wakes?: number;
   /** A lane started by a wake has not taken its slot yet (until then; a lease). */
   starting?: number;
+  /** When the last wake was counted (epoch ms, the waker's clock). */
+  lastWakeAt?: number;
+  /** When a recovery last freed a slot in the shards answered (epoch ms, the recovery's clock). */
+  recoveredAt?: number;
+  /** The answer of a write: it shows the shard written, not every slot of the consumer. */
+  partial?: true;
+}
+
+/** A take's or hand-over's answer: whether it took the slot, as which batch id, and the state seen. */
+export interface SlotAnswer {
+  taken: boolean;
+  state: DispatchState;
+  /** The batch id as held: a slot's shard is part of its id. */
+  batchId: string;
 }
 
 export type SettleResult = 'ok' | 'already_settled' | 'unknown_batch';
@@ -143,8 +158,12 @@ export type GroupSettleResult = SettleResult | 'write_failed';
 export interface RegistrationReads {
   outstanding: number;
   committed: Set<string>;
-  /** Slots in the consumer's slot map, when asked for (`slotsOf`). */
+  /** Slots of the consumer, when asked for (`slotsOf`). */
   held?: number;
+  /** Every slot of the consumer with its deadline, when asked for. */
+  slots?: Record<string, number>;
+  /** When a recovery last freed one of them (`DispatchState.recoveredAt`). */
+  recoveredAt?: number;
 }
 
 /** Durable delivery state (DynamoDB on AWS and locally). */
@@ -154,27 +173,16 @@ export interface DeliveryStore {
   slots(consumerUid: string): Promise<Record<string, number>>;
   /** The slot map, which slots hold a registered batch, and the wake count. */
   dispatchState(consumerUid: string): Promise<DispatchState>;
-  /** Takes a slot if fewer than `max` are held; returns the state after taking it. */
-  acquireSlot(
-    consumerUid: string,
-    batchId: string,
-    deadline: number,
-    max: number,
-  ): Promise<DispatchState | undefined>;
   /**
-   * Takes a slot if fewer than `max` are held. Answers with the slot map after the take, or as it
-   * was when every slot was taken (its expired slots are then worth recovering).
+   * Takes a slot if fewer than `max` are held. Answers with the state after the take, or as it
+   * was when every slot was taken (its expired slots are then worth recovering); the batch id
+   * comes back with the slot's shard in it.
    */
-  takeSlot(
-    consumerUid: string,
-    batchId: string,
-    deadline: number,
-    max: number,
-  ): Promise<{ taken: boolean; state: DispatchState }>;
+  takeSlot(consumerUid: string, batchId: string, deadline: number, max: number): Promise<SlotAnswer>;
   /**
-   * Frees `previous` and takes `batchId` in one write, if the count of held slots then stays
-   * within `max`; refused (and `previous` freed all the same) otherwise. Repeating a hand-over
-   * that was made answers `taken` again.
+   * Frees `previous` and takes `batchId` (in `previous`'s shard) in one write, if the count of
+   * held slots then stays within `max`; refused (and `previous` freed all the same) otherwise.
+   * Repeating a hand-over that was made answers `taken` again.
    */
   swapSlot(
     consumerUid: string,
@@ -182,11 +190,13 @@ export interface DeliveryStore {
     batchId: string,
     deadline: number,
     max: number,
-  ): Promise<{ taken: boolean; state: DispatchState }>;
-  /** Frees a slot; returns the wake count after it. */
-  releaseSlot(consumerUid: string, batchId: string): Promise<number>;
-  /** Counts one wake (a message was sent through the Host); returns the state after it. */
-  wake(consumerUid: string): Promise<DispatchState>;
+  ): Promise<SlotAnswer>;
+  /** Frees a slot; `recoveredAt` stamps a recovery's release (see `register`). */
+  releaseSlot(consumerUid: string, batchId: string, opts?: { recoveredAt?: number }): Promise<void>;
+  /** Frees a slot whose receive brought nothing; the wake count (first shard) and time after it. */
+  releaseIdle(consumerUid: string, batchId: string): Promise<{ wakes?: number; lastWakeAt?: number }>;
+  /** Counts one wake (a message was sent through the Host) at `now`; returns the state after it. */
+  wake(consumerUid: string, now: number): Promise<DispatchState>;
   /**
    * Takes the consumer's start lease until `now + leaseMs` unless another holds it: one wake at a
    * time starts a lane. The lane's first slot ends the lease (`acquireSlot`).
@@ -246,12 +256,12 @@ export interface DeliveryStore {
   /**
    * What a registration reads before it decides, in one request: the queue's count of
    * outstanding attempts records, which of `commitIds` (multi-message sends) are committed and,
-   * with `slotsOf`, how many slots that consumer's slot map holds.
+   * with `slotsOf`, every slot of that consumer (all its shards).
    */
   registrationReads(
     queueUid: string,
     commitIds: readonly string[],
-    slotsOf?: string,
+    slotsOf?: { consumerUid: string; maxConcurrency: number },
   ): Promise<RegistrationReads>;
   getAttempts(queueUid: string, ids: readonly string[]): Promise<Map<string, AttemptsRecord>>;
   /** Creates or replaces a record, counting it in `outstanding` exactly once. */

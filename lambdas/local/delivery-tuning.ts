@@ -35,6 +35,11 @@ export function deliveryTuning(env: NodeJS.ProcessEnv, workerTimeoutSeconds: num
      * batches whose deadline passed.
      */
     supervisorSeconds: read('TAKOFORM_SUPERVISOR_SECONDS', 1, 3_600, 60),
+    /**
+     * Slots per DynamoDB item of a consumer's slot map (10 keeps each under 1 KB). Fewer spread a
+     * small maxConcurrency over several items, which the chaos suite uses to exercise the shards.
+     */
+    slotsPerShard: read('TAKOFORM_SLOTS_PER_SHARD', 1, 10, 10),
     /** How often the console's chart samples each queue's counts (kept for the last hour). */
     historySeconds: read('TAKOFORM_HISTORY_SECONDS', 1, 600, 15),
     /** How often `observed` (queue message counts, consumer facts) is refreshed (AWS: every minute). */

@@ -164,6 +164,7 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
         graceMs: delivery.graceMs,
         idleWaitSeconds: delivery.idleWaitSeconds,
         slotMarginMs: delivery.slotMarginMs,
+        slotsPerShard: delivery.slotsPerShard,
       },
     });
     loop = new ExecutorLoop(host.executor);

@@ -71,6 +71,8 @@ export interface HostDeps {
     idleWaitSeconds?: number;
     /** Extra time in a slot's deadline (default: the delivery service's 30 s). */
     slotMarginMs?: number;
+    /** Slots per item of a consumer's slot map (default 10, the most that stays under 1 KB). */
+    slotsPerShard?: number;
   };
 }
 
@@ -91,7 +93,9 @@ export function composeHost(deps: HostDeps) {
   // The delivery service tells the control loop about messages hidden until later and moved to
   // other queues; the loop, built on the service, is bound once both exist.
   let loopRef: ControlLoop | undefined;
-  const deliveryStore = new DynamoDeliveryStore(deps.dynamodb, deps.tableName);
+  const deliveryStore = new DynamoDeliveryStore(deps.dynamodb, deps.tableName, {
+    slotsPerShard: deps.delivery.slotsPerShard,
+  });
   const lanes = deps.lanes;
   const now = deps.clock ?? Date.now;
   const delivery = new DeliveryService({

@@ -50,10 +50,24 @@ class CrashedDuringStart extends Error {
 
 export const DEFAULT_TUNING: Tuning = { workerTimeoutSeconds: 900, env: {} };
 
-/** The tuning of one schedule: its timings, plus its AWS faults (TAKOFORM_FAULTS) if any. */
-export function tuningFor(s: { timing: 'chaos' | 'default'; faults: string | undefined }): Tuning {
+/**
+ * The tuning of one schedule: its timings, plus its AWS faults (TAKOFORM_FAULTS) and its slots
+ * per shard (TAKOFORM_SLOTS_PER_SHARD) if set.
+ */
+export function tuningFor(s: {
+  timing: 'chaos' | 'default';
+  faults: string | undefined;
+  slotsPerShard?: number;
+}): Tuning {
   const base = s.timing === 'default' ? DEFAULT_TUNING : CHAOS_TUNING;
-  return s.faults ? { ...base, env: { ...base.env, TAKOFORM_FAULTS: s.faults } } : base;
+  const env = {
+    ...base.env,
+    ...(s.faults ? { TAKOFORM_FAULTS: s.faults } : {}),
+    ...(s.slotsPerShard !== undefined && s.slotsPerShard < 10
+      ? { TAKOFORM_SLOTS_PER_SHARD: String(s.slotsPerShard) }
+      : {}),
+  };
+  return { ...base, env };
 }
 
 export interface LiveHost {

@@ -103,7 +103,9 @@ export class HostState {
         const item = unmarshall(raw);
         const pk = String(item.pk);
         if (pk.startsWith('DISPATCH#')) {
-          view.slots.set(pk.slice('DISPATCH#'.length), Object.keys(item.slots ?? {}));
+          // A consumer's slots may be spread over several shard items: all of them count.
+          const consumer = pk.slice('DISPATCH#'.length);
+          view.slots.set(consumer, [...(view.slots.get(consumer) ?? []), ...Object.keys(item.slots ?? {})]);
         } else if (item.sk === 'head') {
           view.heads.set(String(item.batchId), {
             batchId: String(item.batchId),

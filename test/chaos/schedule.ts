@@ -110,6 +110,11 @@ export interface Schedule {
   timing: Timing;
   /** TAKOFORM_FAULTS of every incarnation (lambdas/adapters/aws/fault-injection.ts); undefined: none. */
   faults: string | undefined;
+  /**
+   * TAKOFORM_SLOTS_PER_SHARD: 1 for odd seeds, so that a consumer of maxConcurrency 2 or 3 spreads
+   * its slots over several items (the shards of dynamodb-slot-map.ts); the default 10 otherwise.
+   */
+  slotsPerShard: number;
 }
 
 export const isBoundary = (s: Step): s is Extract<Step, { kind: 'crash' | 'kill9' | 'term' }> =>
@@ -307,6 +312,8 @@ export function scheduleFor(seed: number, profile: Profile = 'full'): Schedule {
     variant,
     timing,
     faults: awsFaults,
+    // From the seed alone, so every schedule drawn before stays as it was.
+    slotsPerShard: seed % 2 === 1 ? 1 : 10,
   };
 }
 
@@ -319,7 +326,8 @@ export function describeSchedule(s: Schedule): string {
     `delay ${c.retryDelaySeconds}s ${c.deadLetter ? 'with' : 'without'} DLQ` +
     (s.variant === 'classic'
       ? ''
-      : `; ${s.variant} (${s.timing} timings${s.faults ? `, TAKOFORM_FAULTS=${s.faults}` : ''})`);
+      : `; ${s.variant} (${s.timing} timings${s.faults ? `, TAKOFORM_FAULTS=${s.faults}` : ''})`) +
+    (s.slotsPerShard < 10 ? `; ${s.slotsPerShard} slot per shard` : '');
   const steps = s.steps.map(stepLabel);
   return `${head}\n  ${steps.join('\n  ')}`;
 }

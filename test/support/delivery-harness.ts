@@ -100,7 +100,7 @@ export async function waitFor<T>(
  * aws-local-stepfunctions, the worker-thread pool and worker modules written by the test.
  */
 export async function createDeliveryHost(
-  opts: { workerTimeoutMs?: number; graceMs?: number; clock?: () => number } = {},
+  opts: { workerTimeoutMs?: number; graceMs?: number; clock?: () => number; slotsPerShard?: number } = {},
 ) {
   const workerTimeoutMs = opts.workerTimeoutMs ?? 10_000;
   /** Running delivery sides; `kill` makes one behave like a dead process from then on. */
@@ -120,7 +120,12 @@ export async function createDeliveryHost(
   };
   const host = await createTestHost({
     lanes: wakeLauncher,
-    delivery: { workerTimeoutMs, graceMs: opts.graceMs ?? 1_000, idleWaitSeconds: 1 },
+    delivery: {
+      workerTimeoutMs,
+      graceMs: opts.graceMs ?? 1_000,
+      idleWaitSeconds: 1,
+      ...(opts.slotsPerShard ? { slotsPerShard: opts.slotsPerShard } : {}),
+    },
     ...(opts.clock ? { clock: opts.clock } : {}),
   });
   const dir = mkdtempSync(path.join(tmpdir(), 'tf-workers-'));

@@ -58,7 +58,12 @@ export async function createTestHost(
     origin?: string;
     principals?: TestPrincipal[];
     clock?: () => number;
-    delivery?: { workerTimeoutMs?: number; graceMs?: number; idleWaitSeconds?: number };
+    delivery?: {
+      workerTimeoutMs?: number;
+      graceMs?: number;
+      idleWaitSeconds?: number;
+      slotsPerShard?: number;
+    };
     /** Starts dispatcher lanes; with one, sends through the Host wake their consumer. */
     lanes?: LaneLauncher;
   } = {},
@@ -102,6 +107,7 @@ export async function createTestHost(
       workerFunction: async (space, name) => ((await workers.lookup(space, name)) ? 'test' : undefined),
       graceMs: opts.delivery?.graceMs ?? 2_000,
       idleWaitSeconds: opts.delivery?.idleWaitSeconds ?? 1,
+      ...(opts.delivery?.slotsPerShard ? { slotsPerShard: opts.delivery.slotsPerShard } : {}),
     },
   });
   const byId = Object.fromEntries(principals.map((p) => [p.id, p])) as Record<string, TestPrincipal>;

@@ -3,17 +3,13 @@ import {
   type AttributeValue,
   BatchGetItemCommand,
   BatchWriteItemCommand,
-  ConditionalCheckFailedException,
   type DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
   QueryCommand,
-  ScanCommand,
   TransactionCanceledException,
   TransactWriteItemsCommand,
   type TransactWriteItemsCommandInput,
-  UpdateItemCommand,
-  type UpdateItemCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import type {
@@ -28,6 +24,7 @@ import type {
   Manifest,
   RegistrationReads,
   SettleResult,
+  SlotAnswer,
 } from '../../delivery/delivery-store.ts';
 import { codeOf, ManifestNotWritten } from '../../delivery/delivery-store.ts';
 import { NamedError } from '../../delivery/limits.ts';
@@ -35,7 +32,15 @@ import type { HandlerError, SettleCall } from '../../delivery/settlement-protoco
 import { TABLE_KEYS, timeOrderedKey } from '../../shared/table-schema.ts';
 import { attachmentKey } from './dynamodb-attachments.ts';
 import { commitIdOf, commitKey } from './dynamodb-commit-store.ts';
+import {
+  backoff,
+  CONFLICT_TRIES,
+  conditionalUpdate,
+  isConditionFailure,
+  isTransactionConflict,
+} from './dynamodb-conditional-update.ts';
 import { deadLetterRecordKey } from './dynamodb-dead-letter-records.ts';
+import { DynamoSlotMap, slotShardKey } from './dynamodb-slot-map.ts';
 import { decodeManifest, encodeManifest } from './manifest-codec.ts';
 
 const { pk: PK, sk: SK, gsi1: RECENT_INDEX, ttl: TTL } = TABLE_KEYS;
@@ -55,7 +60,8 @@ const BATCH_GET_MAX_KEYS = 100;
 type StoredItem = Record<string, any>;
 
 export const deliveryKeys = {
-  slots: (consumerUid: string) => ({ [PK]: `DISPATCH#${consumerUid}`, [SK]: '_' }),
+  /** A consumer's first slot shard (`dynamodb-slot-map.ts`). */
+  slots: (consumerUid: string) => slotShardKey(consumerUid, 0),
   head: (batchId: string) => ({ [PK]: `BATCH#${batchId}`, [SK]: 'head' }),
   /** Named by its content (`ref`), so a replayed registration never overwrites the manifest of a head. */
   manifest: (batchId: string, ref?: string) => ({
@@ -69,9 +75,6 @@ export const deliveryKeys = {
 /** Batch records outlive their batch by a week: long enough to audit, short enough to cost nothing. */
 const BATCH_RETENTION_SECONDS = 7 * 86_400;
 
-const isConditionFailure = (err: unknown) => err instanceof ConditionalCheckFailedException;
-/** A write that raced a transaction on the same item (the slot map is shared by every lane). */
-const isTransactionConflict = (err: unknown) => (err as Error)?.name === 'TransactionConflictException';
 const cancellationCodes = (err: unknown) =>
   err instanceof TransactionCanceledException
     ? (err.CancellationReasons ?? []).map((r) => r.Code ?? 'None')
@@ -85,10 +88,6 @@ const retryable = (err: unknown, codes = cancellationCodes(err)) =>
   (codes ?? []).some(
     (c) => c === 'TransactionConflict' || c === 'ThrottlingError' || c === 'ProvisionedThroughputExceeded',
   );
-/** Tries for a write that keeps meeting transactions on its item; the SDK does not retry these. */
-const CONFLICT_TRIES = 6;
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-const backoff = (round: number) => sleep(5 * 2 ** round + Math.random() * 10);
 
 /**
  * Per-message settlements one combined write may carry: its condition grows by about 40
@@ -163,23 +162,17 @@ export function manifestOfItem(item: Record<string, unknown>): Manifest {
   return Array.isArray(parsed) ? { entries: parsed, moves: [] } : (parsed as Manifest);
 }
 
-/** The slot map item as the control loop reads it. */
-function toDispatchState(item: Record<string, unknown> | undefined): DispatchState {
-  return {
-    slots: (item?.slots ?? {}) as Record<string, number>,
-    registered: (item?.registered ?? {}) as Record<string, boolean>,
-    wakes: typeof item?.wakes === 'number' ? item.wakes : 0,
-    ...(typeof item?.starting === 'number' ? { starting: item.starting } : {}),
-  };
-}
-
 export class DynamoDeliveryStore implements DeliveryStore {
   private readonly client: DynamoDBClient;
   private readonly table: string;
 
-  constructor(client: DynamoDBClient, tableName: string) {
+  private readonly slotMap: DynamoSlotMap;
+
+  /** `slotsPerShard` below 10 spreads slots over more items (tests use it to exercise the shards). */
+  constructor(client: DynamoDBClient, tableName: string, opts: { slotsPerShard?: number } = {}) {
     this.client = client;
     this.table = tableName;
+    this.slotMap = new DynamoSlotMap(client, tableName, opts.slotsPerShard);
   }
 
   /** A consistent read of one item, unmarshalled. */
@@ -191,212 +184,72 @@ export class DynamoDeliveryStore implements DeliveryStore {
     return out.Item ? unmarshall(out.Item) : undefined;
   }
 
-  /**
-   * One conditional UpdateItem on the Host table. A failed condition is an answer, not an error:
-   * it comes back with the item as it was (when asked for), so callers can tell why.
-   */
-  private async update(
-    key: Record<string, string>,
-    input: Omit<UpdateItemCommandInput, 'TableName' | 'Key'>,
-  ): Promise<{ ok: true; item?: Record<string, unknown> } | { ok: false; old?: Record<string, unknown> }> {
-    for (let round = 1; ; round++) {
-      try {
-        const out = await this.client.send(
-          new UpdateItemCommand({ TableName: this.table, Key: marshall(key), ...input }),
-        );
-        return { ok: true, item: out.Attributes ? unmarshall(out.Attributes) : undefined };
-      } catch (err) {
-        if (isTransactionConflict(err) && round < CONFLICT_TRIES) {
-          await backoff(round);
-          continue;
-        }
-        if (!isConditionFailure(err)) throw err;
-        return { ok: false, old: err.Item ? unmarshall(err.Item) : undefined };
-      }
-    }
+  /** One conditional UpdateItem on the Host table (`conditionalUpdate`). */
+  private update(key: Record<string, string>, input: Parameters<typeof conditionalUpdate>[3]) {
+    return conditionalUpdate(this.client, this.table, key, input);
   }
 
-  async initSlots(consumerUid: string): Promise<void> {
-    await this.client.send(
-      new UpdateItemCommand({
-        TableName: this.table,
-        Key: marshall(deliveryKeys.slots(consumerUid)),
-        UpdateExpression:
-          'SET slots = if_not_exists(slots, :empty), registered = if_not_exists(registered, :empty)',
-        ExpressionAttributeValues: marshall({ ':empty': {} }),
-      }),
-    );
+  // Slots: the slot map (`dynamodb-slot-map.ts`) answers for them.
+  initSlots(consumerUid: string): Promise<void> {
+    return this.slotMap.init(consumerUid);
   }
 
   async slots(consumerUid: string): Promise<Record<string, number>> {
-    return ((await this.getItem(deliveryKeys.slots(consumerUid)))?.slots ?? {}) as Record<string, number>;
+    return (await this.slotMap.read(consumerUid)).slots;
   }
 
-  async dispatchState(consumerUid: string): Promise<DispatchState> {
-    return toDispatchState(await this.getItem(deliveryKeys.slots(consumerUid)));
+  dispatchState(consumerUid: string): Promise<DispatchState> {
+    return this.slotMap.read(consumerUid);
   }
 
-  async acquireSlot(
-    consumerUid: string,
-    batchId: string,
-    deadline: number,
-    max: number,
-  ): Promise<DispatchState | undefined> {
-    const out = await this.takeSlot(consumerUid, batchId, deadline, max);
-    return out.taken ? out.state : undefined;
+  takeSlot(consumerUid: string, batchId: string, deadline: number, max: number): Promise<SlotAnswer> {
+    return this.slotMap.take(consumerUid, batchId, deadline, max);
   }
 
-  async takeSlot(
-    consumerUid: string,
-    batchId: string,
-    deadline: number,
-    max: number,
-  ): Promise<{ taken: boolean; state: DispatchState }> {
-    for (let round = 0; round < 2; round++) {
-      const out = await this.update(deliveryKeys.slots(consumerUid), {
-        // A lane that takes a slot is receiving: a wake's start lease is no longer needed.
-        UpdateExpression: 'SET slots.#b = :deadline REMOVE starting',
-        // `<`, not `<>`: a lowered maxConcurrency must not let the count run past it. size() of a
-        // missing map is false on AWS already; saying so first keeps moto from failing the call.
-        ConditionExpression:
-          'attribute_exists(slots) AND size(slots) < :max AND attribute_not_exists(slots.#b)',
-        ExpressionAttributeNames: { '#b': batchId },
-        ExpressionAttributeValues: marshall({ ':deadline': deadline, ':max': max }),
-        ReturnValues: 'ALL_NEW',
-        ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-      });
-      if (out.ok) return { taken: true, state: toDispatchState(out.item) };
-      if (out.old?.slots !== undefined) {
-        const state = toDispatchState(out.old);
-        // Taken by this call's earlier try, whose answer was lost (a lane's ids are derived, so
-        // no one else asks for this one): it is ours. Otherwise every slot is taken.
-        return { taken: state.slots[batchId] !== undefined, state };
-      }
-      await this.initSlots(consumerUid); // first use: the slot map does not exist yet
-    }
-    return { taken: false, state: toDispatchState(undefined) };
-  }
-
-  async swapSlot(
+  swapSlot(
     consumerUid: string,
     previous: string,
     batchId: string,
     deadline: number,
     max: number,
-  ): Promise<{ taken: boolean; state: DispatchState }> {
-    const out = await this.update(deliveryKeys.slots(consumerUid), {
-      UpdateExpression: 'SET slots.#b = :deadline REMOVE slots.#p, registered.#p, starting',
-      // With the previous slot held the count stays as it is, so it may equal the bound; without
-      // it (recovered meanwhile) this is a take like any other. A missing slot map (the consumer's
-      // slots item deleted meanwhile) fails the condition on AWS already (size() of it is false);
-      // saying so first keeps moto from failing the call, as in takeSlot.
-      ConditionExpression:
-        'attribute_exists(slots) AND attribute_not_exists(slots.#b) AND ((attribute_exists(slots.#p) AND size(slots) <= :max) OR (attribute_not_exists(slots.#p) AND size(slots) < :max))',
-      ExpressionAttributeNames: { '#b': batchId, '#p': previous },
-      ExpressionAttributeValues: marshall({ ':deadline': deadline, ':max': max }),
-      ReturnValues: 'ALL_NEW',
-      ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-    });
-    if (out.ok) return { taken: true, state: toDispatchState(out.item) };
-    const old = toDispatchState(out.old);
-    // This hand-over was made before (a repeated call whose answer was lost): the slot is ours.
-    if (old.slots[batchId] !== undefined && old.slots[previous] === undefined)
-      return { taken: true, state: old };
-    // Every slot is taken (a lowered maxConcurrency): the previous one is freed all the same.
-    await this.releaseSlot(consumerUid, previous);
-    return { taken: false, state: old };
+  ): Promise<SlotAnswer> {
+    return this.slotMap.swap(consumerUid, previous, batchId, deadline, max);
   }
 
-  async releaseSlot(consumerUid: string, batchId: string): Promise<number> {
-    const out = await this.update(deliveryKeys.slots(consumerUid), {
-      UpdateExpression: 'REMOVE slots.#b, registered.#b',
-      ConditionExpression: 'attribute_exists(slots)',
-      ExpressionAttributeNames: { '#b': batchId },
-      ReturnValues: 'ALL_NEW',
-    });
-    return out.ok ? toDispatchState(out.item).wakes : 0;
+  async releaseSlot(
+    consumerUid: string,
+    batchId: string,
+    opts: { recoveredAt?: number } = {},
+  ): Promise<void> {
+    await this.slotMap.release(consumerUid, batchId, opts.recoveredAt);
   }
 
-  async claimStart(consumerUid: string, now: number, leaseMs: number): Promise<boolean> {
-    const out = await this.update(deliveryKeys.slots(consumerUid), {
-      UpdateExpression: 'SET starting = :until',
-      ConditionExpression: 'attribute_not_exists(starting) OR starting < :now',
-      ExpressionAttributeValues: marshall({ ':until': now + leaseMs, ':now': now }),
-    });
-    return out.ok;
+  releaseIdle(consumerUid: string, batchId: string): Promise<{ wakes?: number; lastWakeAt?: number }> {
+    return this.slotMap.releaseIdle(consumerUid, batchId);
   }
 
-  async wake(consumerUid: string): Promise<DispatchState> {
-    const out = await this.update(deliveryKeys.slots(consumerUid), {
-      UpdateExpression: 'ADD wakes :one',
-      ExpressionAttributeValues: marshall({ ':one': 1 }),
-      ReturnValues: 'ALL_NEW',
-    });
-    return toDispatchState(out.ok ? out.item : undefined);
+  claimStart(consumerUid: string, now: number, leaseMs: number): Promise<boolean> {
+    return this.slotMap.claimStart(consumerUid, now, leaseMs);
   }
 
-  async releaseUnregistered(consumerUid: string, batchId: string): Promise<boolean> {
-    const out = await this.update(deliveryKeys.slots(consumerUid), {
-      UpdateExpression: 'REMOVE slots.#b',
-      ConditionExpression: 'attribute_exists(slots.#b) AND attribute_not_exists(registered.#b)',
-      ExpressionAttributeNames: { '#b': batchId },
-    });
-    return out.ok;
+  wake(consumerUid: string, now: number): Promise<DispatchState> {
+    return this.slotMap.wake(consumerUid, now);
   }
 
-  async markRegistered(consumerUid: string, batchId: string): Promise<boolean> {
-    for (let round = 0; round < 2; round++) {
-      try {
-        const out = await this.update(deliveryKeys.slots(consumerUid), {
-          UpdateExpression: 'SET registered.#b = :true',
-          ConditionExpression: 'attribute_exists(slots.#b)',
-          ExpressionAttributeNames: { '#b': batchId },
-          ExpressionAttributeValues: marshall({ ':true': true }),
-        });
-        return out.ok;
-      } catch (err) {
-        if ((err as Error).name !== 'ValidationException') throw err;
-        await this.initSlots(consumerUid); // an older slot map without the `registered` map
-      }
-    }
-    return false;
+  releaseUnregistered(consumerUid: string, batchId: string): Promise<boolean> {
+    return this.slotMap.releaseUnregistered(consumerUid, batchId);
   }
 
-  async consumersWithSlots(): Promise<string[]> {
-    const out: string[] = [];
-    let start: Record<string, AttributeValue> | undefined;
-    do {
-      const page = await this.client.send(
-        new ScanCommand({
-          TableName: this.table,
-          FilterExpression: 'begins_with(#pk, :p)',
-          ProjectionExpression: '#pk',
-          ExpressionAttributeNames: { '#pk': PK },
-          ExpressionAttributeValues: marshall({ ':p': 'DISPATCH#' }),
-          ConsistentRead: true,
-          ExclusiveStartKey: start,
-        }),
-      );
-      for (const item of page.Items ?? []) out.push(String(unmarshall(item)[PK]).slice('DISPATCH#'.length));
-      start = page.LastEvaluatedKey;
-    } while (start);
-    return out;
+  markRegistered(consumerUid: string, batchId: string): Promise<boolean> {
+    return this.slotMap.markRegistered(consumerUid, batchId);
   }
 
-  async revokeUnregistered(consumerUid: string): Promise<number> {
-    const item = await this.getItem(deliveryKeys.slots(consumerUid));
-    let revoked = 0;
-    for (const batchId of Object.keys(item?.slots ?? {})) {
-      if (item?.registered?.[batchId]) continue;
-      // Fails if the slot was registered meanwhile: it holds a batch now and stays.
-      const out = await this.update(deliveryKeys.slots(consumerUid), {
-        UpdateExpression: 'REMOVE slots.#b',
-        ConditionExpression: 'attribute_exists(slots.#b) AND attribute_not_exists(registered.#b)',
-        ExpressionAttributeNames: { '#b': batchId },
-      });
-      if (out.ok) revoked++;
-    }
-    return revoked;
+  consumersWithSlots(): Promise<string[]> {
+    return this.slotMap.consumersWithSlots();
+  }
+
+  revokeUnregistered(consumerUid: string): Promise<number> {
+    return this.slotMap.revokeUnregistered(consumerUid);
   }
 
   async createBatch(batchHead: BatchHead, manifest: Manifest): Promise<boolean> {
@@ -421,17 +274,8 @@ export class DynamoDeliveryStore implements DeliveryStore {
           ExpressionAttributeNames: { '#pk': PK },
         },
       },
-      {
-        // The stop boundary (QC-08): a slot revoked before this point never holds a batch.
-        Update: {
-          TableName: this.table,
-          Key: marshall(deliveryKeys.slots(head.consumerUid)),
-          UpdateExpression: 'SET registered.#b = :true, slots.#b = :deadline',
-          ConditionExpression: 'attribute_exists(slots.#b)',
-          ExpressionAttributeNames: { '#b': head.batchId },
-          ExpressionAttributeValues: marshall({ ':true': true, ':deadline': head.deadline }),
-        },
-      },
+      // The stop boundary (QC-08): a slot revoked before this point never holds a batch.
+      this.slotMap.registerAction(head.consumerUid, head.batchId, head.deadline),
       {
         // The consumer generation the slot was sealed for is still the active one: a stop or an
         // update after the slot was taken starts nothing (the check replaces a read before it).
@@ -706,18 +550,25 @@ export class DynamoDeliveryStore implements DeliveryStore {
   async registrationReads(
     queueUid: string,
     commitIds: readonly string[],
-    slotsOf?: string,
+    slotsOf?: { consumerUid: string; maxConcurrency: number },
   ): Promise<RegistrationReads> {
     const state = deliveryKeys.queueState(queueUid);
-    const slots = slotsOf === undefined ? undefined : deliveryKeys.slots(slotsOf);
-    const keys = [state, ...(slots ? [slots] : []), ...[...new Set(commitIds)].map(commitKey)];
-    // A consumer without a slot map holds no slots (as `slots` reads it).
-    const out: RegistrationReads = { outstanding: 0, committed: new Set(), ...(slots ? { held: 0 } : {}) };
+    const shards = slotsOf ? this.slotMap.keysFor(slotsOf.consumerUid, slotsOf.maxConcurrency) : [];
+    const keys = [state, ...shards, ...[...new Set(commitIds)].map(commitKey)];
+    const out: RegistrationReads = { outstanding: 0, committed: new Set() };
+    const slotItems: StoredItem[] = [];
     for (const v of await this.consistentBatchGet(keys, 'registration reads')) {
       const commit = commitIdOf(v[PK]);
       if (commit !== undefined) out.committed.add(commit);
       else if (v[PK] === state[PK]) out.outstanding = Number(v.outstanding ?? 0);
-      else if (slots && v[PK] === slots[PK]) out.held = Object.keys(v.slots ?? {}).length;
+      else if (slotsOf && v[PK] === shards[0]?.[PK]) slotItems.push(v);
+    }
+    if (slotsOf) {
+      // A consumer without a slot map holds no slots (as `slots` reads it).
+      const slots = await this.slotMap.fromReads(slotsOf.consumerUid, slotItems);
+      out.slots = slots.slots;
+      out.held = Object.keys(slots.slots).length;
+      if (slots.recoveredAt !== undefined) out.recoveredAt = slots.recoveredAt;
     }
     return out;
   }

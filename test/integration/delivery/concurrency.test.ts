@@ -154,23 +154,27 @@ describe.concurrent('DL-02 concurrency per consumer', () => {
     });
   });
 
-  it('DL-02 two dispatchers driving one consumer (duplicate executions) still never exceed 3', async ({
-    expect,
-  }) => {
-    await withHost({ workerTimeoutMs: 20_000 }, async (d) => {
-      d.startDispatcher();
-      d.startDispatcher(); // a second execution of the same consumer generation: 6 lanes for 3 slots
-      const { events, ids } = await run(d, 'c3dup', {
-        messages: 100,
-        maxBatchSize: 5,
-        maxConcurrency: 3,
-        body: holdUntilStarted(3, 6_000) + SLEEP,
+  it.for([
+    ['one slot map item', 0],
+    ['one item per slot (three shards, lanes in each)', 1],
+  ] as const)(
+    'DL-02 two dispatchers driving one consumer (duplicate executions) still never exceed 3: %s',
+    async ([, slotsPerShard], { expect }) => {
+      await withHost({ workerTimeoutMs: 20_000, ...(slotsPerShard ? { slotsPerShard } : {}) }, async (d) => {
+        d.startDispatcher();
+        d.startDispatcher(); // a second execution of the same consumer generation: 6 lanes for 3 slots
+        const { events, ids } = await run(d, `c3dup${slotsPerShard ?? ''}`, {
+          messages: 100,
+          maxBatchSize: 5,
+          maxConcurrency: 3,
+          body: holdUntilStarted(3, 6_000) + SLEEP,
+        });
+        expect(new Set(attemptsById(events).keys())).toEqual(new Set(ids));
+        expect(notOnceEach(events)).toEqual([]);
+        expect(peak(events)).toBe(3);
       });
-      expect(new Set(attemptsById(events).keys())).toEqual(new Set(ids));
-      expect(notOnceEach(events)).toEqual([]);
-      expect(peak(events)).toBe(3);
-    });
-  });
+    },
+  );
 
   it('DL-02 RC-01 maxConcurrency 3 across a crash and restart: peak ≤ 3 throughout (dead batches keep their slots); every message is acknowledged', async ({
     expect,

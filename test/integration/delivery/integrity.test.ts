@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { commitKey } from '../../../lambdas/adapters/aws/dynamodb-commit-store.ts';
 import { deliveryKeys } from '../../../lambdas/adapters/aws/dynamodb-delivery-store.ts';
 import { withFaults } from '../../../lambdas/adapters/aws/fault-injection.ts';
+import { shardOf } from '../../../lambdas/adapters/aws/slot-shards.ts';
 import { type BatchHostPort, type QueueInvoker, runBatch } from '../../../lambdas/delivery/batch-runner.ts';
 import type { Slot } from '../../../lambdas/delivery/delivery-service.ts';
 import type { BatchHead } from '../../../lambdas/delivery/delivery-store.ts';
@@ -67,6 +68,18 @@ async function peekAll(d: DeliveryHost, queue: QueueTarget) {
     }
   }
   return out;
+}
+
+/** SQS hands a held message out again (its hold ran out) and the next receive gets it. */
+async function handedOutAgain(d: DeliveryHost, queue: QueueTarget, handle: string | undefined) {
+  await d.host.sqs.send(
+    new ChangeMessageVisibilityCommand({
+      QueueUrl: queue.sqsUrl,
+      ReceiptHandle: handle,
+      VisibilityTimeout: 0,
+    }),
+  );
+  return receiveAsRunner(d, queue);
 }
 
 /** Acquires a slot of `consumerUid` (there must be one free). */
@@ -424,6 +437,84 @@ describe.concurrent('issue 11: dead-letter moves, duplicates, record lifetimes (
   });
 });
 
+describe('issue 13: late recovery when the slot map is in shards (RC-01, DL-07)', () => {
+  let d: DeliveryHost;
+  let offset = 0;
+  const clock = () => Date.now() + offset;
+  // One slot per shard item: a consumer of maxConcurrency 2 has two, so a lane's take sees only
+  // its own shard, and its registration must read the other.
+  beforeAll(async () => {
+    d = await createDeliveryHost({ clock, graceMs: 5_000, slotsPerShard: 1 });
+  });
+  afterAll(async () => d.close());
+
+  const receive = (queue: QueueTarget) => receiveAsRunner(d, queue);
+  const handOutAgain = (queue: QueueTarget, handle: string | undefined) => handedOutAgain(d, queue, handle);
+
+  /** Batch A registered and abandoned; lane B's slot in the other shard; A's message out again. */
+  async function abandonedInOtherShard(name: string) {
+    const { queue, consumerUid } = await d.setup(name, recordingWorker(d.logFile(name)), {
+      maxConcurrency: 2,
+      maxRetries: 3,
+    });
+    const id = await d.host.producer.send(queue, 'abandoned');
+    const a = await slotOf(d, consumerUid);
+    const got = await receive(queue);
+    const first = (await d.host.delivery.register(a, got)).deliver.map((x) => x.attempts);
+    const b = await slotOf(d, consumerUid);
+    offset += a.invisibleUntil - clock() + 1_000;
+    const again = await handOutAgain(queue, got[0]?.receiptHandle);
+    return { queue, consumerUid, id, a, b, again, first };
+  }
+
+  it('RC-01 DL-07 a registration whose take saw one shard reads them all and recovers an expired batch in another first', async ({
+    expect,
+  }) => {
+    const { queue, consumerUid, id, a, b, again, first } = await abandonedInOtherShard('shards-late');
+    expect(first).toEqual([1]);
+    expect(again.map((r) => r.envelope.id)).toEqual([id]);
+    expect(shardOf(a.batchId)).not.toBe(shardOf(b.batchId));
+    expect(b.taken?.partial).toBe(true);
+    const reg = await d.host.delivery.register(b, again);
+    expect(reg.deliver.map((x) => x.attempts)).toEqual([2]);
+    expect(Object.keys(await d.host.delivery.slotsOf(consumerUid))).toEqual([b.batchId]);
+    await d.host.delivery.finalizeAsRunner(b.batchId, reg.credential, 'returned');
+    await waitDrained(d, queue, 10_000);
+  });
+
+  it('RC-01 DL-07 a recovery between the items of the registration’s read (the count read before its records, the shard after its release) still counts the attempt', async ({
+    expect,
+  }) => {
+    const { queue, consumerUid, id, a, b, again, first } = await abandonedInOtherShard('shards-race');
+    expect(first).toEqual([1]);
+    expect(again.map((r) => r.envelope.id)).toEqual([id]);
+    const store = storeOf(d);
+    const reads = store.registrationReads.bind(store);
+    let calls = 0;
+    // DynamoDB reads the items of one BatchGetItem in no set order: here the queue's count of
+    // attempts records is read before the recovery writes A's, and A's shard after it freed A.
+    store.registrationReads = async (...args) => {
+      calls++;
+      if (calls > 1 || args[2] === undefined) return reads(...args);
+      const before = await reads(...args);
+      await d.host.delivery.recoverBatch(consumerUid, a.batchId);
+      const after = await reads(...args);
+      return { ...after, outstanding: before.outstanding };
+    };
+    let reg: Awaited<ReturnType<typeof d.host.delivery.register>>;
+    try {
+      reg = await d.host.delivery.register(b, again);
+    } finally {
+      store.registrationReads = reads;
+    }
+    // The release was stamped: the registration read the count and records again.
+    expect(calls).toBe(2);
+    expect(reg.deliver.map((x) => x.attempts)).toEqual([2]);
+    await d.host.delivery.finalizeAsRunner(b.batchId, reg.credential, 'returned');
+    await waitDrained(d, queue, 10_000);
+  });
+});
+
 describe('issue 11: what a runner may ask, and late recovery (DL-07, DL-09, RC-01)', () => {
   let d: DeliveryHost;
   let offset = 0;
@@ -435,18 +526,7 @@ describe('issue 11: what a runner may ask, and late recovery (DL-07, DL-09, RC-0
   afterAll(async () => d.close());
 
   const receive = (queue: QueueTarget) => receiveAsRunner(d, queue);
-  /** SQS hands a held message out again (its hold ran out) and the next receive gets it. */
-  const handOutAgain = async (queue: QueueTarget, handle: string | undefined) => {
-    const { ChangeMessageVisibilityCommand } = await import('@aws-sdk/client-sqs');
-    await d.host.sqs.send(
-      new ChangeMessageVisibilityCommand({
-        QueueUrl: queue.sqsUrl,
-        ReceiptHandle: handle,
-        VisibilityTimeout: 0,
-      }),
-    );
-    return receive(queue);
-  };
+  const handOutAgain = (queue: QueueTarget, handle: string | undefined) => handedOutAgain(d, queue, handle);
 
   it('RC-01 DL-07 late recovery: a message of an abandoned batch received again before anyone recovered it still counts its attempt', async ({
     expect,

@@ -63,7 +63,7 @@ describe('issue 12: settleMany in the DynamoDB store', () => {
         retryDelaySeconds: 0,
       },
     });
-    expect(await store.acquireSlot(consumerUid, batchId, Date.now() + 60_000, 5)).toBeDefined();
+    expect((await store.takeSlot(consumerUid, batchId, Date.now() + 60_000, 5)).taken).toBe(true);
     const head: BatchHead = {
       batchId,
       consumerUid,

@@ -28,7 +28,7 @@ describe('DL-02 slots in the DynamoDB store without a slot map', () => {
   it('DL-02 the first take creates the map; a hand-over keeps the count at the bound, a take beyond it is refused', async () => {
     const c = `c-${randomUUID()}`;
     // Only a wake count: the item exists, its slot map does not.
-    await store.wake(c);
+    await store.wake(c, Date.now());
     expect((await store.takeSlot(c, 'b1', deadline(), 1)).taken).toBe(true);
     expect(await store.slots(c)).toEqual({ b1: expect.any(Number) });
     expect((await store.takeSlot(c, 'b2', deadline(), 1)).taken).toBe(false);

@@ -5,6 +5,7 @@ import { expect } from 'vitest';
 import { attachmentKey } from '../../../lambdas/adapters/aws/dynamodb-attachments.ts';
 import { DynamoDeliveryStore } from '../../../lambdas/adapters/aws/dynamodb-delivery-store.ts';
 import { keys } from '../../../lambdas/adapters/aws/dynamodb-host-store.ts';
+import { SLOTS_PER_SHARD } from '../../../lambdas/adapters/aws/slot-shards.ts';
 import {
   consumerClaimKey,
   deadLetterGraphKey,
@@ -196,21 +197,18 @@ export async function sqsUrl(host: TestHost, queueUid: string): Promise<string |
  */
 export async function startBatch(host: TestHost, consumerUid: string, batchId: string, deadline: number) {
   const store = new DynamoDeliveryStore(host.dynamodb, host.tableName);
-  expect(await store.acquireSlot(consumerUid, batchId, deadline, 250)).toBeDefined();
+  expect((await store.takeSlot(consumerUid, batchId, deadline, FIRST_SHARD)).batchId).toBe(batchId);
   expect(await store.markRegistered(consumerUid, batchId)).toBe(true);
 }
 
 /** An idle lane: a slot taken, no batch registered in it yet. */
 export async function idleLane(host: TestHost, consumerUid: string, batchId: string, deadline: number) {
-  expect(
-    await new DynamoDeliveryStore(host.dynamodb, host.tableName).acquireSlot(
-      consumerUid,
-      batchId,
-      deadline,
-      250,
-    ),
-  ).toBeDefined();
+  const store = new DynamoDeliveryStore(host.dynamodb, host.tableName);
+  expect((await store.takeSlot(consumerUid, batchId, deadline, FIRST_SHARD)).batchId).toBe(batchId);
 }
+
+/** A bound that keeps every slot in the consumer's first shard, where a batch id stays as given. */
+const FIRST_SHARD = SLOTS_PER_SHARD;
 
 /** The batch ended (settled or made redeliverable): its slot is released. */
 export async function endBatch(host: TestHost, consumerUid: string, batchId: string) {

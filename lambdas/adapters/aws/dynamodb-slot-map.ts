@@ -1,0 +1,402 @@
+/**
+ * A consumer's concurrency slots (DL-02) in DynamoDB: the items `DISPATCH#<consumer>` / `_`
+ * (shard 0, which also counts wakes and holds a wake's start lease) and `shard#<s>` for the
+ * further shards of a consumer whose maxConcurrency is above `perShard` (`slot-shards.ts`).
+ * Each slot is one entry `slots.<batchId> = deadline` (plus `registered.<batchId>` once it
+ * holds a batch) in its shard, and every write names one shard item, so its cost does not grow
+ * with maxConcurrency. Shard 0 records how many shards the consumer has used (`shards`), raised
+ * before a slot is first taken in a new one, so that a reader who knows shard 0 knows them all.
+ */
+import {
+  type AttributeValue,
+  type DynamoDBClient,
+  GetItemCommand,
+  QueryCommand,
+  ScanCommand,
+  UpdateItemCommand,
+} from '@aws-sdk/client-dynamodb';
+import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
+import type { DispatchState } from '../../delivery/delivery-store.ts';
+import { TABLE_KEYS } from '../../shared/table-schema.ts';
+import { conditionalUpdate } from './dynamodb-conditional-update.ts';
+import { inShard, SLOTS_PER_SHARD, shardCapacity, shardCount, shardOf, takeOrder } from './slot-shards.ts';
+
+const { pk: PK, sk: SK } = TABLE_KEYS;
+const PREFIX = 'DISPATCH#';
+
+export const slotShardKey = (consumerUid: string, shard = 0) => ({
+  [PK]: `${PREFIX}${consumerUid}`,
+  [SK]: shard === 0 ? '_' : `shard#${shard}`,
+});
+
+const shardOfKey = (sk: unknown) => (sk === '_' ? 0 : Number(String(sk).slice('shard#'.length)));
+
+/** A take's or hand-over's answer: the batch id as held (with its shard), and the state seen. */
+export interface SlotAnswer {
+  taken: boolean;
+  state: DispatchState;
+  batchId: string;
+}
+
+/** One shard item as a state; `partial` unless it is the consumer's only shard. */
+function stateOf(item: Record<string, unknown> | undefined, shard: number): DispatchState {
+  const only = shard === 0 && Number(item?.shards ?? 1) <= 1;
+  return {
+    slots: (item?.slots ?? {}) as Record<string, number>,
+    registered: (item?.registered ?? {}) as Record<string, boolean>,
+    ...(shard === 0 ? { wakes: typeof item?.wakes === 'number' ? item.wakes : 0 } : {}),
+    ...(typeof item?.starting === 'number' ? { starting: item.starting } : {}),
+    ...(typeof item?.lastWakeAt === 'number' ? { lastWakeAt: item.lastWakeAt } : {}),
+    ...(typeof item?.recoveredAt === 'number' ? { recoveredAt: item.recoveredAt } : {}),
+    ...(only ? {} : { partial: true as const }),
+  };
+}
+
+/** Shard states merged into one; partial unless `complete`. */
+export function mergeStates(states: DispatchState[], complete: boolean): DispatchState {
+  const out: DispatchState = { slots: {}, registered: {} };
+  for (const s of states) {
+    Object.assign(out.slots, s.slots);
+    Object.assign(out.registered, s.registered);
+    if (s.wakes !== undefined) out.wakes = s.wakes;
+    if (s.starting !== undefined) out.starting = s.starting;
+    if (s.lastWakeAt !== undefined) out.lastWakeAt = s.lastWakeAt;
+    if (s.recoveredAt !== undefined) out.recoveredAt = Math.max(out.recoveredAt ?? 0, s.recoveredAt);
+  }
+  if (!complete) out.partial = true;
+  return out;
+}
+
+export class DynamoSlotMap {
+  private readonly client: DynamoDBClient;
+  private readonly table: string;
+  private readonly perShard: number;
+  /** Shards each consumer is known to have used (never fewer than it has): which items to read. */
+  private readonly knownShards = new Map<string, number>();
+
+  constructor(client: DynamoDBClient, table: string, perShard = SLOTS_PER_SHARD) {
+    if (!Number.isInteger(perShard) || perShard < 1 || perShard > SLOTS_PER_SHARD) {
+      throw new Error(`slots per shard must be 1..${SLOTS_PER_SHARD}`);
+    }
+    this.client = client;
+    this.table = table;
+    this.perShard = perShard;
+  }
+
+  private update(consumerUid: string, shard: number, input: Parameters<typeof conditionalUpdate>[3]) {
+    return conditionalUpdate(this.client, this.table, slotShardKey(consumerUid, shard), input);
+  }
+
+  /** Creates the shard's maps if missing; a new shard is counted in shard 0 first. */
+  async init(consumerUid: string, shard = 0): Promise<void> {
+    if (shard > 0) await this.countShards(consumerUid, shard + 1);
+    await this.client.send(
+      new UpdateItemCommand({
+        TableName: this.table,
+        Key: marshall(slotShardKey(consumerUid, shard)),
+        UpdateExpression:
+          'SET slots = if_not_exists(slots, :empty), registered = if_not_exists(registered, :empty)',
+        ExpressionAttributeValues: marshall({ ':empty': {} }),
+      }),
+    );
+  }
+
+  /** Raises shard 0's count of used shards to at least `count`. */
+  private async countShards(consumerUid: string, count: number): Promise<void> {
+    await this.update(consumerUid, 0, {
+      UpdateExpression: 'SET shards = :n',
+      ConditionExpression: 'attribute_not_exists(shards) OR shards < :n',
+      ExpressionAttributeValues: marshall({ ':n': count }),
+    });
+    this.learnShards(consumerUid, count);
+  }
+
+  private learnShards(consumerUid: string, count: number): void {
+    if (count > (this.knownShards.get(consumerUid) ?? 1)) this.knownShards.set(consumerUid, count);
+  }
+
+  /** Every shard of the consumer in one consistent Query. */
+  async read(consumerUid: string): Promise<DispatchState> {
+    const states: DispatchState[] = [];
+    let start: Record<string, AttributeValue> | undefined;
+    do {
+      const page = await this.client.send(
+        new QueryCommand({
+          TableName: this.table,
+          KeyConditionExpression: '#pk = :pk',
+          ExpressionAttributeNames: { '#pk': PK },
+          ExpressionAttributeValues: marshall({ ':pk': `${PREFIX}${consumerUid}` }),
+          ConsistentRead: true,
+          ExclusiveStartKey: start,
+        }),
+      );
+      for (const raw of page.Items ?? []) {
+        const item = unmarshall(raw);
+        const shard = shardOfKey(item[SK]);
+        if (shard === 0) this.learnShards(consumerUid, Number(item.shards ?? 1));
+        states.push(stateOf(item, shard));
+      }
+      start = page.LastEvaluatedKey;
+    } while (start);
+    const merged = mergeStates(states, true);
+    merged.wakes ??= 0;
+    return merged;
+  }
+
+  /** The keys a registration reads to see every slot of the consumer (`fromReads` completes them). */
+  keysFor(consumerUid: string, maxConcurrency: number): Record<string, string>[] {
+    const count = Math.max(shardCount(maxConcurrency, this.perShard), this.knownShards.get(consumerUid) ?? 1);
+    return Array.from({ length: count }, (_, s) => slotShardKey(consumerUid, s));
+  }
+
+  /**
+   * The state from the shard items a registration read (`keysFor`), plus the shards it did not
+   * know of, read after them (shard 0 counts them all).
+   */
+  async fromReads(consumerUid: string, items: Record<string, unknown>[]): Promise<DispatchState> {
+    const states = items.map((item) => stateOf(item, shardOfKey(item[SK])));
+    const first = items.find((item) => item[SK] === '_');
+    const used = Number(first?.shards ?? 1);
+    const read = new Set(items.map((item) => shardOfKey(item[SK])));
+    this.learnShards(consumerUid, used);
+    for (let s = 1; s < used; s++) {
+      if (read.has(s)) continue;
+      const out = await this.client.send(
+        new GetItemCommand({
+          TableName: this.table,
+          Key: marshall(slotShardKey(consumerUid, s)),
+          ConsistentRead: true,
+        }),
+      );
+      if (out.Item) states.push(stateOf(unmarshall(out.Item), s));
+    }
+    const merged = mergeStates(states, true);
+    merged.wakes ??= 0;
+    return merged;
+  }
+
+  async take(consumerUid: string, batchId: string, deadline: number, max: number): Promise<SlotAnswer> {
+    const count = shardCount(max, this.perShard);
+    const seen: DispatchState[] = [];
+    for (const shard of count === 1 ? [0] : takeOrder(batchId, count)) {
+      const id = inShard(batchId, shard);
+      if (shard > 0 && (this.knownShards.get(consumerUid) ?? 1) <= shard) {
+        await this.countShards(consumerUid, shard + 1);
+      }
+      const out = await this.takeIn(
+        consumerUid,
+        shard,
+        id,
+        deadline,
+        shardCapacity(max, shard, this.perShard),
+      );
+      if (out.taken) return { taken: true, state: out.state, batchId: id };
+      seen.push(out.state);
+    }
+    const all = count === 1 && seen[0]?.partial === undefined;
+    return { taken: false, state: mergeStates(seen, all), batchId: inShard(batchId, 0) };
+  }
+
+  /** A take in one shard: its answer after the take, or as it was when the shard was full. */
+  private async takeIn(
+    consumerUid: string,
+    shard: number,
+    batchId: string,
+    deadline: number,
+    capacity: number,
+  ): Promise<{ taken: boolean; state: DispatchState }> {
+    for (let round = 0; round < 2; round++) {
+      const out = await this.update(consumerUid, shard, {
+        // A lane that takes a slot is receiving: a wake's start lease is no longer needed.
+        UpdateExpression:
+          shard === 0 ? 'SET slots.#b = :deadline REMOVE starting' : 'SET slots.#b = :deadline',
+        // `<`, not `<>`: a lowered maxConcurrency must not let the count run past it. size() of a
+        // missing map is false on AWS already; saying so first keeps moto from failing the call.
+        ConditionExpression:
+          'attribute_exists(slots) AND size(slots) < :max AND attribute_not_exists(slots.#b)',
+        ExpressionAttributeNames: { '#b': batchId },
+        ExpressionAttributeValues: marshall({ ':deadline': deadline, ':max': capacity }),
+        ReturnValues: 'ALL_NEW',
+        ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+      });
+      if (out.ok) return { taken: true, state: stateOf(out.item, shard) };
+      if (out.old?.slots !== undefined) {
+        const state = stateOf(out.old, shard);
+        // Taken by this call's earlier try, whose answer was lost (a lane's ids are derived, so
+        // no one else asks for this one): it is ours. Otherwise the shard is full.
+        return { taken: state.slots[batchId] !== undefined, state };
+      }
+      await this.init(consumerUid, shard); // first use: the shard does not exist yet
+    }
+    return { taken: false, state: stateOf(undefined, shard) };
+  }
+
+  async swap(
+    consumerUid: string,
+    previous: string,
+    batchId: string,
+    deadline: number,
+    max: number,
+  ): Promise<SlotAnswer> {
+    // The next batch stays in its lane's shard, where the count does not change.
+    const shard = shardOf(previous);
+    const id = inShard(batchId, shard);
+    const out = await this.update(consumerUid, shard, {
+      UpdateExpression: 'SET slots.#b = :deadline REMOVE slots.#p, registered.#p'.concat(
+        shard === 0 ? ', starting' : '',
+      ),
+      // With the previous slot held the count stays as it is, so it may equal the bound; without
+      // it (recovered meanwhile) this is a take like any other. A missing shard (deleted
+      // meanwhile) fails the condition on AWS already (size() of it is false); saying so first
+      // keeps moto from failing the call, as in a take.
+      ConditionExpression:
+        'attribute_exists(slots) AND attribute_not_exists(slots.#b) AND ((attribute_exists(slots.#p) AND size(slots) <= :max) OR (attribute_not_exists(slots.#p) AND size(slots) < :max))',
+      ExpressionAttributeNames: { '#b': id, '#p': previous },
+      ExpressionAttributeValues: marshall({
+        ':deadline': deadline,
+        ':max': shardCapacity(max, shard, this.perShard),
+      }),
+      ReturnValues: 'ALL_NEW',
+      ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+    });
+    if (out.ok) return { taken: true, state: stateOf(out.item, shard), batchId: id };
+    const old = stateOf(out.old, shard);
+    // This hand-over was made before (a repeated call whose answer was lost): the slot is ours.
+    if (old.slots[id] !== undefined && old.slots[previous] === undefined) {
+      return { taken: true, state: old, batchId: id };
+    }
+    // The shard is full (a lowered maxConcurrency): the previous slot is freed all the same.
+    await this.release(consumerUid, previous);
+    return { taken: false, state: old, batchId: id };
+  }
+
+  /** Frees a slot; a recovery's release is stamped (`recoveredAt`), which registrations look for. */
+  async release(
+    consumerUid: string,
+    batchId: string,
+    recoveredAt?: number,
+  ): Promise<Record<string, unknown> | undefined> {
+    const out = await this.update(consumerUid, shardOf(batchId), {
+      UpdateExpression: `REMOVE slots.#b, registered.#b${recoveredAt === undefined ? '' : ' SET recoveredAt = :at'}`,
+      ConditionExpression: 'attribute_exists(slots)',
+      ExpressionAttributeNames: { '#b': batchId },
+      ...(recoveredAt === undefined ? {} : { ExpressionAttributeValues: marshall({ ':at': recoveredAt }) }),
+      ReturnValues: 'ALL_NEW',
+    });
+    return out.ok ? out.item : undefined;
+  }
+
+  /** Frees a slot that received nothing; with shard 0's wake count and time after it. */
+  async releaseIdle(consumerUid: string, batchId: string): Promise<{ wakes?: number; lastWakeAt?: number }> {
+    const after = await this.release(consumerUid, batchId);
+    const first =
+      shardOf(batchId) === 0
+        ? after
+        : await this.client
+            .send(
+              new GetItemCommand({
+                TableName: this.table,
+                Key: marshall(slotShardKey(consumerUid, 0)),
+                ConsistentRead: true,
+              }),
+            )
+            .then((out) => (out.Item ? unmarshall(out.Item) : undefined));
+    return {
+      ...(shardOf(batchId) === 0 ? { wakes: typeof first?.wakes === 'number' ? first.wakes : 0 } : {}),
+      ...(typeof first?.lastWakeAt === 'number' ? { lastWakeAt: first.lastWakeAt } : {}),
+    };
+  }
+
+  async claimStart(consumerUid: string, now: number, leaseMs: number): Promise<boolean> {
+    const out = await this.update(consumerUid, 0, {
+      UpdateExpression: 'SET starting = :until',
+      ConditionExpression: 'attribute_not_exists(starting) OR starting < :now',
+      ExpressionAttributeValues: marshall({ ':until': now + leaseMs, ':now': now }),
+    });
+    return out.ok;
+  }
+
+  /** Counts a wake in shard 0; its answer is partial for a consumer with several shards. */
+  async wake(consumerUid: string, now: number): Promise<DispatchState> {
+    const out = await this.update(consumerUid, 0, {
+      UpdateExpression: 'ADD wakes :one SET lastWakeAt = :now',
+      ExpressionAttributeValues: marshall({ ':one': 1, ':now': now }),
+      ReturnValues: 'ALL_NEW',
+    });
+    return stateOf(out.ok ? out.item : undefined, 0);
+  }
+
+  async releaseUnregistered(consumerUid: string, batchId: string): Promise<boolean> {
+    const out = await this.update(consumerUid, shardOf(batchId), {
+      UpdateExpression: 'REMOVE slots.#b',
+      ConditionExpression: 'attribute_exists(slots.#b) AND attribute_not_exists(registered.#b)',
+      ExpressionAttributeNames: { '#b': batchId },
+    });
+    return out.ok;
+  }
+
+  async markRegistered(consumerUid: string, batchId: string): Promise<boolean> {
+    const shard = shardOf(batchId);
+    for (let round = 0; round < 2; round++) {
+      try {
+        const out = await this.update(consumerUid, shard, {
+          UpdateExpression: 'SET registered.#b = :true',
+          ConditionExpression: 'attribute_exists(slots.#b)',
+          ExpressionAttributeNames: { '#b': batchId },
+          ExpressionAttributeValues: marshall({ ':true': true }),
+        });
+        return out.ok;
+      } catch (err) {
+        if ((err as Error).name !== 'ValidationException') throw err;
+        await this.init(consumerUid, shard); // an older slot map without the `registered` map
+      }
+    }
+    return false;
+  }
+
+  /** The transaction action that marks a slot registered with its new deadline (`createBatch`). */
+  registerAction(consumerUid: string, batchId: string, deadline: number) {
+    return {
+      Update: {
+        TableName: this.table,
+        Key: marshall(slotShardKey(consumerUid, shardOf(batchId))),
+        UpdateExpression: 'SET registered.#b = :true, slots.#b = :deadline',
+        ConditionExpression: 'attribute_exists(slots.#b)',
+        ExpressionAttributeNames: { '#b': batchId },
+        ExpressionAttributeValues: marshall({ ':true': true, ':deadline': deadline }),
+      },
+    };
+  }
+
+  async consumersWithSlots(): Promise<string[]> {
+    const out = new Set<string>();
+    let start: Record<string, AttributeValue> | undefined;
+    do {
+      const page = await this.client.send(
+        new ScanCommand({
+          TableName: this.table,
+          FilterExpression: 'begins_with(#pk, :p)',
+          ProjectionExpression: '#pk',
+          ExpressionAttributeNames: { '#pk': PK },
+          ExpressionAttributeValues: marshall({ ':p': PREFIX }),
+          ConsistentRead: true,
+          ExclusiveStartKey: start,
+        }),
+      );
+      for (const item of page.Items ?? []) out.add(String(unmarshall(item)[PK]).slice(PREFIX.length));
+      start = page.LastEvaluatedKey;
+    } while (start);
+    return [...out];
+  }
+
+  async revokeUnregistered(consumerUid: string): Promise<number> {
+    const state = await this.read(consumerUid);
+    let revoked = 0;
+    for (const batchId of Object.keys(state.slots)) {
+      if (state.registered[batchId]) continue;
+      // Fails if the slot was registered meanwhile: it holds a batch now and stays.
+      if (await this.releaseUnregistered(consumerUid, batchId)) revoked++;
+    }
+    return revoked;
+  }
+}

@@ -1,0 +1,69 @@
+/**
+ * DL-02 with a slot map in shards (`slot-shards.ts`): the capacities of the shards add up to
+ * maxConcurrency and each only grows with it, so lanes of two consumer generations with different
+ * maxConcurrency never hold more slots between them than the larger allows.
+ */
+import { describe, expect, it } from 'vitest';
+import {
+  inShard,
+  shardCapacity,
+  shardCount,
+  shardOf,
+  takeOrder,
+} from '../../../lambdas/adapters/aws/slot-shards.ts';
+
+describe('DL-02 slot shards', () => {
+  it('DL-02 capacities add up to maxConcurrency for every value 1..250 and shard size 1..10', () => {
+    for (let per = 1; per <= 10; per++) {
+      for (let max = 1; max <= 250; max++) {
+        const n = shardCount(max, per);
+        let sum = 0;
+        for (let s = 0; s < n; s++) {
+          const cap = shardCapacity(max, s, per);
+          expect(cap).toBeGreaterThan(0);
+          expect(cap).toBeLessThanOrEqual(per);
+          sum += cap;
+        }
+        expect(sum).toBe(max);
+        expect(shardCapacity(max, n, per)).toBe(0);
+      }
+    }
+  });
+
+  it('DL-02 each shard only grows with maxConcurrency: two generations together never exceed the larger bound', () => {
+    for (const per of [1, 3, 10]) {
+      for (let a = 1; a <= 60; a++) {
+        for (let b = a; b <= 60; b++) {
+          let together = 0;
+          for (let s = 0; s < shardCount(b, per); s++) {
+            expect(shardCapacity(a, s, per)).toBeLessThanOrEqual(shardCapacity(b, s, per));
+            together += Math.max(shardCapacity(a, s, per), shardCapacity(b, s, per));
+          }
+          expect(together).toBe(b);
+        }
+      }
+    }
+  });
+
+  it('a slot’s shard is part of its batch id, and a derived id never reads as a tag', () => {
+    const first = 'bAbCdEfGhIjKlMnOpQrStUvWx';
+    expect(shardOf(first)).toBe(0);
+    expect(inShard(first, 0)).toBe(first);
+    expect(inShard(first, 7)).toBe(`${first}.s7`);
+    expect(shardOf(inShard(first, 7))).toBe(7);
+    expect(inShard(inShard(first, 7), 3)).toBe(`${first}.s3`);
+    expect(inShard(inShard(first, 7), 0)).toBe(first);
+    // The 12-character segment of a derived id (`nextBatchId`), even one that starts with `s`.
+    expect(shardOf(`${first}.s12345678901`)).toBe(0);
+    expect(shardOf(`${first}.s12345678901.s24`)).toBe(24);
+  });
+
+  it('a take tries every shard once, from a start the batch id picks (the same for a repeated take)', () => {
+    const order = takeOrder('bXyZ', 5);
+    expect([...order].sort()).toEqual([0, 1, 2, 3, 4]);
+    expect(takeOrder('bXyZ', 5)).toEqual(order);
+    expect(takeOrder('bXyZ.s3', 5)).toEqual(order);
+    const starts = new Set(Array.from({ length: 200 }, (_, i) => takeOrder(`b${i}x${i * 7}`, 5)[0]));
+    expect(starts.size).toBe(5);
+  });
+});
