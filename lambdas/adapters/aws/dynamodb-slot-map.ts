@@ -73,6 +73,8 @@ export class DynamoSlotMap {
   private readonly perShard: number;
   /** Shards each consumer is known to have used (never fewer than it has): which items to read. */
   private readonly knownShards = new Map<string, number>();
+  /** Every shard as this process last read them (a hint for where a take finds room). */
+  private readonly lastRead = new Map<string, { at: number; state: DispatchState }>();
 
   constructor(client: DynamoDBClient, table: string, perShard = SLOTS_PER_SHARD) {
     if (!Number.isInteger(perShard) || perShard < 1 || perShard > SLOTS_PER_SHARD) {
@@ -138,8 +140,15 @@ export class DynamoSlotMap {
       }
       start = page.LastEvaluatedKey;
     } while (start);
+    return this.seenWhole(consumerUid, states);
+  }
+
+  /** The state of every shard, remembered as the last whole view (`roomiest`). */
+  private seenWhole(consumerUid: string, states: DispatchState[]): DispatchState {
     const merged = mergeStates(states, true);
     merged.wakes ??= 0;
+    if (this.lastRead.size > 1_000) this.lastRead.clear();
+    this.lastRead.set(consumerUid, { at: Date.now(), state: merged });
     return merged;
   }
 
@@ -170,19 +179,22 @@ export class DynamoSlotMap {
       );
       if (out.Item) states.push(stateOf(unmarshall(out.Item), s));
     }
-    const merged = mergeStates(states, true);
-    merged.wakes ??= 0;
-    return merged;
+    return this.seenWhole(consumerUid, states);
   }
 
+  /**
+   * Takes a slot in a shard with room. One shard is tried first: the roomiest as this process
+   * last read them all (a moment ago), else the one the batch id picks; if it is full, every
+   * shard is read once and only those with room are tried, the roomiest first, so a lane start
+   * near the bound costs three requests, not one refused write per full shard.
+   */
   async take(consumerUid: string, batchId: string, deadline: number, max: number): Promise<SlotAnswer> {
     const count = shardCount(max, this.perShard);
-    const seen: DispatchState[] = [];
-    for (const shard of count === 1 ? [0] : takeOrder(batchId, count)) {
-      const id = inShard(batchId, shard);
+    const tryIn = async (shard: number) => {
       if (shard > 0 && (this.knownShards.get(consumerUid) ?? 1) <= shard) {
         await this.countShards(consumerUid, shard + 1);
       }
+      const id = inShard(batchId, shard);
       const out = await this.takeIn(
         consumerUid,
         shard,
@@ -190,11 +202,47 @@ export class DynamoSlotMap {
         deadline,
         shardCapacity(max, shard, this.perShard),
       );
-      if (out.taken) return { taken: true, state: out.state, batchId: id };
-      seen.push(out.state);
+      return { ...out, batchId: id };
+    };
+    const order = takeOrder(batchId, count);
+    const first = await tryIn(this.roomiest(consumerUid, max) ?? (order[0] as number));
+    if (first.taken || count === 1) {
+      return first.taken
+        ? first
+        : { ...first, state: mergeStates([first.state], first.state.partial === undefined) };
     }
-    const all = count === 1 && seen[0]?.partial === undefined;
-    return { taken: false, state: mergeStates(seen, all), batchId: inShard(batchId, 0) };
+    const all = await this.read(consumerUid);
+    // Taken in another shard by this call's earlier try, whose answer was lost.
+    const earlier = Object.keys(all.slots).find((id) => inShard(id, 0) === inShard(batchId, 0));
+    if (earlier !== undefined) return { taken: true, state: all, batchId: earlier };
+    const room = this.roomOf(all, max);
+    const withRoom = order.filter((s) => (room[s] ?? 0) > 0).sort((x, y) => (room[y] ?? 0) - (room[x] ?? 0));
+    for (const shard of withRoom) {
+      const out = await tryIn(shard);
+      if (out.taken) return out;
+    }
+    return { taken: false, state: all, batchId: inShard(batchId, 0) };
+  }
+
+  /** Free slots per shard under `max` in a state of every shard. */
+  private roomOf(state: DispatchState, max: number): number[] {
+    const room = Array.from({ length: shardCount(max, this.perShard) }, (_, s) =>
+      shardCapacity(max, s, this.perShard),
+    );
+    for (const id of Object.keys(state.slots)) {
+      const s = shardOf(id);
+      if (s < room.length) room[s] = (room[s] as number) - 1;
+    }
+    return room;
+  }
+
+  /** The shard with the most room as this process read them all within the last 2 s, if any has room. */
+  private roomiest(consumerUid: string, max: number): number | undefined {
+    const seen = this.lastRead.get(consumerUid);
+    if (!seen || Date.now() - seen.at > 2_000) return undefined;
+    const room = this.roomOf(seen.state, max);
+    const best = room.reduce((b, r, s) => (r > (room[b] ?? 0) ? s : b), 0);
+    return (room[best] ?? 0) > 0 ? best : undefined;
   }
 
   /** A take in one shard: its answer after the take, or as it was when the shard was full. */

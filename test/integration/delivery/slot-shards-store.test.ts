@@ -112,6 +112,37 @@ describe('DL-02 slots in shards (DynamoDB store)', () => {
     expect(Object.keys(await store.slots(c)).length).toBeLessThanOrEqual(6);
   });
 
+  it('a take near the bound tries one shard, reads them all once, then takes where there is room: three requests, not one per full shard', async () => {
+    const c = `c-${randomUUID()}`;
+    const writer = storeWith(2);
+    // Nine of ten slots held over five shards; the free one is in whichever shard the ninth missed.
+    for (let i = 0; i < 9; i++) await writer.takeSlot(c, `b${i}-${randomUUID()}`, deadline(), 10);
+    const counted = dynamoDbClient(inject('ddbEndpoint'));
+    const calls: string[] = [];
+    counted.middlewareStack.add(
+      (next, context) => async (args) => {
+        calls.push(String(context.commandName));
+        return next(args);
+      },
+      { step: 'initialize', name: 'countCalls' },
+    );
+    // A process that has seen nothing of the consumer: its first try may meet a full shard,
+    // then one read of them all, then the take (and once per process, the shard count).
+    const fresh = new DynamoDeliveryStore(counted, table, { slotsPerShard: 2 });
+    const out = await fresh.takeSlot(c, 'bLast', deadline(), 10);
+    expect(out.taken).toBe(true);
+    expect(calls.length).toBeLessThanOrEqual(4);
+    expect(calls.filter((n) => n === 'QueryCommand').length).toBeLessThanOrEqual(1);
+    expect(Object.keys(await writer.slots(c))).toHaveLength(10);
+    expect((await fresh.takeSlot(c, 'bOneMore', deadline(), 10)).taken).toBe(false);
+    // Having just read every shard, it goes straight to the one with room: one request.
+    await fresh.releaseSlot(c, out.batchId);
+    await fresh.dispatchState(c);
+    calls.length = 0;
+    expect((await fresh.takeSlot(c, 'bAgain', deadline(), 10)).taken).toBe(true);
+    expect(calls).toEqual(['UpdateItemCommand']);
+  });
+
   it('a registration reads every shard: those it knew of and those shard 0 says were used since', async () => {
     const writer = storeWith(1);
     const c = `c-${randomUUID()}`;
