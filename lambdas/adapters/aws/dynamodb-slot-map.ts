@@ -73,7 +73,7 @@ export class DynamoSlotMap {
   private readonly perShard: number;
   /** Shards each consumer is known to have used (never fewer than it has): which items to read. */
   private readonly knownShards = new Map<string, number>();
-  /** Every shard as this process last read them (a hint for where a take finds room). */
+  /** Every shard as this process last read them (a hint for where a take finds room, `recentRoom`). */
   private readonly lastRead = new Map<string, { at: number; state: DispatchState }>();
 
   constructor(client: DynamoDBClient, table: string, perShard = SLOTS_PER_SHARD) {
@@ -143,7 +143,7 @@ export class DynamoSlotMap {
     return this.seenWhole(consumerUid, states);
   }
 
-  /** The state of every shard, remembered as the last whole view (`roomiest`). */
+  /** The state of every shard, remembered as the last whole view (`recentRoom`). */
   private seenWhole(consumerUid: string, states: DispatchState[]): DispatchState {
     const merged = mergeStates(states, true);
     merged.wakes ??= 0;
@@ -183,13 +183,15 @@ export class DynamoSlotMap {
   }
 
   /**
-   * Takes a slot in a shard with room. One shard is tried first: the roomiest as this process
-   * last read them all (a moment ago), else the one the batch id picks; if it is full, every
-   * shard is read once and only those with room are tried, the roomiest first, so a lane start
-   * near the bound costs three requests, not one refused write per full shard.
+   * Takes a slot in a shard with room. Without a recent view of every shard, the shard the batch
+   * id picks is tried first; once a try is refused (or a recent view shows no room), every shard
+   * is read once and only those with room are tried, in the id's order (so lanes starting
+   * together spread out). A lane start costs one request when it finds room at once, and
+   * near the bound the try, the read and the take, not one refused write per full shard.
    */
   async take(consumerUid: string, batchId: string, deadline: number, max: number): Promise<SlotAnswer> {
     const count = shardCount(max, this.perShard);
+    const order = takeOrder(batchId, count);
     const tryIn = async (shard: number) => {
       if (shard > 0 && (this.knownShards.get(consumerUid) ?? 1) <= shard) {
         await this.countShards(consumerUid, shard + 1);
@@ -204,20 +206,19 @@ export class DynamoSlotMap {
       );
       return { ...out, batchId: id };
     };
-    const order = takeOrder(batchId, count);
-    const first = await tryIn(this.roomiest(consumerUid, max) ?? (order[0] as number));
-    if (first.taken || count === 1) {
-      return first.taken
-        ? first
-        : { ...first, state: mergeStates([first.state], first.state.partial === undefined) };
+    const recent = count > 1 ? this.recentRoom(consumerUid, max) : undefined;
+    const first = recent ? order.find((s) => (recent[s] ?? 0) > 0) : order[0];
+    if (first !== undefined) {
+      const out = await tryIn(first);
+      if (out.taken) return out;
+      if (count === 1) return { ...out, state: mergeStates([out.state], out.state.partial === undefined) };
     }
     const all = await this.read(consumerUid);
     // Taken in another shard by this call's earlier try, whose answer was lost.
     const earlier = Object.keys(all.slots).find((id) => inShard(id, 0) === inShard(batchId, 0));
     if (earlier !== undefined) return { taken: true, state: all, batchId: earlier };
     const room = this.roomOf(all, max);
-    const withRoom = order.filter((s) => (room[s] ?? 0) > 0).sort((x, y) => (room[y] ?? 0) - (room[x] ?? 0));
-    for (const shard of withRoom) {
+    for (const shard of order.filter((s) => s !== first && (room[s] ?? 0) > 0)) {
       const out = await tryIn(shard);
       if (out.taken) return out;
     }
@@ -236,13 +237,10 @@ export class DynamoSlotMap {
     return room;
   }
 
-  /** The shard with the most room as this process read them all within the last 2 s, if any has room. */
-  private roomiest(consumerUid: string, max: number): number | undefined {
+  /** Free slots per shard as this process read them all within the last 2 s, if it did. */
+  private recentRoom(consumerUid: string, max: number): number[] | undefined {
     const seen = this.lastRead.get(consumerUid);
-    if (!seen || Date.now() - seen.at > 2_000) return undefined;
-    const room = this.roomOf(seen.state, max);
-    const best = room.reduce((b, r, s) => (r > (room[b] ?? 0) ? s : b), 0);
-    return (room[best] ?? 0) > 0 ? best : undefined;
+    return seen && Date.now() - seen.at <= 2_000 ? this.roomOf(seen.state, max) : undefined;
   }
 
   /** A take in one shard: its answer after the take, or as it was when the shard was full. */
