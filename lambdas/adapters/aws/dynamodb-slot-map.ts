@@ -67,14 +67,23 @@ export function mergeStates(states: DispatchState[], complete: boolean): Dispatc
   return out;
 }
 
+/** Every shard's state merged: a whole view, with the wake count (0 before the first wake). */
+function whole(states: DispatchState[]): DispatchState {
+  const merged = mergeStates(states, true);
+  merged.wakes ??= 0;
+  return merged;
+}
+
 export class DynamoSlotMap {
   private readonly client: DynamoDBClient;
   private readonly table: string;
   private readonly perShard: number;
   /** Shards each consumer is known to have used (never fewer than it has): which items to read. */
   private readonly knownShards = new Map<string, number>();
-  /** Every shard as this process last read them (a hint for where a take finds room, `recentRoom`). */
-  private readonly lastRead = new Map<string, { at: number; state: DispatchState }>();
+  /** Slots per shard as this process last saw them, and when (a hint for where a take finds room). */
+  private readonly sizes = new Map<string, Map<number, { size: number; at: number }>>();
+  /** Raises of shard 0's count under way, so concurrent takes in this process make one. */
+  private readonly raising = new Map<string, Promise<void>>();
 
   constructor(client: DynamoDBClient, table: string, perShard = SLOTS_PER_SHARD) {
     if (!Number.isInteger(perShard) || perShard < 1 || perShard > SLOTS_PER_SHARD) {
@@ -105,12 +114,29 @@ export class DynamoSlotMap {
 
   /** Raises shard 0's count of used shards to at least `count`. */
   private async countShards(consumerUid: string, count: number): Promise<void> {
-    await this.update(consumerUid, 0, {
-      UpdateExpression: 'SET shards = :n',
-      ConditionExpression: 'attribute_not_exists(shards) OR shards < :n',
-      ExpressionAttributeValues: marshall({ ':n': count }),
-    });
-    this.learnShards(consumerUid, count);
+    const key = `${consumerUid}#${count}`;
+    let raise = this.raising.get(key);
+    if (!raise) {
+      raise = this.update(consumerUid, 0, {
+        UpdateExpression: 'SET shards = :n',
+        ConditionExpression: 'attribute_not_exists(shards) OR shards < :n',
+        ExpressionAttributeValues: marshall({ ':n': count }),
+      })
+        .then(() => this.learnShards(consumerUid, count))
+        .finally(() => this.raising.delete(key));
+      this.raising.set(key, raise);
+    }
+    await raise;
+  }
+
+  /** Notes how many slots a shard holds, from an answer that showed it whole. */
+  private noteSize(consumerUid: string, shard: number, item: Record<string, unknown> | undefined): void {
+    if (item?.slots === undefined) return;
+    if (this.sizes.size > 1_000) this.sizes.clear();
+    const byShard = this.sizes.get(consumerUid) ?? new Map<number, { size: number; at: number }>();
+    this.sizes.set(consumerUid, byShard);
+    byShard.set(shard, { size: Object.keys(item.slots as object).length, at: Date.now() });
+    if (shard === 0 && typeof item.shards === 'number') this.learnShards(consumerUid, item.shards);
   }
 
   private learnShards(consumerUid: string, count: number): void {
@@ -136,20 +162,12 @@ export class DynamoSlotMap {
         const item = unmarshall(raw);
         const shard = shardOfKey(item[SK]);
         if (shard === 0) this.learnShards(consumerUid, Number(item.shards ?? 1));
+        this.noteSize(consumerUid, shard, item);
         states.push(stateOf(item, shard));
       }
       start = page.LastEvaluatedKey;
     } while (start);
-    return this.seenWhole(consumerUid, states);
-  }
-
-  /** The state of every shard, remembered as the last whole view (`recentRoom`). */
-  private seenWhole(consumerUid: string, states: DispatchState[]): DispatchState {
-    const merged = mergeStates(states, true);
-    merged.wakes ??= 0;
-    if (this.lastRead.size > 1_000) this.lastRead.clear();
-    this.lastRead.set(consumerUid, { at: Date.now(), state: merged });
-    return merged;
+    return whole(states);
   }
 
   /** The keys a registration reads to see every slot of the consumer (`fromReads` completes them). */
@@ -179,15 +197,17 @@ export class DynamoSlotMap {
       );
       if (out.Item) states.push(stateOf(unmarshall(out.Item), s));
     }
-    return this.seenWhole(consumerUid, states);
+    for (const item of items) this.noteSize(consumerUid, shardOfKey(item[SK]), item);
+    return whole(states);
   }
 
   /**
-   * Takes a slot in a shard with room. Without a recent view of every shard, the shard the batch
-   * id picks is tried first; once a try is refused (or a recent view shows no room), every shard
-   * is read once and only those with room are tried, in the id's order (so lanes starting
-   * together spread out). A lane start costs one request when it finds room at once, and
-   * near the bound the try, the read and the take, not one refused write per full shard.
+   * Takes a slot in a shard with room. The first try goes, in the batch id's order (so lanes
+   * starting together spread out), to a shard that had room when this process last saw it
+   * (within 2 s; one not seen since counts as having room); once a try is refused, every shard is
+   * read once and only those with room are tried. A lane start costs one request when it finds
+   * room at once, and near the bound the try, the read and the take, not one refused write per
+   * full shard.
    */
   async take(consumerUid: string, batchId: string, deadline: number, max: number): Promise<SlotAnswer> {
     const count = shardCount(max, this.perShard);
@@ -206,8 +226,8 @@ export class DynamoSlotMap {
       );
       return { ...out, batchId: id };
     };
-    const recent = count > 1 ? this.recentRoom(consumerUid, max) : undefined;
-    const first = recent ? order.find((s) => (recent[s] ?? 0) > 0) : order[0];
+    const recent = this.recentRoom(consumerUid, max);
+    const first = count === 1 ? 0 : order.find((s) => (recent[s] ?? 0) > 0);
     if (first !== undefined) {
       const out = await tryIn(first);
       if (out.taken) return out;
@@ -237,10 +257,18 @@ export class DynamoSlotMap {
     return room;
   }
 
-  /** Free slots per shard as this process read them all within the last 2 s, if it did. */
-  private recentRoom(consumerUid: string, max: number): number[] | undefined {
-    const seen = this.lastRead.get(consumerUid);
-    return seen && Date.now() - seen.at <= 2_000 ? this.roomOf(seen.state, max) : undefined;
+  /**
+   * Free slots per shard as this process saw each within the last 2 s; a shard not seen since
+   * counts as having room.
+   */
+  private recentRoom(consumerUid: string, max: number): number[] {
+    const byShard = this.sizes.get(consumerUid);
+    const now = Date.now();
+    return Array.from({ length: shardCount(max, this.perShard) }, (_, s) => {
+      const cap = shardCapacity(max, s, this.perShard);
+      const seen = byShard?.get(s);
+      return seen && now - seen.at <= 2_000 ? cap - seen.size : cap;
+    });
   }
 
   /** A take in one shard: its answer after the take, or as it was when the shard was full. */
@@ -265,8 +293,12 @@ export class DynamoSlotMap {
         ReturnValues: 'ALL_NEW',
         ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
       });
-      if (out.ok) return { taken: true, state: stateOf(out.item, shard) };
+      if (out.ok) {
+        this.noteSize(consumerUid, shard, out.item);
+        return { taken: true, state: stateOf(out.item, shard) };
+      }
       if (out.old?.slots !== undefined) {
+        this.noteSize(consumerUid, shard, out.old);
         const state = stateOf(out.old, shard);
         // Taken by this call's earlier try, whose answer was lost (a lane's ids are derived, so
         // no one else asks for this one): it is ours. Otherwise the shard is full.
@@ -305,6 +337,7 @@ export class DynamoSlotMap {
       ReturnValues: 'ALL_NEW',
       ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
     });
+    this.noteSize(consumerUid, shard, out.ok ? out.item : out.old);
     if (out.ok) return { taken: true, state: stateOf(out.item, shard), batchId: id };
     const old = stateOf(out.old, shard);
     // This hand-over was made before (a repeated call whose answer was lost): the slot is ours.
@@ -329,6 +362,7 @@ export class DynamoSlotMap {
       ...(recoveredAt === undefined ? {} : { ExpressionAttributeValues: marshall({ ':at': recoveredAt }) }),
       ReturnValues: 'ALL_NEW',
     });
+    if (out.ok) this.noteSize(consumerUid, shardOf(batchId), out.item);
     return out.ok ? out.item : undefined;
   }
 
