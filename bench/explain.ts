@@ -174,7 +174,11 @@ function dynamoMisses(s: Summary, rows: Row[]): string {
   const out = [
     `**DynamoDB requests per batch: missed in ${rows.length} of ${s.cells.length} cells** against ≤ 6 (${list.join('; ')}).`,
   ];
-  for (const c of referenceCells(s)) {
+  // The cells that missed, broken down; with none (an old result), the reference cells.
+  const missed = rows
+    .map((r) => s.cells.find((x) => r.key === `dynamo:${x.kind}:${x.id}`))
+    .filter((c): c is CellCounts => c !== undefined);
+  for (const c of missed.length > 0 ? missed : referenceCells(s)) {
     const b = c.breakdown;
     const both = readAndWritten(b);
     const reads: Record<string, number> = {};
@@ -187,9 +191,13 @@ function dynamoMisses(s: Summary, rows: Row[]): string {
     out.push(
       `At ${c.label} (${fmt(b.batches, 0)} batches): ${dynamoByPart(b)}.` +
         (repeated.length > 0 ? ` Item kinds read more than once per batch: ${repeated.join(', ')}.` : '') +
+        ((reads['DISPATCH/shard'] ?? 0) > 0
+          ? " (DISPATCH/shard: the slot map's other shards, read as items of the registration's one BatchGetItem, which a take that saw one shard needs; they add read units, not requests.)"
+          : '') +
         (both.kinds.length > 0
           ? ` ${fmt(both.readsPerBatch, 2)} reads per batch are of item kinds the same path also writes (${both.kinds.join(', ')}), which a condition on that write could check instead.`
-          : ''),
+          : '') +
+        laneStarts(b),
     );
   }
   const manifest = rows
@@ -202,6 +210,28 @@ function dynamoMisses(s: Summary, rows: Row[]): string {
         : ''),
   );
   return out.join(' ');
+}
+
+/**
+ * What lane starts (the AcquireSlot step) cost a cell, when they make more than half a request
+ * per batch: mostly lanes started for a backlog that find the bound reached.
+ */
+function laneStarts(b: PartBreakdown): string {
+  const ops = b.ops['step:AcquireSlot'] ?? {};
+  let requests = 0;
+  let refused = 0;
+  for (const [key, e] of Object.entries(ops)) {
+    if (!key.startsWith('DynamoDB:')) continue;
+    requests += e.calls;
+    refused += e.refusedWrites;
+  }
+  const n = Math.max(1, b.batches);
+  const starts = b.lambda['step:AcquireSlot'] ?? 0;
+  if (requests / n <= 0.5) return '';
+  return (
+    ` Lane starts (step:AcquireSlot, ${fmt(starts / n, 2)} per batch) made ${fmt(requests / n, 2)} requests per batch, ${fmt(refused / n, 2)} of them writes refused by a full shard or a full slot map:` +
+    ' lanes started for a backlog while the bound was all but reached, each paying its take (and, once refused, a read of every shard); starting no more lanes than the free slots the registration read would close this part.'
+  );
 }
 
 /** WRU per batch of the writes that name the batch manifest alone (its own PutItem). */
