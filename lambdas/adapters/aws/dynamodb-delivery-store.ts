@@ -565,7 +565,7 @@ export class DynamoDeliveryStore implements DeliveryStore {
     }
     if (slotsOf) {
       // A consumer without a slot map holds no slots (as `slots` reads it).
-      const slots = await this.slotMap.fromReads(slotsOf.consumerUid, slotItems);
+      const slots = await this.slotMap.fromReads(slotsOf.consumerUid, slotItems, shards.length);
       out.slots = slots.slots;
       out.held = Object.keys(slots.slots).length;
       if (slots.recoveredAt !== undefined) out.recoveredAt = slots.recoveredAt;

@@ -16,7 +16,7 @@ import {
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
-import type { DispatchState } from '../../delivery/delivery-store.ts';
+import type { DispatchState, SlotAnswer } from '../../delivery/delivery-store.ts';
 import { TABLE_KEYS } from '../../shared/table-schema.ts';
 import { conditionalUpdate } from './dynamodb-conditional-update.ts';
 import { inShard, SLOTS_PER_SHARD, shardCapacity, shardCount, shardOf, takeOrder } from './slot-shards.ts';
@@ -30,13 +30,6 @@ export const slotShardKey = (consumerUid: string, shard = 0) => ({
 });
 
 const shardOfKey = (sk: unknown) => (sk === '_' ? 0 : Number(String(sk).slice('shard#'.length)));
-
-/** A take's or hand-over's answer: the batch id as held (with its shard), and the state seen. */
-export interface SlotAnswer {
-  taken: boolean;
-  state: DispatchState;
-  batchId: string;
-}
 
 /** One shard item as a state; `partial` unless it is the consumer's only shard. */
 function stateOf(item: Record<string, unknown> | undefined, shard: number): DispatchState {
@@ -53,7 +46,7 @@ function stateOf(item: Record<string, unknown> | undefined, shard: number): Disp
 }
 
 /** Shard states merged into one; partial unless `complete`. */
-export function mergeStates(states: DispatchState[], complete: boolean): DispatchState {
+function mergeStates(states: DispatchState[], complete: boolean): DispatchState {
   const out: DispatchState = { slots: {}, registered: {} };
   for (const s of states) {
     Object.assign(out.slots, s.slots);
@@ -131,12 +124,12 @@ export class DynamoSlotMap {
 
   /** Notes how many slots a shard holds, from an answer that showed it whole. */
   private noteSize(consumerUid: string, shard: number, item: Record<string, unknown> | undefined): void {
+    if (shard === 0 && typeof item?.shards === 'number') this.learnShards(consumerUid, item.shards);
     if (item?.slots === undefined) return;
     if (this.sizes.size > 1_000) this.sizes.clear();
     const byShard = this.sizes.get(consumerUid) ?? new Map<number, { size: number; at: number }>();
     this.sizes.set(consumerUid, byShard);
     byShard.set(shard, { size: Object.keys(item.slots as object).length, at: Date.now() });
-    if (shard === 0 && typeof item.shards === 'number') this.learnShards(consumerUid, item.shards);
   }
 
   private learnShards(consumerUid: string, count: number): void {
@@ -161,7 +154,6 @@ export class DynamoSlotMap {
       for (const raw of page.Items ?? []) {
         const item = unmarshall(raw);
         const shard = shardOfKey(item[SK]);
-        if (shard === 0) this.learnShards(consumerUid, Number(item.shards ?? 1));
         this.noteSize(consumerUid, shard, item);
         states.push(stateOf(item, shard));
       }
@@ -177,17 +169,20 @@ export class DynamoSlotMap {
   }
 
   /**
-   * The state from the shard items a registration read (`keysFor`), plus the shards it did not
-   * know of, read after them (shard 0 counts them all).
+   * The state from the shard items a registration read (the first `asked`, from `keysFor`), plus
+   * the shards beyond them that shard 0 counts, read after them. An asked shard that came back
+   * missing is not asked again: it holds no slot (its count is raised before it exists).
    */
-  async fromReads(consumerUid: string, items: Record<string, unknown>[]): Promise<DispatchState> {
+  async fromReads(
+    consumerUid: string,
+    items: Record<string, unknown>[],
+    asked: number,
+  ): Promise<DispatchState> {
     const states = items.map((item) => stateOf(item, shardOfKey(item[SK])));
     const first = items.find((item) => item[SK] === '_');
     const used = Number(first?.shards ?? 1);
-    const read = new Set(items.map((item) => shardOfKey(item[SK])));
-    this.learnShards(consumerUid, used);
-    for (let s = 1; s < used; s++) {
-      if (read.has(s)) continue;
+    for (const item of items) this.noteSize(consumerUid, shardOfKey(item[SK]), item);
+    for (let s = asked; s < used; s++) {
       const out = await this.client.send(
         new GetItemCommand({
           TableName: this.table,
@@ -197,7 +192,6 @@ export class DynamoSlotMap {
       );
       if (out.Item) states.push(stateOf(unmarshall(out.Item), s));
     }
-    for (const item of items) this.noteSize(consumerUid, shardOfKey(item[SK]), item);
     return whole(states);
   }
 
