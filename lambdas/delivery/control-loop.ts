@@ -12,7 +12,8 @@
  * - **on send** (`wake`): a send through the Host to a consumer with no lane receiving starts one;
  * - **on backlog** (`register`): a lane whose receive filled its batch starts one more lane while
  *   a slot is free — before its handler runs, so slow handlers scale as fast as quick ones — and
- *   the lanes double per batch round until the backlog or maxConcurrency is reached;
+ *   the lanes double per batch round until the backlog or maxConcurrency is reached (not from the
+ *   first batch of a supervisor round's lanes, which already cover the backlog they saw);
  * - **by the supervisor** (`supervise`, every minute on AWS): for a visible backlog no lane is
  *   receiving — messages sent straight to SQS, and lanes lost to failures;
  * - **by hand-over**: a lane that ran `ROUNDS_PER_EXECUTION` rounds starts its successor and ends,
@@ -261,14 +262,22 @@ export class ControlLoop {
     });
     let started = 0;
     // One read of the lane context for every lane of the round, instead of one per lane start;
-    // if that read fails, each lane reads its own, as before.
-    const inherit =
+    // if that read fails, each lane reads its own, as before. The lanes are a cohort: together
+    // they cover the backlog, so their first batches start no more lanes (each would find the
+    // slots of the others, still starting, free), and their takes begin in different shards.
+    const cohort =
       count > 1
-        ? await this.o.service.sealedLaneContext(c.consumerUid, c.generation).catch(() => undefined)
+        ? await this.o.service.sealedCohort(c.consumerUid, c.generation, count).catch(() => undefined)
         : undefined;
+    if (cohort) {
+      // A cohort of lanes fills the map at once: its shards exist before the lanes' takes.
+      await this.o.service.prepareSlots(c.consumerUid, c.maxConcurrency, count).catch((err) => {
+        log.warn('could not prepare the slot map; the lanes create what they need', { err });
+      });
+    }
     for (let i = 0; i < count; i++) {
       const name = laneNames.supervisor(c.consumerUid, c.generation, roundAt, i);
-      if (await this.launch(name, c.consumerUid, c.generation, 'backlog', undefined, inherit)) started++;
+      if (await this.launch(name, c.consumerUid, c.generation, 'backlog', undefined, cohort?.[i])) started++;
     }
     return { recovered, started, visible };
   }

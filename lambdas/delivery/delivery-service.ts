@@ -91,6 +91,11 @@ export interface Slot {
    */
   contextReadAt?: number;
   /**
+   * The lane was started with others that together cover the backlog seen then (a supervisor
+   * round): its first batch starts no further lane, as those lanes have not all taken a slot yet.
+   */
+  cohort?: true;
+  /**
    * The Host's HMAC of every other field (`slot-seal.ts`): with it the Host trusts the slot
    * without reading the attachment, queue and worker again; without it the slot is refused.
    */
@@ -121,7 +126,10 @@ interface RegistrationRead {
 }
 
 /** What a lane knows of its consumer generation: the slot minus what is per batch. */
-type LaneContext = Omit<Slot, 'batchId' | 'deadline' | 'invisibleUntil' | 'wakeSeq' | 'taken' | 'seal'>;
+type LaneContext = Omit<
+  Slot,
+  'batchId' | 'deadline' | 'invisibleUntil' | 'wakeSeq' | 'taken' | 'cohort' | 'seal'
+>;
 
 /**
  * A lane context sealed for a lane the Host starts from a running one (another lane for a
@@ -130,7 +138,11 @@ type LaneContext = Omit<Slot, 'batchId' | 'deadline' | 'invisibleUntil' | 'wakeS
  * counted from the read itself, so a chain of lanes never stretches one read. A stop or update
  * meanwhile is caught where it is for every batch: the registration's check of the generation.
  */
-export type InheritedLane = LaneContext & { seal: string };
+export type InheritedLane = LaneContext & {
+  /** The lane's rank in the cohort it was started with (`Host.sealedCohort`). */
+  cohort?: number;
+  seal: string;
+};
 export const INHERITED_LANE_MAX_AGE_MS = 30_000;
 /** How far ahead of this function's clock another function's may run before its reads are doubted. */
 const SKEW_ALLOWANCE_MS = 5_000;
@@ -141,6 +153,7 @@ const laneContextOf = ({
   invisibleUntil,
   wakeSeq,
   taken,
+  cohort,
   seal,
   ...context
 }: Slot): LaneContext => context;
@@ -409,11 +422,10 @@ export class DeliveryService {
    * the runner's calls carry it (`acquireNext`, `register`, `finalizeAsRunner`).
    */
   async acquire(consumerUid: string, generation: number, inherited?: unknown): Promise<AcquireResult> {
-    const context =
-      this.inheritedContext(consumerUid, generation, inherited) ??
-      (await this.laneContext(consumerUid, generation));
+    const inheritedLane = this.inheritedContext(consumerUid, generation, inherited);
+    const context = inheritedLane?.context ?? (await this.laneContext(consumerUid, generation));
     if (!context) return { status: 'stop' };
-    return this.take(context, `b${newToken(18)}`);
+    return this.take(context, `b${newToken(18)}`, inheritedLane?.cohort);
   }
 
   /** The context to seal into the input of a lane started from this slot's lane; none for old slots. */
@@ -424,27 +436,41 @@ export class DeliveryService {
   }
 
   /**
-   * A fresh lane context, sealed for the lanes the caller is about to start (a supervisor round
-   * starting several): one read of attachment, queue and worker for all of them. Undefined when
-   * the consumer generation is not the active one (its lanes would stop anyway).
+   * Fresh lane contexts, sealed for the `size` lanes a supervisor round is about to start: one
+   * read of attachment, queue and worker for all of them. They are a *cohort* (`Slot.cohort`),
+   * and each knows its rank in it, so that their takes begin in different shards of the slot
+   * map. Undefined when the consumer generation is not the active one (its lanes would stop anyway).
    */
-  async sealedLaneContext(consumerUid: string, generation: number): Promise<InheritedLane | undefined> {
+  async sealedCohort(
+    consumerUid: string,
+    generation: number,
+    size: number,
+  ): Promise<InheritedLane[] | undefined> {
     const context = await this.laneContext(consumerUid, generation);
-    return context ? sealLane(this.o.credentialKey, context) : undefined;
+    if (!context) return undefined;
+    return Array.from({ length: size }, (_, rank) =>
+      sealLane(this.o.credentialKey, { ...context, cohort: rank }),
+    );
   }
 
   /** An inherited context the Host sealed for this consumer generation and that is still fresh. */
-  private inheritedContext(consumerUid: string, generation: number, lane: unknown): LaneContext | undefined {
+  private inheritedContext(
+    consumerUid: string,
+    generation: number,
+    lane: unknown,
+  ): { context: LaneContext; cohort?: number } | undefined {
     if (typeof lane !== 'object' || lane === null || !('seal' in lane)) return undefined;
     if (!laneSealValid(this.o.credentialKey, lane)) {
       log.warn('a lane brought a context the Host did not seal; read instead', { consumerUid });
       return undefined;
     }
-    const { seal, ...context } = lane as InheritedLane;
+    const { seal, cohort, ...context } = lane as InheritedLane;
     if (context.consumerUid !== consumerUid || context.generation !== generation) return undefined;
     const age = this.now() - (context.contextReadAt ?? Number.NEGATIVE_INFINITY);
     // A read from the future (another function's clock ahead) is not trusted either.
-    return age >= -SKEW_ALLOWANCE_MS && age <= INHERITED_LANE_MAX_AGE_MS ? context : undefined;
+    return age >= -SKEW_ALLOWANCE_MS && age <= INHERITED_LANE_MAX_AGE_MS
+      ? { context, ...(Number.isSafeInteger(cohort) ? { cohort } : {}) }
+      : undefined;
   }
 
   /** The consumer generation as a lane needs it; undefined when it stopped or changed. */
@@ -496,7 +522,7 @@ export class DeliveryService {
    * write that answered `state`; `recovered` are the expired slots the take recovered itself.
    */
   private slotFor(
-    context: LaneContext,
+    context: LaneContext & { cohort?: true },
     batchId: string,
     deadline: number,
     state: DispatchState,
@@ -523,11 +549,13 @@ export class DeliveryService {
    * the bound until recovered: the answer shows them, they are recovered, and a refused take is
    * tried once more.
    */
-  private async take(context: LaneContext, batchId: string): Promise<AcquireResult> {
+  /** `cohort`: the lane's rank in the cohort it was started with, if it was. */
+  private async take(context: LaneContext, batchId: string, cohort?: number): Promise<AcquireResult> {
     const now = this.now();
     const deadline = this.gatheringDeadline(context, now);
     const max = context.maxConcurrency;
-    let out = await this.o.store.takeSlot(context.consumerUid, batchId, deadline, max);
+    const spread = cohort !== undefined ? { rank: cohort } : undefined;
+    let out = await this.o.store.takeSlot(context.consumerUid, batchId, deadline, max, spread);
     const expired = Object.entries(out.state.slots)
       .filter(([id, until]) => id !== out.batchId && until <= now)
       .map(([id]) => id);
@@ -535,10 +563,17 @@ export class DeliveryService {
       await this.recoverBatch(context.consumerUid, id, { expired: out.state.slots[id] as number });
     }
     if (!out.taken && expired.length > 0) {
-      out = await this.o.store.takeSlot(context.consumerUid, batchId, deadline, max);
+      out = await this.o.store.takeSlot(context.consumerUid, batchId, deadline, max, spread);
     }
     if (!out.taken) return { status: 'busy' };
-    const slot = this.slotFor(context, out.batchId, deadline, out.state, now, new Set(expired));
+    const slot = this.slotFor(
+      cohort !== undefined ? { ...context, cohort: true } : context,
+      out.batchId,
+      deadline,
+      out.state,
+      now,
+      new Set(expired),
+    );
     return { status: 'acquired', held: (slot.taken as SlotSnapshot).held, capacity: max, slot };
   }
 
@@ -627,7 +662,8 @@ export class DeliveryService {
    * Whether another lane may start (the control loop asks only after a full receive). A snapshot
    * from before the gathering can be stale by the lanes started meanwhile, so where it shows room
    * a full batch confirms it with the slot map as read after the receive (`heldAfterReceive`,
-   * read with the registration's other reads), as the loop had before the snapshot.
+   * read with the registration's other reads), as the loop had before the snapshot. A cohort's
+   * first batch has none: the lanes started with it may not all hold their slot yet.
    */
   private roomFor(
     slot: Slot,
@@ -635,7 +671,7 @@ export class DeliveryService {
     received: number,
     heldAfterReceive: number | undefined,
   ): boolean {
-    if (slots.held >= slot.maxConcurrency) return false;
+    if (slots.held >= slot.maxConcurrency || slot.cohort) return false;
     if (slots.read) return true;
     if (received < slot.maxBatchSize) return false;
     return heldAfterReceive !== undefined && heldAfterReceive < slot.maxConcurrency;
@@ -671,7 +707,8 @@ export class DeliveryService {
     const spec = { maxRetries: sealed.maxRetries, maxConcurrency: sealed.maxConcurrency };
     // Whether another lane may start is asked only after a full receive whose snapshot showed
     // room (`roomFor`); the slot map is then read in the same request as the reads below.
-    const askRoom = !slots.read && slots.held < slot.maxConcurrency && received.length >= slot.maxBatchSize;
+    const askRoom =
+      !slots.read && !slot.cohort && slots.held < slot.maxConcurrency && received.length >= slot.maxBatchSize;
     const { committed, outstanding, held } =
       slots.reads ??
       (await this.registrationReads(
@@ -1366,6 +1403,11 @@ export class DeliveryService {
   /** The consumer's slot map, registered marks and wake count (for the control loop). */
   dispatchState(consumerUid: string) {
     return this.o.store.dispatchState(consumerUid);
+  }
+
+  /** Before `lanes` lanes of a cohort start: the slot map is ready for their takes. */
+  prepareSlots(consumerUid: string, maxConcurrency: number, lanes: number): Promise<void> {
+    return this.o.store.prepareSlots(consumerUid, maxConcurrency, lanes);
   }
 
   /** Counts a send through the Host to the consumer's queue; returns the state after it. */

@@ -170,6 +170,8 @@ export interface RegistrationReads {
 export interface DeliveryStore {
   // Concurrency slots: one entry per running batch with its deadline (DL-02).
   initSlots(consumerUid: string): Promise<void>;
+  /** Before `lanes` lanes start together (`takeSlot`'s `spread`): the map is ready for their takes. */
+  prepareSlots(consumerUid: string, max: number, lanes: number): Promise<void>;
   slots(consumerUid: string): Promise<Record<string, number>>;
   /** The slot map, which slots hold a registered batch, and the wake count. */
   dispatchState(consumerUid: string): Promise<DispatchState>;
@@ -178,7 +180,14 @@ export interface DeliveryStore {
    * was when every slot was taken (its expired slots are then worth recovering); the batch id
    * comes back with the slot's shard in it.
    */
-  takeSlot(consumerUid: string, batchId: string, deadline: number, max: number): Promise<SlotAnswer>;
+  takeSlot(
+    consumerUid: string,
+    batchId: string,
+    deadline: number,
+    max: number,
+    /** The take's rank among lanes started together: they begin in different parts of the map. */
+    spread?: { rank: number },
+  ): Promise<SlotAnswer>;
   /**
    * Frees `previous` and takes `batchId` (in `previous`'s shard) in one write, if the count of
    * held slots then stays within `max`; refused (and `previous` freed all the same) otherwise.

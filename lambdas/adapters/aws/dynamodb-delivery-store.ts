@@ -194,6 +194,10 @@ export class DynamoDeliveryStore implements DeliveryStore {
     return this.slotMap.init(consumerUid);
   }
 
+  prepareSlots(consumerUid: string, max: number, lanes: number): Promise<void> {
+    return this.slotMap.prepare(consumerUid, max, lanes);
+  }
+
   async slots(consumerUid: string): Promise<Record<string, number>> {
     return (await this.slotMap.read(consumerUid)).slots;
   }
@@ -202,8 +206,14 @@ export class DynamoDeliveryStore implements DeliveryStore {
     return this.slotMap.read(consumerUid);
   }
 
-  takeSlot(consumerUid: string, batchId: string, deadline: number, max: number): Promise<SlotAnswer> {
-    return this.slotMap.take(consumerUid, batchId, deadline, max);
+  takeSlot(
+    consumerUid: string,
+    batchId: string,
+    deadline: number,
+    max: number,
+    spread?: { rank: number },
+  ): Promise<SlotAnswer> {
+    return this.slotMap.take(consumerUid, batchId, deadline, max, spread);
   }
 
   swapSlot(

@@ -19,7 +19,15 @@ import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DispatchState, SlotAnswer } from '../../delivery/delivery-store.ts';
 import { TABLE_KEYS } from '../../shared/table-schema.ts';
 import { conditionalUpdate } from './dynamodb-conditional-update.ts';
-import { inShard, SLOTS_PER_SHARD, shardCapacity, shardCount, shardOf, takeOrder } from './slot-shards.ts';
+import {
+  inShard,
+  SLOTS_PER_SHARD,
+  shardCapacity,
+  shardCount,
+  shardOf,
+  spreadShard,
+  takeOrder,
+} from './slot-shards.ts';
 
 const { pk: PK, sk: SK } = TABLE_KEYS;
 const PREFIX = 'DISPATCH#';
@@ -94,15 +102,38 @@ export class DynamoSlotMap {
   /** Creates the shard's maps if missing; a new shard is counted in shard 0 first. */
   async init(consumerUid: string, shard = 0): Promise<void> {
     if (shard > 0) await this.countShards(consumerUid, shard + 1);
-    await this.client.send(
+    await this.create(consumerUid, shard);
+  }
+
+  /**
+   * Before `lanes` lanes start together: creates the shards their takes begin in (`spreadShard`)
+   * that this process has not seen exist, counted first. Without it a cohort filling a new map
+   * meets them missing, and every lane pays a refused take and a create of its own.
+   */
+  async prepare(consumerUid: string, max: number, lanes: number): Promise<void> {
+    const begin = new Set(
+      Array.from({ length: Math.min(lanes, max) }, (_, rank) => spreadShard(rank, max, this.perShard)),
+    );
+    const seen = this.sizes.get(consumerUid);
+    const missing = [...begin].filter((shard) => !seen?.has(shard));
+    if (missing.length === 0) return;
+    const count = Math.max(...missing) + 1;
+    if (count > (this.knownShards.get(consumerUid) ?? 1)) await this.countShards(consumerUid, count);
+    await Promise.all(missing.map((shard) => this.create(consumerUid, shard)));
+  }
+
+  private async create(consumerUid: string, shard: number): Promise<void> {
+    const out = await this.client.send(
       new UpdateItemCommand({
         TableName: this.table,
         Key: marshall(slotShardKey(consumerUid, shard)),
         UpdateExpression:
           'SET slots = if_not_exists(slots, :empty), registered = if_not_exists(registered, :empty)',
         ExpressionAttributeValues: marshall({ ':empty': {} }),
+        ReturnValues: 'ALL_NEW',
       }),
     );
+    if (out.Attributes) this.noteSize(consumerUid, shard, unmarshall(out.Attributes));
   }
 
   /** Raises shard 0's count of used shards to at least `count`. */
@@ -201,11 +232,22 @@ export class DynamoSlotMap {
    * (within 2 s; one not seen since counts as having room); once a try is refused, every shard is
    * read once and only those with room are tried. A lane start costs one request when it finds
    * room at once, and near the bound the try, the read and the take, not one refused write per
-   * full shard.
+   * full shard. Lanes started together (`spread`) begin where their rank deals them, so a cohort
+   * that fills an empty map does not crowd into the shards a hash happened to pick.
    */
-  async take(consumerUid: string, batchId: string, deadline: number, max: number): Promise<SlotAnswer> {
+  async take(
+    consumerUid: string,
+    batchId: string,
+    deadline: number,
+    max: number,
+    spread?: { rank: number },
+  ): Promise<SlotAnswer> {
     const count = shardCount(max, this.perShard);
-    const order = takeOrder(batchId, count);
+    const order = takeOrder(
+      batchId,
+      count,
+      spread ? spreadShard(spread.rank, max, this.perShard) : undefined,
+    );
     const tryIn = async (shard: number) => {
       if (shard > 0 && (this.knownShards.get(consumerUid) ?? 1) <= shard) {
         await this.countShards(consumerUid, shard + 1);

@@ -33,11 +33,31 @@ export const inShard = (batchId: string, shard: number) => {
 
 /**
  * The order in which a take tries the shards: from one picked by the batch id (so lanes spread
- * over the shards, and a repeated take tries them in the same order), round the rest.
+ * over the shards, and a repeated take tries them in the same order), or by the take's rank among
+ * lanes started together (`spreadShard`), round the rest.
  */
-export function takeOrder(batchId: string, count: number): number[] {
+export function takeOrder(batchId: string, count: number, first?: number): number[] {
   let h = 0;
   for (const ch of batchId.replace(TAG, '')) h = (h * 31 + ch.charCodeAt(0)) >>> 0;
-  const first = h % count;
-  return Array.from({ length: count }, (_, i) => (first + i) % count);
+  const start = first ?? h % count;
+  return Array.from({ length: count }, (_, i) => (start + i) % count);
+}
+
+/**
+ * The shard where the lane of `rank` among lanes started together begins: ranks are dealt over
+ * the shards in proportion to their capacities, so lanes that fill an empty map each find room
+ * at their first try (rank r and rank r + max begin in the same shard).
+ */
+export function spreadShard(rank: number, max: number, perShard: number): number {
+  const count = shardCount(max, perShard);
+  const r = ((rank % max) + max) % max;
+  // Deal row by row: row k holds the shards with more than k slots.
+  let seen = 0;
+  for (let k = 0; k < perShard; k++) {
+    for (let s = 0; s < count; s++) {
+      if (shardCapacity(max, s, perShard) <= k) continue;
+      if (seen++ === r) return s;
+    }
+  }
+  return 0;
 }

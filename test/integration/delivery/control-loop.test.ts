@@ -173,4 +173,42 @@ describe('one control loop: scale up, shed, wake on send', () => {
     await d.host.sqs.send(new SendMessageCommand({ QueueUrl: queue.sqsUrl, MessageBody: 'raw' }));
     await waitFor('the raw message', () => readEvents(log).some((e) => e.ev === 'msg'), 10_000);
   }, 30_000);
+
+  it('DL-02 a supervisor round’s lanes are a cohort: they cover the backlog, so their first batches start no further lanes', async () => {
+    const log = logFile('cohort');
+    const maxConcurrency = 30;
+    const { queue, consumerUid } = await d.setup(
+      'cohort',
+      recordingWorker(log, 'await new Promise((r) => setTimeout(r, 1_000));'),
+      { maxBatchSize: 1, maxConcurrency },
+    );
+    const { SendMessageBatchCommand } = await import('@aws-sdk/client-sqs');
+    // Two batches per slot, sent straight to SQS: no wake, the supervisor's first round finds them.
+    const total = maxConcurrency * 2;
+    for (let sent = 0; sent < total; sent += 10) {
+      await d.host.sqs.send(
+        new SendMessageBatchCommand({
+          QueueUrl: queue.sqsUrl,
+          Entries: Array.from({ length: 10 }, (_, i) => ({ Id: `m${i}`, MessageBody: `m${sent + i}` })),
+        }),
+      );
+    }
+    const lanes = d.startDispatcher(NO_SUPERVISOR);
+    let peakSlots = 0;
+    await waitFor(
+      'the backlog drained',
+      async () => {
+        peakSlots = Math.max(peakSlots, Object.keys(await d.host.delivery.slotsOf(consumerUid)).length);
+        return readEvents(log).filter((e) => e.ev === 'msg').length >= total;
+      },
+      60_000,
+    );
+    await waitFor('every lane ended', () => lanes.running().length === 0, 30_000);
+    // One execution per slot: the round's 30. Before cohorts, each lane whose take saw the others'
+    // slots still free started one more lane from its first full batch, only to find every slot
+    // taken (measured: 46 such starts for a round of 50).
+    expect(lanes.stats().started).toBe(maxConcurrency);
+    expect(peakSlots).toBe(maxConcurrency);
+    expect(peakConcurrency(readEvents(log))).toBeLessThanOrEqual(maxConcurrency);
+  }, 120_000);
 });

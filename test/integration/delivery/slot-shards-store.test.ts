@@ -143,6 +143,43 @@ describe('DL-02 slots in shards (DynamoDB store)', () => {
     expect(calls).toEqual(['UpdateItemCommand']);
   });
 
+  it('DL-02 a cohort of lanes filling a new map: shards prepared once, then every take lands at its first try', async () => {
+    const c = `c-${randomUUID()}`;
+    const counted = dynamoDbClient(inject('ddbEndpoint'));
+    const calls: string[] = [];
+    counted.middlewareStack.add(
+      (next, context) => async (args) => {
+        calls.push(String(context.commandName));
+        return next(args);
+      },
+      { step: 'initialize', name: 'countCalls' },
+    );
+    const store = new DynamoDeliveryStore(counted, table, { slotsPerShard: 3 });
+    // maxConcurrency 8 over shards of 3 (capacities 3, 3, 2): the supervisor reads the map, then
+    // prepares it for its cohort of 8 — the count raised once, three shards created.
+    await store.dispatchState(c);
+    calls.length = 0;
+    await store.prepareSlots(c, 8, 8);
+    expect(calls.filter((n) => n === 'UpdateItemCommand')).toHaveLength(4);
+    expect(Object.keys(await items(c)).sort()).toEqual(['_', 'shard#1', 'shard#2']);
+    expect((await items(c))._?.shards).toBe(3);
+    calls.length = 0;
+    const takes = await Promise.all(
+      Array.from({ length: 8 }, (_, rank) =>
+        store.takeSlot(c, `b${rank}-${randomUUID()}`, deadline(), 8, { rank }),
+      ),
+    );
+    expect(takes.every((t) => t.taken)).toBe(true);
+    // One write per lane: none refused, none creating a shard, no read.
+    expect(calls).toEqual(Array.from({ length: 8 }, () => 'UpdateItemCommand'));
+    expect(takes.map((t) => shardOf(t.batchId)).sort()).toEqual([0, 0, 0, 1, 1, 1, 2, 2]);
+    // The bound holds for a ninth lane of the cohort, and preparing again writes nothing.
+    expect((await store.takeSlot(c, `b8-${randomUUID()}`, deadline(), 8, { rank: 8 })).taken).toBe(false);
+    calls.length = 0;
+    await store.prepareSlots(c, 8, 8);
+    expect(calls).toEqual([]);
+  });
+
   it('a registration reads every shard: those it knew of and those shard 0 says were used since', async () => {
     const writer = storeWith(1);
     const c = `c-${randomUUID()}`;

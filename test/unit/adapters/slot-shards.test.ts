@@ -9,6 +9,7 @@ import {
   shardCapacity,
   shardCount,
   shardOf,
+  spreadShard,
   takeOrder,
 } from '../../../lambdas/adapters/aws/slot-shards.ts';
 
@@ -65,5 +66,25 @@ describe('DL-02 slot shards', () => {
     expect(takeOrder('bXyZ.s3', 5)).toEqual(order);
     const starts = new Set(Array.from({ length: 200 }, (_, i) => takeOrder(`b${i}x${i * 7}`, 5)[0]));
     expect(starts.size).toBe(5);
+  });
+
+  it('lanes started together are dealt over the shards in proportion to their capacities: max ranks fill every shard exactly', () => {
+    for (const per of [1, 3, 10]) {
+      for (let max = 1; max <= 120; max++) {
+        const dealt = new Map<number, number>();
+        for (let rank = 0; rank < max; rank++) {
+          const s = spreadShard(rank, max, per);
+          dealt.set(s, (dealt.get(s) ?? 0) + 1);
+        }
+        for (let s = 0; s < shardCount(max, per); s++)
+          expect(dealt.get(s) ?? 0).toBe(shardCapacity(max, s, per));
+        // Ranks past the bound begin where rank − max began.
+        expect(spreadShard(max + 3, max, per)).toBe(spreadShard(3 % max, max, per));
+      }
+    }
+    // The first ranks go to different shards (50 over shards of 10: 0, 1, 2, 3, 4, 0, …).
+    expect(Array.from({ length: 6 }, (_, r) => spreadShard(r, 50, 10))).toEqual([0, 1, 2, 3, 4, 0]);
+    // A take begins at its rank's shard and goes round the rest.
+    expect(takeOrder('bAny', 5, 3)).toEqual([3, 4, 0, 1, 2]);
   });
 });
