@@ -113,7 +113,7 @@ function throughputMiss(s: Summary, r: Row, c: CellCounts | undefined): string {
     parts.push(
       `Each lane spent ${fmt(hostMs, 1)} ms per batch of ${fmt(c.messagesPerBatch.median, 1)} messages; the raw loop ${fmt(baseMs, 1)} ms per batch of ${c.batchSize}${baseSqs}.`,
       `Per batch the Host made ${fmtSpread(pb.sqsRequests, 1)} SQS requests, ${fmtSpread(pb.dynamoRequests, 1)} DynamoDB requests, ${fmtSpread(pb.lambda, 2)} Lambda invocations and ${fmtSpread(pb.transitions, 2)} state transitions; the DynamoDB requests by part: ${dynamoByPart(c.breakdown)}.`,
-      `What would close it: a lane needs ≤ ${fmt(baseMs / target, 1)} ms per batch (${fmt(Math.max(0, hostMs - baseMs / target), 1)} ms less than now), by fewer Host calls per batch (the DynamoDB target below asks for ≤ 6 requests) or by forming the next batch while the current one is handled.`,
+      `What would close it: a lane needs ≤ ${fmt(baseMs / target, 1)} ms per batch (${fmt(Math.max(0, hostMs - baseMs / target), 1)} ms less than now), by fewer or cheaper Host calls per batch (a lane already receives its next batch while the handler runs, which saves the receive round trips, not the Host's work).`,
     );
     if (c.cpu) parts.push(cpuSentence(c.cpu, target));
   }
@@ -230,7 +230,7 @@ function laneStarts(b: PartBreakdown): string {
   if (requests / n <= 0.5) return '';
   return (
     ` Lane starts (step:AcquireSlot, ${fmt(starts / n, 2)} per batch) made ${fmt(requests / n, 2)} requests per batch, ${fmt(refused / n, 2)} of them writes refused by a full shard or a full slot map:` +
-    ' lanes started for a backlog while the bound was all but reached, each paying its take (and, once refused, a read of every shard); starting no more lanes than the free slots the registration read would close this part.'
+    ' lanes started by full batches while the bound was all but reached (the doubling of lanes for a backlog; the lanes of a supervisor round start none from their first batch), each paying its take (and, once refused, a read of every shard); starting such lanes only in proportion to the free slots the registration read would close this part.'
   );
 }
 

@@ -58,17 +58,22 @@ export const slotSchema = z.strictObject({
   retryDelaySeconds: z.number().int().min(0).max(MESSAGE_LIMITS.maxDelaySeconds),
   handlerMs: z.number().int().positive().max(86_400_000),
   contextReadAt: epochMs.optional(),
+  cohort: z.literal(true).optional(),
   seal: z.string().min(1).max(128),
 });
 
 /** A sealed lane context a lane starts with (`InheritedLane`): the slot's fields less the batch's. */
-export const inheritedLaneSchema = slotSchema.omit({
-  batchId: true,
-  deadline: true,
-  invisibleUntil: true,
-  wakeSeq: true,
-  taken: true,
-});
+export const inheritedLaneSchema = slotSchema
+  .omit({
+    batchId: true,
+    deadline: true,
+    invisibleUntil: true,
+    wakeSeq: true,
+    taken: true,
+    cohort: true,
+  })
+  // The lane's rank in a supervisor round's cohort (below maxConcurrency).
+  .extend({ cohort: z.number().int().min(0).max(249).optional() });
 
 const receivedSchema = z.strictObject({
   receiptHandle: handle,

@@ -1,4 +1,8 @@
-import { ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import {
+  ChangeMessageVisibilityBatchCommand,
+  ReceiveMessageCommand,
+  type SQSClient,
+} from '@aws-sdk/client-sqs';
 import {
   type AcquireResult,
   type DeadLetterItem,
@@ -78,7 +82,41 @@ export interface RunResult {
   credential?: string;
   /** The lane's next slot, handed over by finalisation when `goOn` said so. */
   next?: AcquireResult;
+  /** Messages received for the next batch while this one's handler ran (`receiveAhead`). */
+  ahead?: ReceivedAhead;
+  /** How long this batch's handler ran (ms). */
+  handlerMs?: number;
 }
+
+/**
+ * Messages a lane received for its next batch while its batch's handler ran. They belong to no
+ * slot and have no Host record: no handler runs them until the lane's next slot registers them,
+ * and that slot is the one the batch before hands over at finalisation. So the lane never has
+ * more than one handler running (the slot map still bounds handlers, DL-02), and a lane that dies
+ * leaves them hidden only briefly (`AHEAD_HIDDEN_MS` plus the batch timeout), after which they
+ * return by themselves with no attempt counted. Only a lane of a consumer whose slots are all held
+ * receives ahead: with a slot free, another lane would run those messages now.
+ */
+export interface ReceivedAhead {
+  held: Held[];
+  /** When they were received: the runner's clock (for the batch timeout), and SQS's time. */
+  at: number;
+  atReal: number;
+  /** How long SQS hides them from their receipt (ms). */
+  hiddenFor: number;
+  /** How many receives at once the round after them makes (`nextParallel`). */
+  parallel: number;
+}
+
+/** A handler slower than this leaves its lane's next batch to be received after it, not during it. */
+export const RECEIVE_AHEAD_MAX_HANDLER_MS = 2_000;
+/**
+ * Messages received ahead stay hidden this long past the batch timeout: short, since a lane that
+ * dies leaves them to come back by themselves (a restart must see them within seconds, RC-01).
+ */
+export const AHEAD_HIDDEN_MS = 10_000;
+/** They are registered only this long after their receipt (else left to come back): room to register. */
+const AHEAD_USABLE_MS = AHEAD_HIDDEN_MS / 2;
 
 /** Settlement rejections that prove the Host answered the call (nothing uncertain was written). */
 const DEFINITE_REFUSALS: ReadonlySet<string> = new Set([
@@ -87,7 +125,7 @@ const DEFINITE_REFUSALS: ReadonlySet<string> = new Set([
   'already_settled',
 ]);
 
-interface Held {
+export interface Held {
   received: Received;
   body: Uint8Array;
 }
@@ -169,24 +207,122 @@ async function withRetries<T>(call: () => Promise<T>, tries = 4): Promise<T> {
   }
 }
 
+/** One round of `asks.length` receives at once; what arrived, each answer's count, a failure. */
+async function receiveRound(
+  slot: Slot,
+  deps: RunnerDeps,
+  asks: number[],
+  wait: number,
+  visibility: number,
+  abortable = true,
+): Promise<{ got: Held[]; counts: number[]; failed?: { reason: unknown } }> {
+  const clock = deps.clock ?? Date.now;
+  const answers = await Promise.allSettled(
+    asks.map((max) =>
+      deps.sqs.send(
+        new ReceiveMessageCommand({
+          QueueUrl: slot.sqsUrl,
+          MaxNumberOfMessages: max,
+          WaitTimeSeconds: wait,
+          VisibilityTimeout: visibility,
+          MessageSystemAttributeNames: ['SentTimestamp'],
+        }),
+        deps.signal && abortable ? { abortSignal: deps.signal } : {},
+      ),
+    ),
+  );
+  const messages = answers.flatMap((a) => (a.status === 'fulfilled' ? (a.value.Messages ?? []) : []));
+  const failed = answers.find((a) => a.status === 'rejected');
+  return {
+    got: messages.flatMap((m) => readMessage(m, clock()) ?? []),
+    counts: answers.map((a) => (a.status === 'fulfilled' ? (a.value.Messages?.length ?? 0) : 0)),
+    ...(failed ? { failed: { reason: failed.reason } } : {}),
+  };
+}
+
+/**
+ * Receives the lane's next batch while this one's handler runs (see `ReceivedAhead`): what is
+ * there now, in rounds of receives that double while they come back full, none long-polling.
+ * Hidden for the room a registration has after gathering, as any receive before registration.
+ */
+async function receiveAhead(
+  slot: Slot,
+  deps: RunnerDeps,
+  parallel: number,
+): Promise<ReceivedAhead | undefined> {
+  const clock = deps.clock ?? Date.now;
+  const at = clock();
+  const atReal = performance.now();
+  const visibility = Math.ceil((AHEAD_HIDDEN_MS + slot.maxBatchTimeoutSeconds * 1000) / 1000);
+  const held: Held[] = [];
+  let p = parallel;
+  while (held.length < slot.maxBatchSize && !deps.signal?.aborted) {
+    const asks = receiveSizes(slot.maxBatchSize - held.length, p);
+    // Not aborted by a stop: short polls answer at once, and what they got is then given back.
+    const round = await receiveRound(slot, deps, asks, 0, visibility, false);
+    held.push(...round.got);
+    if (round.failed !== undefined || !asks.every((max, i) => (round.counts[i] ?? 0) >= max)) break;
+    p = nextParallel(asks, round.counts, slot.maxBatchSize - held.length, oldestWait(round.got));
+  }
+  return held.length > 0 ? { held, at, atReal, hiddenFor: visibility * 1000, parallel: p } : undefined;
+}
+
+/**
+ * Makes messages received ahead visible again at once (a lane that does not run them) — while
+ * they are still hidden: once their visibility ended another lane may hold them, and its
+ * receipt must not be undone with this one's handle.
+ */
+export async function giveBack(
+  deps: RunnerDeps,
+  sqsUrl: string,
+  ahead: ReceivedAhead | undefined,
+): Promise<void> {
+  if (!ahead || performance.now() - ahead.atReal > ahead.hiddenFor - 1_000) return;
+  const handles = ahead.held.map((h) => h.received.receiptHandle);
+  for (let i = 0; i < handles.length; i += MESSAGE_LIMITS.sqsMaxReceive) {
+    const chunk = handles.slice(i, i + MESSAGE_LIMITS.sqsMaxReceive);
+    // Best effort: what is not given back returns by itself when its short visibility ends.
+    await deps.sqs
+      .send(
+        new ChangeMessageVisibilityBatchCommand({
+          QueueUrl: sqsUrl,
+          Entries: chunk.map((h, j) => ({ Id: `m${j}`, ReceiptHandle: h, VisibilityTimeout: 0 })),
+        }),
+      )
+      .catch(() => undefined);
+  }
+}
+
 /**
  * Forms one batch in the slot (up to maxBatchSize messages over several receives, waiting at
  * most maxBatchTimeoutSeconds after the first one — 0 means what is there now), registers it,
  * invokes the handler, finalises and dead-letters. Bodies stay in this process (DL-10); the Host
  * sees ids, attempts and receipt handles only.
+ *
+ * A lane that goes on after a full batch receives its next one while the handler runs (`ahead`
+ * in the answer; passed back in as `ahead` for the next slot), unless its handlers are slow.
  */
 export async function runBatch(
   slot: Slot,
   deps: RunnerDeps,
   /** Asked once the handler ended: whether the lane runs another batch after this one. */
   goOn: () => boolean = () => false,
+  lane: { ahead?: ReceivedAhead; lastHandlerMs?: number } = {},
 ): Promise<RunResult> {
   const clock = deps.clock ?? Date.now;
   const held: Held[] = [];
   let firstAt: number | undefined;
+  let parallel = 1;
+  // Their visibility runs on SQS's time, not the Host's (a test may move the Host's clock).
+  if (lane.ahead && performance.now() - lane.ahead.atReal <= AHEAD_USABLE_MS) {
+    held.push(...lane.ahead.held);
+    firstAt = lane.ahead.at;
+    parallel = lane.ahead.parallel;
+  } else {
+    await giveBack(deps, slot.sqsUrl, lane.ahead);
+  }
   // The idle wait is SQS's time, not the Host's (a test may move the Host's clock).
   const idleUntil = performance.now() + deps.idleWaitSeconds * 1000;
-  let parallel = 1;
   while (held.length < slot.maxBatchSize && !deps.signal?.aborted) {
     const now = clock();
     let wait: number;
@@ -213,24 +349,8 @@ export async function runBatch(
     // receives go several at once, doubling while they come back full (SQS hands each message to
     // one of them): a batch of 100 from a full queue takes four round trips, not ten.
     const asks = receiveSizes(slot.maxBatchSize - held.length, parallel);
-    const answers = await Promise.allSettled(
-      asks.map((max) =>
-        deps.sqs.send(
-          new ReceiveMessageCommand({
-            QueueUrl: slot.sqsUrl,
-            MaxNumberOfMessages: max,
-            WaitTimeSeconds: wait,
-            VisibilityTimeout: visibility,
-            MessageSystemAttributeNames: ['SentTimestamp'],
-          }),
-          deps.signal ? { abortSignal: deps.signal } : {},
-        ),
-      ),
-    );
-    const messages = answers.flatMap((a) => (a.status === 'fulfilled' ? (a.value.Messages ?? []) : []));
-    const got = messages.flatMap((m) => readMessage(m, clock()) ?? []);
-    const failed = answers.find((a) => a.status === 'rejected');
-    if (failed) {
+    const { got, counts, failed } = await receiveRound(slot, deps, asks, wait, visibility);
+    if (failed !== undefined) {
       // The Host is stopping, or SQS failed past the SDK's retries: gathering ends, and what was
       // received (by the other receives too) is registered and run now. With nothing received
       // the registration frees the slot at once, rather than leaving it to its deadline.
@@ -243,12 +363,7 @@ export async function runBatch(
       held.push(...got);
       break;
     }
-    parallel = nextParallel(
-      asks,
-      answers.map((a) => (a.status === 'fulfilled' ? (a.value.Messages?.length ?? 0) : 0)),
-      slot.maxBatchSize - held.length - got.length,
-      oldestWait(got),
-    );
+    parallel = nextParallel(asks, counts, slot.maxBatchSize - held.length - got.length, oldestWait(got));
     if (got.length === 0) {
       // SQS answers a long poll empty only once its wait is out; a server that wakes every waiter
       // for one message answers the others empty at once. Only a wait that ran out makes the
@@ -273,52 +388,110 @@ export async function runBatch(
   for (const h of held) if (!bodies.has(h.received.envelope.id)) bodies.set(h.received.envelope.id, h.body);
 
   const batch = registration.deliver.map((d) => ({ ...(held[d.received] as Held), attempts: d.attempts }));
+  // A full batch is a backlog: the next one is received while this handler runs, if every slot
+  // is held (else a lane with a free slot would run those messages now, not after this handler),
+  // the lane will go on, and its handlers are quick (a slow one would keep them hidden for nothing).
+  const ahead =
+    batch.length > 0 &&
+    held.length >= slot.maxBatchSize &&
+    registration.saturated === true &&
+    goOn() &&
+    !(lane.lastHandlerMs !== undefined && lane.lastHandlerMs > RECEIVE_AHEAD_MAX_HANDLER_MS)
+      ? receiveAhead(slot, deps, parallel).catch(() => undefined)
+      : undefined;
   let outcome: InvocationOutcome = 'returned';
   let handlerError: HandlerError | undefined;
-  if (batch.length > 0) {
-    const delivery: BatchDelivery = {
-      batchId: slot.batchId,
-      credential,
-      queue: slot.queueName,
-      messages: batch.map((b) => ({
-        id: b.received.envelope.id,
-        timestampMillis: b.received.envelope.ts,
-        body: b.body,
-        attempts: b.attempts,
-      })),
-    };
-    // A settlement the Host refused (the call reached it and was answered) is definite. Any other
-    // failure — a lost request, a store that could not even mark the batch — leaves the outcome
-    // unknown, and nothing of this batch may then be acknowledged implicitly (DL-08).
-    let doubtful = false;
-    // The handler's calls are grouped: one Host call in flight per batch (see coalescingSettle).
-    const toHost = coalescingSettle({
-      one: (call) => deps.host.settle(slot.batchId, credential, call),
-      many: (calls) => deps.host.settleMany(slot.batchId, credential, calls),
-    });
-    const settle = async (call: SettleCall): Promise<void> => {
-      try {
-        await toHost(call);
-      } catch (err) {
-        if (!(err instanceof Error && DEFINITE_REFUSALS.has(err.name))) doubtful = true;
-        throw err;
-      }
-    };
-    try {
-      // The handler's bound is the deadline registration gave the slot.
-      const running = registration.deadline ? { ...slot, deadline: registration.deadline } : slot;
-      outcome = await deps.invoker.invoke(delivery, settle, running, (e) => {
-        handlerError = e;
+  let handlerMs: number | undefined;
+  try {
+    if (batch.length > 0) {
+      const delivery: BatchDelivery = {
+        batchId: slot.batchId,
+        credential,
+        queue: slot.queueName,
+        messages: batch.map((b) => ({
+          id: b.received.envelope.id,
+          timestampMillis: b.received.envelope.ts,
+          body: b.body,
+          attempts: b.attempts,
+        })),
+      };
+      // A settlement the Host refused (the call reached it and was answered) is definite. Any other
+      // failure — a lost request, a store that could not even mark the batch — leaves the outcome
+      // unknown, and nothing of this batch may then be acknowledged implicitly (DL-08).
+      let doubtful = false;
+      // The handler's calls are grouped: one Host call in flight per batch (see coalescingSettle).
+      const toHost = coalescingSettle({
+        one: (call) => deps.host.settle(slot.batchId, credential, call),
+        many: (calls) => deps.host.settleMany(slot.batchId, credential, calls),
       });
-    } catch {
-      outcome = 'abandoned';
+      const settle = async (call: SettleCall): Promise<void> => {
+        try {
+          await toHost(call);
+        } catch (err) {
+          if (!(err instanceof Error && DEFINITE_REFUSALS.has(err.name))) doubtful = true;
+          throw err;
+        }
+      };
+      const startedAt = performance.now();
+      try {
+        // The handler's bound is the deadline registration gave the slot.
+        const running = registration.deadline ? { ...slot, deadline: registration.deadline } : slot;
+        outcome = await deps.invoker.invoke(delivery, settle, running, (e) => {
+          handlerError = e;
+        });
+      } catch {
+        outcome = 'abandoned';
+      }
+      handlerMs = performance.now() - startedAt;
+      // The handler returned, but a settlement's outcome is unknown: finalise as after a throw, so
+      // the unsettled rest is retried rather than acknowledged.
+      if (outcome === 'returned' && doubtful) outcome = 'threw';
     }
-    // The handler returned, but a settlement's outcome is unknown: finalise as after a throw, so
-    // the unsettled rest is retried rather than acknowledged.
-    if (outcome === 'returned' && doubtful) outcome = 'threw';
+    const finished = await finishBatch(
+      slot,
+      deps,
+      goOn(),
+      credential,
+      outcome,
+      registration,
+      handlerError,
+      bodies,
+    );
+    const next = await ahead;
+    if (!finished.goesOn) {
+      await giveBack(deps, slot.sqsUrl, next);
+      return { idle: false, delivered: batch.length };
+    }
+    return {
+      idle: false,
+      delivered: batch.length,
+      credential,
+      ...(finished.next ? { next: finished.next } : {}),
+      ...(next ? { ahead: next } : {}),
+      ...(handlerMs !== undefined ? { handlerMs } : {}),
+    };
+  } catch (err) {
+    // Whatever failed, messages received ahead go back rather than wait out their visibility.
+    await giveBack(deps, slot.sqsUrl, await ahead);
+    throw err;
   }
+}
+
+/**
+ * Finalises the batch (with the lane's next slot when `next`) and makes its dead-letter moves.
+ * `goesOn` is false when the moves failed definitely: the batch is finished, the lane is not.
+ */
+async function finishBatch(
+  slot: Slot,
+  deps: RunnerDeps,
+  next: boolean,
+  credential: string,
+  outcome: InvocationOutcome,
+  registration: Registration,
+  handlerError: HandlerError | undefined,
+  bodies: Map<string, Uint8Array>,
+): Promise<{ goesOn: boolean; next?: AcquireResult }> {
   let fin: Finalized;
-  const next = goOn();
   try {
     fin = await withRetries(() =>
       deps.host.finalize(slot, credential, outcome, {
@@ -350,12 +523,11 @@ export async function runBatch(
         batchId: slot.batchId,
         error: (err as Error)?.name,
       });
-      if (err instanceof Error && DEFINITE_REFUSALS.has(err.name))
-        return { idle: false, delivered: batch.length };
+      if (err instanceof Error && DEFINITE_REFUSALS.has(err.name)) return { goesOn: false };
       throw new BatchUnfinishedError(slot.batchId, outcome, err);
     }
   }
-  return { idle: false, delivered: batch.length, credential, ...(fin.next ? { next: fin.next } : {}) };
+  return { goesOn: true, ...(fin.next ? { next: fin.next } : {}) };
 }
 
 export interface LaneLimits {
@@ -376,27 +548,37 @@ export interface LaneResult {
  * Runs batches one after another in one invocation: each takes its own slot (so the
  * concurrency bound is unchanged), but the state machine pays its transitions once per
  * invocation instead of once per batch. Returns when the queue is idle, the consumer stops,
- * every slot is taken, or the limits are reached.
+ * every slot is taken, or the limits are reached. While a batch's handler runs, the next batch
+ * is received (`ReceivedAhead`); a lane that ends gives what it received ahead back.
  */
 export async function runLane(first: Slot, deps: RunnerDeps, limits: LaneLimits): Promise<LaneResult> {
   const clock = deps.clock ?? Date.now;
   const started = clock();
   let slot = first;
   let delivered = 0;
+  let carried: { ahead?: ReceivedAhead; lastHandlerMs?: number } = {};
   for (let batches = 1; ; batches++) {
     const goOn = () =>
       batches < limits.maxBatches && clock() - started < limits.budgetMs && !deps.signal?.aborted;
-    const run = await runBatch(slot, deps, goOn);
+    const run = await runBatch(slot, deps, goOn, carried);
     delivered += run.delivered;
     if (run.idle) return { idle: true, delivered, batches };
     if (!run.credential || !goOn()) {
+      await giveBack(deps, slot.sqsUrl, run.ahead);
       // A slot handed over for a batch that will not run now (the Host began to stop): an empty
       // registration frees it at once.
       if (run.next?.status === 'acquired') await deps.host.register(run.next.slot, []).catch(() => undefined);
       return { idle: false, delivered, batches };
     }
     const next = run.next ?? (await deps.host.acquire(slot, run.credential));
-    if (next.status !== 'acquired') return { idle: false, delivered, batches };
+    if (next.status !== 'acquired') {
+      await giveBack(deps, slot.sqsUrl, run.ahead);
+      return { idle: false, delivered, batches };
+    }
     slot = next.slot;
+    carried = {
+      ...(run.ahead ? { ahead: run.ahead } : {}),
+      ...(run.handlerMs !== undefined ? { lastHandlerMs: run.handlerMs } : {}),
+    };
   }
 }

@@ -222,6 +222,11 @@ export interface Registration {
    */
   room?: boolean;
   /**
+   * Every slot was held, by the latest count registration had: no other lane could start on
+   * more messages now, so the runner may receive its next batch while this one runs.
+   */
+  saturated?: boolean;
+  /**
    * Received messages that already had their last delivery. They belong to the batch and are
    * moved when it is finalised (the runner holds their bodies).
    */
@@ -857,6 +862,7 @@ export class DeliveryService {
       deliver,
       moves: moved.length,
       room: this.roomFor(slot, slots, received.length, held),
+      saturated: (slots.read || held === undefined ? slots.held : held) >= slot.maxConcurrency,
       manifest: { ...manifest, seal: manifestSeal(this.o.credentialKey, slot.batchId, manifest) },
     };
   }

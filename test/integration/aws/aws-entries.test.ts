@@ -13,7 +13,11 @@ vi.hoisted(() => {
 
 import { DynamoApiKeys } from '../../../lambdas/adapters/aws/dynamodb-api-keys.ts';
 import { createBatchHostHandler } from '../../../lambdas/delivery/batch-host-handler.ts';
-import type { BatchHostRequest, BatchHostResponse } from '../../../lambdas/delivery/batch-host-protocol.ts';
+import {
+  type BatchHostRequest,
+  type BatchHostResponse,
+  slotSchema,
+} from '../../../lambdas/delivery/batch-host-protocol.ts';
 import type { Received, Slot } from '../../../lambdas/delivery/delivery-service.ts';
 import { createDispatcherStepHandler } from '../../../lambdas/delivery/dispatcher-step-handler.ts';
 import { decodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
@@ -486,10 +490,15 @@ describe('the AWS entries', () => {
       `${c.consumerUid}-g1-t${second}-0`,
       `${c.consumerUid}-g1-t${second}-1`,
     ]);
-    // Issue 13: the round read the lane context once and gave it, sealed, to both lanes; the
-    // step Lambda's AcquireSlot takes a slot with it.
+    // Issue 13: the round read the lane context once and gave it, sealed, to both lanes, each
+    // with its rank in the round's cohort; the step Lambda's AcquireSlot takes a slot with it, and
+    // the slot says it is a cohort's (its first batch starts no further lane).
     const [firstLane, secondLane] = starts.slice(1).map((s) => s.input.inherit);
-    expect(firstLane).toEqual(secondLane);
+    const { cohort: firstRank, seal: firstSeal, ...firstContext } = firstLane as Record<string, unknown>;
+    const { cohort: secondRank, seal: secondSeal, ...secondContext } = secondLane as Record<string, unknown>;
+    expect(firstContext).toEqual(secondContext);
+    expect([firstRank, secondRank]).toEqual([0, 1]);
+    expect(firstSeal).not.toBe(secondSeal);
     expect(firstLane).toMatchObject({ consumerUid: c.consumerUid, generation: 1, seal: expect.any(String) });
     const step = createDispatcherStepHandler(own.host);
     const acquired = (await step({
@@ -500,6 +509,9 @@ describe('the AWS entries', () => {
     })) as { status: string; slot?: Slot };
     expect(acquired.status).toBe('acquired');
     expect(acquired.slot?.contextReadAt).toBe((firstLane as { contextReadAt: number }).contextReadAt);
+    expect(acquired.slot?.cohort).toBe(true);
+    // Such a slot passes the worker's event schema (what InvokeWorker hands the worker function).
+    expect(slotSchema.safeParse(acquired.slot).success).toBe(true);
     // The same round again (EventBridge delivers at least once), run 90 s later by the clock:
     // the event's time names the same lanes, Step Functions refuses the names, nothing new starts.
     const redelivered = { ...deps, clock: () => now + 90_000 };
