@@ -153,7 +153,7 @@ function utilisationMiss(s: Summary, r: Row): string {
     out.push(
       `A slot was held ${fmt(held, 0)} ms per batch, of which the handler ran ${fmt(h, 0)} ms (peak ${d.peakHandlers} handlers of ${d.maxConcurrency}, so the bound held). ` +
         `Handlers fill slots held × handler ÷ held = ${fmt((slots?.host.median ?? 1) * (h / Math.max(1, held)), 2)} of maxConcurrency.`,
-      `What would close it: with every slot held, ≥ 0.9 needs ≤ ${fmt(h / 9, 1)} ms per batch outside the handler (now ${fmt(held - h, 0)} ms), or the next batch received and registered while the handler runs.`,
+      `What would close it: with every slot held, ≥ 0.9 needs ≤ ${fmt(h / 9, 1)} ms per batch outside the handler (now ${fmt(held - h, 0)} ms). The next batch is already received while the handler runs; registering it too would need a second slot per lane, which the bound forbids when every slot is held, so the time left outside the handler is the Host's registration and finalisation.`,
     );
     if (d.cpu) {
       const perSecond = (d.maxConcurrency * 0.9 * 1000) / Math.max(1, h);
