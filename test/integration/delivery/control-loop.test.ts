@@ -179,7 +179,8 @@ describe('one control loop: scale up, shed, wake on send', () => {
     const maxConcurrency = 30;
     const { queue, consumerUid } = await d.setup(
       'cohort',
-      recordingWorker(log, 'await new Promise((r) => setTimeout(r, 1_000));'),
+      // Handlers of 3 s: the round's first batches have all started before any second one.
+      recordingWorker(log, 'await new Promise((r) => setTimeout(r, 3_000));'),
       { maxBatchSize: 1, maxConcurrency },
     );
     const { SendMessageBatchCommand } = await import('@aws-sdk/client-sqs');
@@ -194,6 +195,18 @@ describe('one control loop: scale up, shed, wake on send', () => {
       );
     }
     const lanes = d.startDispatcher(NO_SUPERVISOR);
+    // Once the round's 30 first batches run, every one of them has registered (and started any
+    // lane it would start, before its handler).
+    await waitFor(
+      'the round’s first batches running',
+      () => readEvents(log).filter((e) => e.ev === 'start').length >= maxConcurrency,
+      30_000,
+    );
+    // One execution per slot: the round's 30. Before cohorts, each lane whose take saw the others'
+    // slots still free started one more lane from its first full batch, only to find every slot
+    // taken (measured: 46 such starts for a round of 50).
+    expect(lanes.stats().started).toBe(maxConcurrency);
+    // (Later batches may start lanes again where a slot frees, as any full batch does.)
     let peakSlots = 0;
     await waitFor(
       'the backlog drained',
@@ -204,10 +217,6 @@ describe('one control loop: scale up, shed, wake on send', () => {
       60_000,
     );
     await waitFor('every lane ended', () => lanes.running().length === 0, 30_000);
-    // One execution per slot: the round's 30. Before cohorts, each lane whose take saw the others'
-    // slots still free started one more lane from its first full batch, only to find every slot
-    // taken (measured: 46 such starts for a round of 50).
-    expect(lanes.stats().started).toBe(maxConcurrency);
     expect(peakSlots).toBe(maxConcurrency);
     expect(peakConcurrency(readEvents(log))).toBeLessThanOrEqual(maxConcurrency);
   }, 120_000);
