@@ -171,10 +171,10 @@ describe('a lane receives its next batch while the handler runs', () => {
       async (delivery) => {
         seen.push(...delivery.messages.map((m) => m.attempts));
         // Long enough for the receive ahead, and past the lane's budget.
-        await sleep(600);
+        await sleep(2_500);
         return 'returned';
       },
-      { maxBatches: 100, budgetMs: 300 },
+      { maxBatches: 100, budgetMs: 1_500 },
     );
     expect(result).toMatchObject({ idle: false, delivered: 10, batches: 1 });
     expect(seen).toEqual(Array.from({ length: 10 }, () => 1));
