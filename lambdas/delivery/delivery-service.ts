@@ -139,7 +139,7 @@ type LaneContext = Omit<
  * meanwhile is caught where it is for every batch: the registration's check of the generation.
  */
 export type InheritedLane = LaneContext & {
-  /** The lane's rank in the cohort it was started with (`Host.sealedCohort`). */
+  /** The lane’s rank in the cohort it was started with (`DeliveryService.sealedCohort`). */
   cohort?: number;
   seal: string;
 };

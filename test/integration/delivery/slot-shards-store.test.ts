@@ -18,6 +18,19 @@ describe('DL-02 slots in shards (DynamoDB store)', () => {
   let table: string;
   const deadline = () => Date.now() + 60_000;
   const storeWith = (slotsPerShard: number) => new DynamoDeliveryStore(client, table, { slotsPerShard });
+  /** A store of its own process (nothing of the consumer seen yet) that names every request it sends. */
+  function countedStore(slotsPerShard: number) {
+    const counted = dynamoDbClient(inject('ddbEndpoint'));
+    const calls: string[] = [];
+    counted.middlewareStack.add(
+      (next, context) => async (args) => {
+        calls.push(String(context.commandName));
+        return next(args);
+      },
+      { step: 'initialize', name: 'countCalls' },
+    );
+    return { store: new DynamoDeliveryStore(counted, table, { slotsPerShard }), calls };
+  }
 
   /** The consumer's slot items as stored, by sort key. */
   async function items(consumerUid: string) {
@@ -117,18 +130,9 @@ describe('DL-02 slots in shards (DynamoDB store)', () => {
     const writer = storeWith(2);
     // Nine of ten slots held over five shards; the free one is in whichever shard the ninth missed.
     for (let i = 0; i < 9; i++) await writer.takeSlot(c, `b${i}-${randomUUID()}`, deadline(), 10);
-    const counted = dynamoDbClient(inject('ddbEndpoint'));
-    const calls: string[] = [];
-    counted.middlewareStack.add(
-      (next, context) => async (args) => {
-        calls.push(String(context.commandName));
-        return next(args);
-      },
-      { step: 'initialize', name: 'countCalls' },
-    );
     // A process that has seen nothing of the consumer: its first try may meet a full shard,
     // then one read of them all, then the take (and once per process, the shard count).
-    const fresh = new DynamoDeliveryStore(counted, table, { slotsPerShard: 2 });
+    const { store: fresh, calls } = countedStore(2);
     const out = await fresh.takeSlot(c, 'bLast', deadline(), 10);
     expect(out.taken).toBe(true);
     expect(calls.length).toBeLessThanOrEqual(4);
@@ -145,16 +149,7 @@ describe('DL-02 slots in shards (DynamoDB store)', () => {
 
   it('DL-02 a cohort of lanes filling a new map: shards prepared once, then every take lands at its first try', async () => {
     const c = `c-${randomUUID()}`;
-    const counted = dynamoDbClient(inject('ddbEndpoint'));
-    const calls: string[] = [];
-    counted.middlewareStack.add(
-      (next, context) => async (args) => {
-        calls.push(String(context.commandName));
-        return next(args);
-      },
-      { step: 'initialize', name: 'countCalls' },
-    );
-    const store = new DynamoDeliveryStore(counted, table, { slotsPerShard: 3 });
+    const { store, calls } = countedStore(3);
     // maxConcurrency 8 over shards of 3 (capacities 3, 3, 2): the supervisor reads the map, then
     // prepares it for its cohort of 8 — the count raised once, three shards created.
     await store.dispatchState(c);
