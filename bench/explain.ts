@@ -5,7 +5,8 @@
  */
 import { fmt, fmtSpread } from './format.ts';
 import { dynamoParts, itemsPerBatch, type PartBreakdown } from './per-batch.ts';
-import type { CellCounts, CpuPerBatch, Row, Summary } from './report.ts';
+import { PRICES } from './pricing.ts';
+import type { CellCost, CellCounts, CpuPerBatch, Row, Summary } from './report.ts';
 import { foldKinds, type SdkTally } from './support/meter.ts';
 
 const READ_OPS = new Set(['GetItem', 'BatchGetItem', 'Query', 'Scan', 'TransactGetItems']);
@@ -246,10 +247,62 @@ export function manifestWruPerBatch(b: PartBreakdown): number {
   return units / Math.max(1, b.batches);
 }
 
+/**
+ * What one cost cell would cost without the two parts that are design choices rather than
+ * per-message floors, and the write budget its target leaves — all from this run's counts.
+ */
+export interface CostCloser {
+  /** The manifest's write (every receipt handle), USD per million messages. */
+  handlesUsd: number;
+  stepFunctionsUsd: number;
+  /** The cell's total without both. */
+  withoutBoth: number;
+  /** WRU per batch the target leaves for the Host's writes, with lanes that run on and every other part as measured (may be < 0). */
+  wruBudgetPerBatch: number;
+  /** WRU per batch measured, the manifest's included. */
+  wruPerBatch: number;
+  manifestWruPerBatch: number;
+  /** Lane executions started (AcquireSlot), batches and transitions per lane. */
+  lanes: number;
+  batchesPerLane: number;
+  transitionsPerLane: number;
+}
+
+export function costCloser(
+  breakdown: CellCost['breakdown'],
+  counts: CellCounts,
+  limit: number,
+  producerWruPer100: number,
+): CostCloser {
+  const msgs = Math.max(1e-9, counts.messagesPerBatch.median);
+  const manifestWru = manifestWruPerBatch(counts.breakdown);
+  const handlesUsd = (manifestWru / msgs) * PRICES.dynamoWritePerMillionWru;
+  const producerUsd = (producerWruPer100 / 100) * PRICES.dynamoWritePerMillionWru;
+  // Lanes that run on cost next to no transitions per batch; the rest stays as measured.
+  const othersUsd = breakdown.total - breakdown.dynamoWrites - breakdown.stepFunctions + producerUsd;
+  const lanes = counts.breakdown.lambda['step:AcquireSlot'] ?? 0;
+  const batchesPerLane = counts.breakdown.batches / Math.max(1, lanes);
+  // From the priced burst (the lanes' ends included), not the drain's window.
+  const transitionsPerMessage = breakdown.stepFunctions / PRICES.sfnStandardPerMillionTransitions;
+  return {
+    handlesUsd,
+    stepFunctionsUsd: breakdown.stepFunctions,
+    withoutBoth: breakdown.total - handlesUsd - breakdown.stepFunctions,
+    wruBudgetPerBatch: ((limit - othersUsd) / PRICES.dynamoWritePerMillionWru) * msgs,
+    wruPerBatch: counts.perBatch.wru.median,
+    manifestWruPerBatch: manifestWru,
+    lanes,
+    batchesPerLane,
+    transitionsPerLane: transitionsPerMessage * msgs * batchesPerLane,
+  };
+}
+
 function costMisses(s: Summary, rows: Row[]): string {
   const out = [
     `**Cost: missed in ${rows.length} of ${s.costs.length} cells** (Cloudflare Queues: $${fmt(1.2, 2)} per million).`,
   ];
+  const producerWru = Object.values(s.producerPer100).reduce((a, p) => a + p.wru, 0);
+  const closers: string[] = [];
   for (const r of rows) {
     const c = s.costs.find((x) => x.cell === r.setting);
     const counts = s.cells.find((x) => x.kind === 'drain' && x.label.endsWith(r.setting));
@@ -284,10 +337,28 @@ function costMisses(s: Summary, rows: Row[]): string {
     out.push(
       `${r.setting}: $${fmt(b.total, 3)} against ≤ $${fmt(limit, 2)}, $${fmt(b.total - limit, 3)} over — ${parts.map(([name, usd, per]) => `${name} $${fmt(usd, 3)}${per ? ` (${per})` : ''}`).join(', ')}.`,
     );
+    if (!counts) continue;
+    const k = costCloser(b, counts, limit, producerWru);
+    const verdict =
+      k.withoutBoth <= limit ? 'under the target' : `still $${fmt(k.withoutBoth - limit, 3)} over`;
+    closers.push(
+      `${r.setting}: without the manifest's write ($${fmt(k.handlesUsd, 3)}, nearly all receipt handles) and with lanes that run on ($${fmt(k.stepFunctionsUsd, 3)} now: ${fmt(k.lanes, 0)} lanes ran ${fmt(k.batchesPerLane, 1)} batches and ${fmt(k.transitionsPerLane, 1)} transitions each), $${fmt(k.withoutBoth, 3)}, ${verdict}` +
+        (k.withoutBoth > limit
+          ? `; with lanes that run on and every other part as measured, the target leaves ${k.wruBudgetPerBatch > 0 ? `${fmt(k.wruBudgetPerBatch, 1)} WRU per batch for the Host's writes` : 'no room for any write'} (now ${fmt(k.wruPerBatch, 1)}, ${fmt(k.wruPerBatch - k.manifestWruPerBatch, 1)} without the manifest)`
+          : '') +
+        '.',
+    );
   }
-  out.push(
-    'What would close it: in each cell, cutting the parts above, largest first, by the amount it is over. The manifest keeps every receipt handle (SQS’s are about 390 characters, ≈ 0.33 KB per message as the Host stores them) so that the messages of a lost runner return at once rather than after their batch’s hold; the rest of the writes are per batch (head, slot map, close), which is why batch 10 costs several times batch 100 per message.',
-  );
+  if (closers.length > 0) {
+    const steady = s.cells
+      .filter((x) => x.kind === 'steady')
+      .map((x) => `${x.label}: ${fmtSpread(x.perBatch.transitions, 2)} transitions per batch`)
+      .join('; ');
+    out.push(
+      `What would close it, cell by cell, from the counts above: ${closers.join(' ')}`,
+      `The two parts, and why they stay: the manifest keeps every receipt handle (SQS's are about 390 characters, ≈ 0.33 KB per message as the Host stores them) so that recovery returns a lost runner's messages at once — RC-01's 30 s after a \`kill -9\` — instead of after their hold (the handler's deadline plus grace: more than 5 minutes with a worker's default timeout). Writing the handles only for batches that outlive their gathering visibility would need a timer in the runner; on Lambda it shares the event loop with the user's handler, and a handler that blocks it would see its messages return and be delivered again with the same attempt count, so it is not built. Step Functions is paid per lane, at its start and end: in these one-burst drains each lane runs few batches, while the steady streams' lanes run on (${steady}). Express lanes would be billed by request and duration instead, but an Express execution ends at 5 minutes, which a worker invocation with the default 5-minute function timeout plus the lane's own steps does not fit. The other writes are per batch, whatever its size: the head (first settlement wins, settlements that outlive a restart), the slot's mark (DL-02's bound and recovery), the close and the hand-over — which is why batch 10 costs several times batch 100 per message, and why the batch-10 targets need a design with fewer records per batch, not a cheaper one of these.`,
+    );
+  }
   return out.join(' ');
 }
 

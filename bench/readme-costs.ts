@@ -19,7 +19,7 @@ export function costsRegion(meta: BenchMeta, summary: Summary, resultsLink: stri
     return r?.target ? `${r.target} ${r.verdict}` : '—';
   };
   const lines = [
-    `Measured by \`npm run bench\`${meta.commit ? ` at \`${meta.commit}\`` : ''} on ${meta.date} ([results](${resultsLink})) on the local stand-ins, per finalised batch on the happy path (the handler returns; no explicit ack). USD per million messages include the producer, at list prices (${PRICES.region}; checked ${PRICES.checked}). Generated: \`npm run bench\` rewrites this part of the README and \`npm run bench -- --from bench/results/<date>.json\` re-renders it; edits here are lost.`,
+    `Measured by \`npm run bench\`${meta.commit ? ` at \`${meta.commit}\`` : ''} on ${meta.date} ([results](${resultsLink})) on the local stand-ins, per finalised batch on the happy path (the handler returns; no explicit ack). USD per million messages include the producer and, for a drain (one burst), its lanes' ends after the last message (each lane's last idle wait at the bench's 1 s, and its execution's end), at list prices (${PRICES.region}; checked ${PRICES.checked}). Generated: \`npm run bench\` rewrites this part of the README and \`npm run bench -- --from bench/results/<date>.json\` re-renders it; edits here are lost.`,
     '',
     '| Cell | Messages / batch | Step Functions transitions / batch | Lambda invocations / batch | DynamoDB requests / batch (WRU, RRU) | SQS requests / batch | USD per million messages |',
     '|---|---|---|---|---|---|---|',

@@ -188,8 +188,9 @@ function okPairs(pairs: ThroughputPair[]) {
   return pairs.filter((p) => p.host.ok && p.baseline.ok);
 }
 
+/** A burst's cost: the producer's sends, the drain, and the lanes' ends after it (`tail`). */
 function costOfPair(p: ThroughputPair) {
-  const all = addTallies([p.host.prefill, p.host.drain]);
+  const all = addTallies([p.host.prefill, p.host.drain, p.host.tail]);
   const total = usd(all, isDelivery);
   const perMillion = scale(total, 1e6 / Math.max(1, p.host.delivered));
   const sdk = sumSdk(all, isDelivery);
@@ -831,7 +832,7 @@ export function markdown(meta: BenchMeta, config: BenchConfig, summary: Summary,
         .sort()
         .map(([op, v]) => `${fmt(v.calls, 2)} ${op}${v.wru > 0 ? ` (${fmt(v.wru, 2)} WRU)` : ''}`)
         .join(', ')}. ` +
-      "Lambda duration uses the measured local durations of each Task and batch-host call, at 512 MB (the Host functions' default memory); the worker invocation includes the batch-host calls it waits for, which AWS bills twice (both functions run). Local durations include queueing on the one DynamoDB Local process and grow with concurrency. Each drain is one burst.",
+      "Lambda duration uses the measured local durations of each Task and batch-host call, at 512 MB (the Host functions' default memory); the worker invocation includes the batch-host calls it waits for, which AWS bills twice (both functions run). Local durations include queueing on the one DynamoDB Local process and grow with concurrency. Each drain is one burst, priced until its lanes have ended by themselves after the last message (each lane's last idle wait, at the bench's idleWaitSeconds 1, and the end of each execution: the worker invocation's whole duration is billed then); the per-batch counts above are the drain's window only. With the default idle wait (10 s locally, 20 s on AWS) a lane that waits for the next message runs that much longer; How lanes end (below) prices one.",
     '',
     costTable(summary),
     '',

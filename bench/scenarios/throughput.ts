@@ -21,6 +21,10 @@ import { type CpuSpent, cpuMark, cpuSince } from '../support/cpu.ts';
 import { Meter, type Tally } from '../support/meter.ts';
 import type { Endpoints } from '../support/standins.ts';
 import { until } from '../support/stats.ts';
+
+/** How long a drain's lanes get to end by themselves after the last message (idle wait 1 s). */
+const LANES_END_WITHIN_MS = 15_000;
+
 import { NOOP_WORKER } from '../support/workers.ts';
 
 export interface Cell {
@@ -109,6 +113,9 @@ export async function hostDrain(
       drain = meter.reset();
       cpu = cpuSince(cpuAtStart);
     }
+    // The burst's cost runs until its lanes have ended by themselves (their last idle wait, the
+    // end of each execution): on AWS a burst pays for those too. Then the delivery side stops.
+    await until(() => dispatcher.running().length === 0, LANES_END_WITHIN_MS, 20);
     await dispatcher.stop(10_000);
     const tail = meter.reset();
     const seconds = (endedAt - startedAt) / 1000;
