@@ -342,7 +342,7 @@ function costMisses(s: Summary, rows: Row[]): string {
     const verdict =
       k.withoutBoth <= limit ? 'under the target' : `still $${fmt(k.withoutBoth - limit, 3)} over`;
     closers.push(
-      `${r.setting}: without the manifest's write ($${fmt(k.handlesUsd, 3)}, nearly all receipt handles) and with lanes that run on ($${fmt(k.stepFunctionsUsd, 3)} now: ${fmt(k.lanes, 0)} lanes ran ${fmt(k.batchesPerLane, 1)} batches and ${fmt(k.transitionsPerLane, 1)} transitions each), $${fmt(k.withoutBoth, 3)}, ${verdict}` +
+      `${r.setting}: without the manifest's write ($${fmt(k.handlesUsd, 3)}, nearly all receipt handles) and with lanes that run on ($${fmt(k.stepFunctionsUsd, 3)} now: ${fmt(k.lanes, 0)} lanes ran ${fmt(k.batchesPerLane, 1)} batches and ${fmt(k.transitionsPerLane, 1)} transitions each, ${fmt(c.tailPerLane.transitions, 1)} of them after the last message${c.tailPerLane.rounds >= 0.05 ? `, in ${fmt(c.tailPerLane.rounds, 1)} more rounds per lane` : ''}), $${fmt(k.withoutBoth, 3)}, ${verdict}` +
         (k.withoutBoth > limit
           ? `; with lanes that run on and every other part as measured, the target leaves ${k.wruBudgetPerBatch > 0 ? `${fmt(k.wruBudgetPerBatch, 1)} WRU per batch for the Host's writes` : 'no room for any write'} (now ${fmt(k.wruPerBatch, 1)}, ${fmt(k.wruPerBatch - k.manifestWruPerBatch, 1)} without the manifest)`
           : '') +
@@ -354,8 +354,16 @@ function costMisses(s: Summary, rows: Row[]): string {
       .filter((x) => x.kind === 'steady')
       .map((x) => `${x.label}: ${fmtSpread(x.perBatch.transitions, 2)} transitions per batch`)
       .join('; ');
+    const rounds = rows
+      .map((r) => s.costs.find((x) => x.cell === r.setting))
+      .filter((c): c is CellCost => c !== undefined && c.tailPerLane.rounds >= 0.05);
     out.push(
       `What would close it, cell by cell, from the counts above: ${closers.join(' ')}`,
+      ...(rounds.length > 0
+        ? [
+            `Rounds after the last message (${rounds.map((c) => `${c.cell}: ${fmt(c.tailPerLane.rounds, 1)} per lane`).join('; ')}): a lane whose queue is empty ends unless a send through the Host came after its slot was taken; a slot in a shard of the slot map other than the first does not see the wake count, so its release compares the last wake's time with its take's, allowing 5 s of clock skew between functions (\`SKEW_ALLOWANCE_MS\`). After a burst whose last send was that recent, every such lane takes another slot and runs another worker invocation with its idle wait, and its next release is woken by the same send again while the 5 s last (several times at the bench's 1 s idle wait; at AWS's default of 20 s a round's own wait outlasts the 5 s). What would close it: compare wake counts for those slots too — the release already reads the first shard, which holds the count — so that a woken lane is woken by a newer send only.`,
+          ]
+        : []),
       `The two parts, and why they stay: the manifest keeps every receipt handle (SQS's are about 390 characters, ≈ 0.33 KB per message as the Host stores them) so that recovery returns a lost runner's messages at once — RC-01's 30 s after a \`kill -9\` — instead of after their hold (the handler's deadline plus grace: more than 5 minutes with a worker's default timeout). Writing the handles only for batches that outlive their gathering visibility would need a timer in the runner; on Lambda it shares the event loop with the user's handler, and a handler that blocks it would see its messages return and be delivered again with the same attempt count, so it is not built. Step Functions is paid per lane, at its start and end: in these one-burst drains each lane runs few batches, while the steady streams' lanes run on (${steady}). Express lanes would be billed by request and duration instead, but an Express execution ends at 5 minutes, which a worker invocation with the default 5-minute function timeout plus the lane's own steps does not fit. The other writes are per batch, whatever its size: the head (first settlement wins, settlements that outlive a restart), the slot's mark (DL-02's bound and recovery), the close and the hand-over — which is why batch 10 costs several times batch 100 per message, and why the batch-10 targets need a design with fewer records per batch, not a cheaper one of these.`,
     );
   }

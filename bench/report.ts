@@ -71,7 +71,8 @@ export interface CellCost {
   sqsPerMessage: Spread;
   rruPerMessage: Spread;
   wruPerMessage: Spread;
-  tailPerLane: { transitions: number; lambda: number; sqs: number; dynamoCalls: number };
+  /** After the last message, per lane: `rounds` are worker invocations started then (a lane going round again). */
+  tailPerLane: { transitions: number; lambda: number; sqs: number; dynamoCalls: number; rounds: number };
 }
 
 /** Per-batch counts of one cell, drain or steady stream, beside its same-run baseline. */
@@ -542,6 +543,7 @@ export function summarise(config: BenchConfig, s: BenchSamples): Summary {
         lambda: Object.values(p.host.tail.lambda).reduce((a, l) => a + l.invocations, 0) / lanes,
         sqs: sdk.sqsRequests / lanes,
         dynamoCalls: sdk.dynamoCalls / lanes,
+        rounds: (p.host.tail.lambda['worker:InvokeWorker']?.invocations ?? 0) / lanes,
       };
     });
     costs.push({
@@ -558,6 +560,7 @@ export function summarise(config: BenchConfig, s: BenchSamples): Summary {
         lambda: spread(tails.map((t) => t.lambda)).median,
         sqs: spread(tails.map((t) => t.sqs)).median,
         dynamoCalls: spread(tails.map((t) => t.dynamoCalls)).median,
+        rounds: spread(tails.map((t) => t.rounds)).median,
       },
     });
   }

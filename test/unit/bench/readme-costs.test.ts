@@ -46,8 +46,9 @@ describe('README cost table from the bench', () => {
       expect(row).toContain(`| ${fmt(c.perBatch.transitions.median, 2)} |`);
       expect(row).toContain(`${fmt(c.perBatch.dynamoRequests.median, 1)} (`);
     }
-    // The run's published figure for batch 10 / concurrency 1, against issue 13's target.
-    expect(region).toMatch(/\| drain, batch 10 \/ concurrency 1 \|.*\$1\.22\d \(≤ \$0\.60 missed\) \|/);
+    // The run's figure for batch 10 / concurrency 1, against issue 13's target: $1.22 as published
+    // then, $1.34 since a burst is priced until its lanes have ended (their last idle wait and end).
+    expect(region).toMatch(/\| drain, batch 10 \/ concurrency 1 \|.*\$1\.33\d \(≤ \$0\.60 missed\) \|/);
     expect(region).toContain('[results](bench/results/2026-12-01.md)');
     expect(region).toContain(`$${fmt(summary.idle.hostWithOneIdleConsumer.median, 3)} per month`);
   });
