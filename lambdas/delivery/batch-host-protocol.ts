@@ -125,6 +125,8 @@ export const batchHostRequestSchema = z.discriminatedUnion('action', [
     action: z.literal('register'),
     slot: slotSchema,
     received: z.array(receivedSchema).max(MESSAGE_LIMITS.maxBatchMessages),
+    /** The lane goes on: an empty receive a send woke answers with the lane's next slot. */
+    goOn: z.boolean().optional(),
   }),
   z.strictObject({ action: z.literal('settle'), batchId: id, credential, call: settleCallSchema }),
   // A group of settle calls of one batch, applied in order; answered with one result per call.

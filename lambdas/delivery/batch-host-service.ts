@@ -46,7 +46,11 @@ export class BatchHostService {
       case 'acquire':
         return this.o.delivery.acquireNext(request.previous, request.credential);
       case 'register':
-        return this.o.loop.register(request.slot, request.received);
+        return this.o.loop.register(
+          request.slot,
+          request.received,
+          request.goOn ? { goOn: true } : undefined,
+        );
       case 'settle':
         await this.o.delivery.settle(request.batchId, request.credential, request.call);
         return null;

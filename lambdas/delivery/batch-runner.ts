@@ -29,7 +29,8 @@ import { BatchUnfinishedError } from './unfinished-batch.ts';
 export interface BatchHostPort {
   /** The lane's next slot, proven by the credential of the batch it just ran. */
   acquire(previous: Slot, credential: string): Promise<AcquireResult>;
-  register(slot: Slot, received: Received[]): Promise<Registration>;
+  /** `goOn`: the lane goes on, so an empty receive that a send woke takes its next slot at once. */
+  register(slot: Slot, received: Received[], opts?: { goOn?: boolean }): Promise<Registration>;
   settle(batchId: string, credential: string, call: SettleCall): Promise<void>;
   /** Several settle calls of one batch, applied in order; one answer per call. */
   settleMany(batchId: string, credential: string, calls: SettleCall[]): Promise<SettleAnswer[]>;
@@ -378,10 +379,18 @@ export async function runBatch(
   const registration = await deps.host.register(
     slot,
     held.map((h) => h.received),
+    held.length === 0 && goOn() ? { goOn: true } : undefined,
   );
   // Idle after a failed receive too: the lane rests instead of spinning while SQS is away —
-  // unless a send through the Host came after the slot was taken (it may have missed this receive).
-  if (held.length === 0) return { idle: !registration.woken, delivered: 0 };
+  // unless a send through the Host came after the slot was taken (it may have missed this receive):
+  // then the registration took the lane's next slot, and the lane receives again in this invocation.
+  if (held.length === 0) {
+    return {
+      idle: !registration.woken,
+      delivered: 0,
+      ...(registration.next ? { next: registration.next } : {}),
+    };
+  }
   const { credential } = registration;
   if (!credential) return { idle: false, delivered: 0 };
   const bodies = new Map<string, Uint8Array>();
@@ -563,6 +572,12 @@ export async function runLane(first: Slot, deps: RunnerDeps, limits: LaneLimits)
     const run = await runBatch(slot, deps, goOn, carried);
     delivered += run.delivered;
     if (run.idle) return { idle: true, delivered, batches };
+    if (!run.credential && run.next?.status === 'acquired' && goOn()) {
+      // Woken on an empty queue: receive again with the slot the registration took.
+      slot = run.next.slot;
+      carried = {};
+      continue;
+    }
     if (!run.credential || !goOn()) {
       await giveBack(deps, slot.sqsUrl, run.ahead);
       // A slot handed over for a batch that will not run now (the Host began to stop): an empty

@@ -187,8 +187,8 @@ export class ControlLoop {
    * Registers a lane's batch. A receive that filled the batch (maxBatchSize) is evidence of a
    * backlog: while a slot is free, one more lane starts, before this batch's handler runs.
    */
-  async register(slot: Slot, received: Received[]): Promise<Registration> {
-    const r = await this.o.service.register(slot, received);
+  async register(slot: Slot, received: Received[], opts?: { goOn?: boolean }): Promise<Registration> {
+    const r = await this.o.service.register(slot, received, opts);
     const full = received.length >= slot.maxBatchSize;
     if (r.credential && lanesAfterBatch({ full, room: r.room === true })) {
       try {

@@ -217,6 +217,11 @@ export interface Registration {
   /** The queue was empty, but a send through the Host came after the slot was taken. */
   woken?: boolean;
   /**
+   * Woken, for a lane that goes on: its next slot, taken in the same call. It knows the wake
+   * count read then, so its own empty receive is woken only by a later send (exactly, in any shard).
+   */
+  next?: AcquireResult;
+  /**
    * Fewer than maxConcurrency slots were held when it registered: another lane may start.
    * Decided for a full receive (maxBatchSize messages), the only case the control loop asks.
    */
@@ -533,7 +538,9 @@ export class DeliveryService {
     state: DispatchState,
     takenAt: number,
     recovered: ReadonlySet<string> = new Set(),
+    seenWakes?: number,
   ): Slot {
+    const wakeSeq = state.wakes ?? seenWakes;
     const due: Record<string, number> = {};
     for (const [id, until] of Object.entries(state.slots)) {
       if (id !== batchId && until <= takenAt && !recovered.has(id)) due[id] = until;
@@ -544,7 +551,7 @@ export class DeliveryService {
       batchId,
       deadline,
       invisibleUntil: deadline + this.o.graceMs,
-      ...(state.wakes !== undefined ? { wakeSeq: state.wakes } : {}),
+      ...(wakeSeq !== undefined ? { wakeSeq } : {}),
       taken: { at: takenAt, held, due, ...(state.partial ? { partial: true as const } : {}) },
     });
   }
@@ -555,7 +562,13 @@ export class DeliveryService {
    * tried once more.
    */
   /** `cohort`: the lane's rank in the cohort it was started with, if it was. */
-  private async take(context: LaneContext, batchId: string, cohort?: number): Promise<AcquireResult> {
+  /** `seenWakes`: the consumer's wake count read before this take (for a slot outside shard 0). */
+  private async take(
+    context: LaneContext,
+    batchId: string,
+    cohort?: number,
+    seenWakes?: number,
+  ): Promise<AcquireResult> {
     const now = this.now();
     const deadline = this.gatheringDeadline(context, now);
     const max = context.maxConcurrency;
@@ -578,6 +591,7 @@ export class DeliveryService {
       out.state,
       now,
       new Set(expired),
+      seenWakes,
     );
     return { status: 'acquired', held: (slot.taken as SlotSnapshot).held, capacity: max, slot };
   }
@@ -687,7 +701,7 @@ export class DeliveryService {
    * The slot is trusted only with its seal (DL-09); that its consumer generation is still the
    * active one is a condition of the registration's transaction, not a read before it.
    */
-  async register(claimed: Slot, received: Received[]): Promise<Registration> {
+  async register(claimed: Slot, received: Received[], opts: { goOn?: boolean } = {}): Promise<Registration> {
     const nothing: Registration = { credential: '', deliver: [], moves: 0 };
     const sealed = this.trusted(claimed);
     const giveBack = () =>
@@ -695,7 +709,7 @@ export class DeliveryService {
         sealed.sqsUrl,
         received.map((r) => ({ handle: r.receiptHandle, seconds: 0 })),
       );
-    if (received.length === 0) return this.releaseEmpty(sealed);
+    if (received.length === 0) return this.releaseEmpty(sealed, opts.goOn === true);
     const now = this.now();
     // Late recovery: a batch abandoned by a lost runner has its messages back in the queue from
     // its deadline + grace on. Recovering such slots before reading attempts records means such a
@@ -787,7 +801,7 @@ export class DeliveryService {
     }
     const delivered = entries;
     const moved = moves;
-    if (delivered.length === 0 && moved.length === 0) return this.releaseEmpty(sealed);
+    if (delivered.length === 0 && moved.length === 0) return this.releaseEmpty(sealed, false);
     const credential = this.credentialOf(slot.batchId);
     const head: BatchHead = {
       batchId: slot.batchId,
@@ -870,19 +884,27 @@ export class DeliveryService {
   /**
    * A slot whose receive brought nothing to deliver: freed in one write. A send through the Host
    * after the slot was taken may have missed this receive: the lane then takes another slot
-   * instead of ending (`woken`).
+   * instead of ending (`woken`) — here, for a lane that goes on, so it receives again in the same
+   * invocation rather than through another round of the state machine.
    */
-  private async releaseEmpty(slot: Slot): Promise<Registration> {
+  private async releaseEmpty(slot: Slot, goOn: boolean): Promise<Registration> {
     const after = await this.o.store.releaseIdle(slot.consumerUid, slot.batchId);
-    // A slot in the first shard compares wake counts; one in another shard, whose take did not
-    // see the count, the last wake's time with the take's (a wake just before it only costs a round).
+    // A slot that knows the wake count (taken in the first shard, or after a woken release)
+    // compares counts; one in another shard, whose take did not see the count, the last wake's
+    // time with the take's (a wake just before it only costs one more receive).
     const woken =
       slot.wakeSeq !== undefined && after.wakes !== undefined
         ? after.wakes > slot.wakeSeq
         : slot.taken !== undefined &&
           after.lastWakeAt !== undefined &&
           after.lastWakeAt >= slot.taken.at - SKEW_ALLOWANCE_MS;
-    return { credential: '', deliver: [], moves: 0, ...(woken ? { woken } : {}) };
+    const nothing: Registration = { credential: '', deliver: [], moves: 0, ...(woken ? { woken } : {}) };
+    if (!woken || !goOn || !(await this.stillActive(slot))) return nothing;
+    // Without a count to compare, a slot outside the first shard is woken by any send within the
+    // skew allowance before its take; its successor carries the count read now instead, so the
+    // same send does not wake the lane again and again.
+    const next = await this.take(laneContextOf(slot), nextBatchId(slot.batchId), undefined, after.wakes);
+    return { ...nothing, next };
   }
 
   /**

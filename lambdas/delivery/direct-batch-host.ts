@@ -13,7 +13,7 @@ export function directBatchHost(
 ): BatchHostPort {
   return {
     acquire: (previous, credential) => service.acquireNext(previous, credential),
-    register: (slot, received) => loop.register(slot, received),
+    register: (slot, received, opts) => loop.register(slot, received, opts),
     settle: (batchId, credential, call) => service.settle(batchId, credential, call),
     settleMany: (batchId, credential, calls) => service.settleMany(batchId, credential, calls),
     finalize: (slot, credential, outcome, opts) =>

@@ -402,7 +402,7 @@ export class DynamoSlotMap {
     return out.ok ? out.item : undefined;
   }
 
-  /** Frees a slot that received nothing; with shard 0's wake count and time after it. */
+  /** Frees a slot that received nothing; with shard 0's wake count and time after it (any shard). */
   async releaseIdle(consumerUid: string, batchId: string): Promise<{ wakes?: number; lastWakeAt?: number }> {
     const after = await this.release(consumerUid, batchId);
     const first =
@@ -418,7 +418,7 @@ export class DynamoSlotMap {
             )
             .then((out) => (out.Item ? unmarshall(out.Item) : undefined));
     return {
-      ...(shardOf(batchId) === 0 ? { wakes: typeof first?.wakes === 'number' ? first.wakes : 0 } : {}),
+      wakes: typeof first?.wakes === 'number' ? first.wakes : 0,
       ...(typeof first?.lastWakeAt === 'number' ? { lastWakeAt: first.lastWakeAt } : {}),
     };
   }

@@ -143,7 +143,11 @@ export function remoteBatchHost(transport: BatchHostTransport): RemoteBatchHost 
   return {
     acquire: (previous, credential) =>
       call<AcquireResult>({ action: 'acquire', previous, credential }, 'runner'),
-    register: (slot, received) => call<Registration>({ action: 'register', slot, received }, 'runner'),
+    register: (slot, received, opts) =>
+      call<Registration>(
+        { action: 'register', slot, received, ...(opts?.goOn ? { goOn: true } : {}) },
+        'runner',
+      ),
     settle: async (batchId, credential, settleCall) => {
       await call({ action: 'settle', batchId, credential, call: settleCall }, 'settle');
     },

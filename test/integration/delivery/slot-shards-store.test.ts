@@ -190,7 +190,7 @@ describe('DL-02 slots in shards (DynamoDB store)', () => {
     expect(Object.keys(read.slots ?? {}).sort()).toEqual(Object.keys(await writer.slots(c)).sort());
   });
 
-  it('a recovery’s release is stamped; an idle release of a slot outside shard 0 reports the last wake’s time', async () => {
+  it('a recovery’s release is stamped; an idle release of a slot outside shard 0 reports shard 0’s wake count and the last wake’s time', async () => {
     const store = storeWith(1);
     const c = `c-${randomUUID()}`;
     const a = await store.takeSlot(c, `bA-${randomUUID()}`, deadline(), 3);
@@ -198,7 +198,7 @@ describe('DL-02 slots in shards (DynamoDB store)', () => {
     const other = [a, b].find((o) => shardOf(o.batchId) > 0) as { batchId: string };
     const wakeAt = Date.now();
     await store.wake(c, wakeAt);
-    expect(await store.releaseIdle(c, other.batchId)).toEqual({ lastWakeAt: wakeAt });
+    expect(await store.releaseIdle(c, other.batchId)).toEqual({ wakes: 1, lastWakeAt: wakeAt });
     const first = [a, b].find((o) => shardOf(o.batchId) === 0);
     if (first) expect(await store.releaseIdle(c, first.batchId)).toEqual({ wakes: 1, lastWakeAt: wakeAt });
     const c2 = await store.takeSlot(c, `bC-${randomUUID()}`, deadline(), 3);
