@@ -50,6 +50,7 @@ export const slotSchema = z.strictObject({
       held: z.number().int().min(0).max(250),
       // At most every other slot of the consumer (maxConcurrency ≤ 250).
       due: z.record(id, epochMs).refine((due) => Object.keys(due).length < 250, 'too many slots'),
+      receiving: z.number().int().min(0).max(250).optional(),
       partial: z.literal(true).optional(),
     })
     .optional(),

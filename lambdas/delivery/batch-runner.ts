@@ -87,6 +87,8 @@ export interface RunResult {
   ahead?: ReceivedAhead;
   /** How long this batch's handler ran (ms). */
   handlerMs?: number;
+  /** Fewer messages than a full batch arrived: the queue ran dry (or slow) while gathering. */
+  dry?: true;
 }
 
 /**
@@ -308,7 +310,7 @@ export async function runBatch(
   deps: RunnerDeps,
   /** Asked once the handler ended: whether the lane runs another batch after this one. */
   goOn: () => boolean = () => false,
-  lane: { ahead?: ReceivedAhead; lastHandlerMs?: number } = {},
+  lane: LaneCarry = {},
 ): Promise<RunResult> {
   const clock = deps.clock ?? Date.now;
   const held: Held[] = [];
@@ -322,8 +324,12 @@ export async function runBatch(
   } else {
     await giveBack(deps, slot.sqsUrl, lane.ahead);
   }
-  // The idle wait is SQS's time, not the Host's (a test may move the Host's clock).
-  const idleUntil = performance.now() + deps.idleWaitSeconds * 1000;
+  // The idle wait is SQS's time, not the Host's (a test may move the Host's clock). A lane whose
+  // queue ran dry leaves it to another lane that is receiving: after a burst, one lane waits for
+  // the next message, not every lane (on AWS each wait is a worker invocation running).
+  const idleUntil =
+    performance.now() +
+    Math.min(deps.idleWaitSeconds, leavesIdleWait(slot, lane) ? LEFT_IDLE_WAIT_SECONDS : Infinity) * 1000;
   while (held.length < slot.maxBatchSize && !deps.signal?.aborted) {
     const now = clock();
     let wait: number;
@@ -478,6 +484,7 @@ export async function runBatch(
       ...(finished.next ? { next: finished.next } : {}),
       ...(next ? { ahead: next } : {}),
       ...(handlerMs !== undefined ? { handlerMs } : {}),
+      ...(held.length < slot.maxBatchSize ? { dry: true as const } : {}),
     };
   } catch (err) {
     // Whatever failed, messages received ahead go back rather than wait out their visibility.
@@ -539,6 +546,33 @@ async function finishBatch(
   return { goesOn: true, ...(fin.next ? { next: fin.next } : {}) };
 }
 
+/** What a lane carries from one batch to the next. */
+export interface LaneCarry {
+  ahead?: ReceivedAhead;
+  lastHandlerMs?: number;
+  /** The lane's last batch was not full. */
+  dry?: true;
+}
+
+/**
+ * How long a lane that leaves the idle wait to another still polls: a long poll (SQS answers a
+ * short one from a sample of its servers, so it may miss the last few messages).
+ */
+export const LEFT_IDLE_WAIT_SECONDS = 1;
+
+/**
+ * Whether this gathering leaves the idle wait to another lane (a 1 s poll, then an empty
+ * registration ends the lane): the lane's last batch was not full, nothing was received ahead,
+ * and its slot's take saw another lane of the consumer receiving, which waits for the next
+ * message instead. Of lanes that hand over one after another, the first sees the others still
+ * running and keeps its wait, so one lane still watches the queue. A send through the Host
+ * after the take keeps the lane (`Registration.woken`); messages sent straight to SQS are the
+ * supervisor's, as when every lane has rested.
+ */
+export function leavesIdleWait(slot: Slot, lane: LaneCarry): boolean {
+  return lane.dry === true && lane.ahead === undefined && (slot.taken?.receiving ?? 0) > 0;
+}
+
 export interface LaneLimits {
   /** Batches one invocation may run before it returns to the state machine. */
   maxBatches: number;
@@ -565,7 +599,7 @@ export async function runLane(first: Slot, deps: RunnerDeps, limits: LaneLimits)
   const started = clock();
   let slot = first;
   let delivered = 0;
-  let carried: { ahead?: ReceivedAhead; lastHandlerMs?: number } = {};
+  let carried: LaneCarry = {};
   for (let batches = 1; ; batches++) {
     const goOn = () =>
       batches < limits.maxBatches && clock() - started < limits.budgetMs && !deps.signal?.aborted;
@@ -594,6 +628,7 @@ export async function runLane(first: Slot, deps: RunnerDeps, limits: LaneLimits)
     carried = {
       ...(run.ahead ? { ahead: run.ahead } : {}),
       ...(run.handlerMs !== undefined ? { lastHandlerMs: run.handlerMs } : {}),
+      ...(run.dry ? { dry: true as const } : {}),
     };
   }
 }

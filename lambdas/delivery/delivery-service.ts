@@ -110,6 +110,12 @@ export interface SlotSnapshot {
   /** The other slots whose deadline had passed by then and that the take did not recover. */
   due: Record<string, number>;
   /**
+   * Other lanes receiving then (slots taken, no batch registered, deadline ahead), in the shard
+   * answered: a lane whose queue ran dry leaves the idle wait to them (`runBatch`). Absent on
+   * slots of an older Host.
+   */
+  receiving?: number;
+  /**
    * The take saw only its own shard of the consumer's slots (maxConcurrency above one shard):
    * `held` and `due` are of that shard, and the registration reads every shard instead.
    */
@@ -541,6 +547,9 @@ export class DeliveryService {
     seenWakes?: number,
   ): Slot {
     const wakeSeq = state.wakes ?? seenWakes;
+    const receiving = Object.entries(state.slots).filter(
+      ([id, until]) => id !== batchId && until > takenAt && !state.registered[id],
+    ).length;
     const due: Record<string, number> = {};
     for (const [id, until] of Object.entries(state.slots)) {
       if (id !== batchId && until <= takenAt && !recovered.has(id)) due[id] = until;
@@ -552,7 +561,7 @@ export class DeliveryService {
       deadline,
       invisibleUntil: deadline + this.o.graceMs,
       ...(wakeSeq !== undefined ? { wakeSeq } : {}),
-      taken: { at: takenAt, held, due, ...(state.partial ? { partial: true as const } : {}) },
+      taken: { at: takenAt, held, due, receiving, ...(state.partial ? { partial: true as const } : {}) },
     });
   }
 
