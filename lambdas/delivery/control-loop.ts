@@ -58,8 +58,22 @@ export interface LaneLauncher {
   start(name: string, input: LaneInput): Promise<'started' | 'exists'>;
 }
 
+/**
+ * What AcquireSlot sends of the lane's state (`lane.$: '$'`): the execution's input in its first
+ * round, the state the step's last answer rebuilt after it (other fields are ignored).
+ */
+export interface LaneState {
+  consumerUid: string;
+  generation: number;
+  round?: number;
+  startAfter?: number;
+  inherit?: unknown;
+}
+
 /** The dispatcher step Lambda's actions (what the state machine's Host tasks send). */
 export type DispatcherStepInput =
+  | { action: 'acquire'; lane: LaneState }
+  /** An execution of the definition before `lane` (running through a deploy). */
   | { action: 'acquire'; consumerUid: string; generation: number; inherit?: unknown }
   | {
       action: 'recover';
@@ -70,8 +84,39 @@ export type DispatcherStepInput =
     }
   | { action: 'handover'; consumerUid: string; generation: number };
 
+/** AcquireSlot's answer: the lane's state for its next states (`laneAfterAcquire`). */
+export type AcquireAnswer =
+  | ((AcquireResult | { status: 'wait'; waitSeconds: number }) & { lane: NextLaneState })
+  | AcquireResult;
+
+/** The lane's state the definition rebuilds from AcquireSlot's answer. */
+export interface NextLaneState {
+  consumerUid: string;
+  generation: number;
+  round: number;
+  inherit: Record<string, unknown>;
+}
+
+/**
+ * The lane's state after AcquireSlot: a lane that must wait first (`startAfter`, its first round)
+ * waits with the rest of its input kept; otherwise the round is counted and the starting lane's
+ * context is used up (later rounds read afresh).
+ */
+export function laneAfterAcquire(lane: LaneState): { wait?: number; next: NextLaneState } {
+  const round = lane.round ?? 0;
+  const inherit = isRecord(lane.inherit) ? lane.inherit : {};
+  const base = { consumerUid: lane.consumerUid, generation: lane.generation };
+  if (lane.startAfter !== undefined && lane.startAfter > 0) {
+    return { wait: lane.startAfter, next: { ...base, round, inherit } };
+  }
+  return { next: { ...base, round: round + 1, inherit: {} } };
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
 export type DispatcherStepResult =
-  | AcquireResult
+  | AcquireAnswer
   | { recovered: true; waitSeconds: number }
   | { handedOver: boolean };
 
@@ -160,8 +205,15 @@ export class ControlLoop {
   /** The Host tasks of the state machine (AcquireSlot, RecoverBatch, HandOver). */
   async step(input: DispatcherStepInput): Promise<DispatcherStepResult> {
     switch (input.action) {
-      case 'acquire':
-        return this.o.service.acquire(input.consumerUid, input.generation, input.inherit);
+      case 'acquire': {
+        if (!('lane' in input))
+          return this.o.service.acquire(input.consumerUid, input.generation, input.inherit);
+        const { wait, next } = laneAfterAcquire(input.lane);
+        if (wait !== undefined) return { status: 'wait', waitSeconds: wait, lane: next };
+        const { consumerUid, generation } = input.lane;
+        const inherit = isRecord(input.lane.inherit) ? input.lane.inherit : {};
+        return { ...(await this.o.service.acquire(consumerUid, generation, inherit)), lane: next };
+      }
       case 'recover': {
         const { heldUntil } = await this.o.service.recoverLane(
           input.consumerUid,

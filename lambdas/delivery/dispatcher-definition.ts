@@ -20,9 +20,9 @@ export interface DispatcherArns {
 }
 
 /**
- * Rounds one execution runs before it hands over. A round is at most ~16 history events
- * (AcquireSlot 5, SlotTaken 2, InvokeWorker 5, CountRound 2, Continue 2) and, in the worst case,
- * every Task's retries and a recovery on top (~90 more); 100 rounds stay below 11,000 of
+ * Rounds one execution runs before it hands over. A round is 4 transitions and at most ~14
+ * history events (AcquireSlot 5, SlotTaken 2, InvokeWorker 5, Continue 2) and, in the worst
+ * case, every Task's retries and a recovery on top (~90 more); 100 rounds stay below 11,000 of
  * Standard's 25,000 events whatever fails.
  */
 export const ROUNDS_PER_EXECUTION = 100;
@@ -93,29 +93,24 @@ export function dispatcherDefinition(arns: DispatcherArns) {
     QueryLanguage: 'JSONPath',
     // A round lasts at most the worker invocation (960 s) or the wait for a kept slot (3,600 s).
     TimeoutSeconds: 86_400 * 7,
-    StartAt: 'Start',
+    StartAt: DISPATCHER_TASKS.acquire,
     States: {
-      // A lane started for messages hidden until a time (a retry delay) waits for it first. An
-      // input without `inherit` (started by an older Host) gets an empty one, so paths resolve.
-      // `Not … IsPresent: true`, not `IsPresent: false`: aws-local-stepfunctions 3.0.0 evaluates
-      // the latter as false whatever the input (AWS does not), and the local Host runs this text.
-      Start: {
-        Type: 'Choice',
-        Choices: [
-          { Not: { Variable: '$.inherit', IsPresent: true }, Next: 'NothingInherited' },
-          { Variable: '$.startAfter', IsPresent: true, Next: 'WaitToStart' },
-        ],
-        Default: DISPATCHER_TASKS.acquire,
-      },
-      NothingInherited: { Type: 'Pass', Result: {}, ResultPath: '$.inherit', Next: 'Start' },
-      WaitToStart: { Type: 'Wait', SecondsPath: '$.startAfter', Next: DISPATCHER_TASKS.acquire },
+      // The lane's state is rebuilt from the step's answer (`laneAfterAcquire`): the step counts
+      // the round and drops what only the first round uses (`inherit`, `startAfter`), so no Pass
+      // or Choice state runs per round for that — each state entered is a billed transition. The
+      // whole state goes to the step (`lane.$: '$'`), so an input of any Host version resolves.
       [DISPATCHER_TASKS.acquire]: {
         Type: 'Task',
         Resource: 'arn:aws:states:::lambda:invoke',
-        // The starting lane's sealed context (`{}` after the first round: read afresh).
-        Parameters: step({ action: 'acquire', ...lane, 'inherit.$': '$.inherit' }),
-        ResultSelector: { 'value.$': '$.Payload' },
-        ResultPath: '$.acquire',
+        Parameters: step({ action: 'acquire', 'lane.$': '$' }),
+        ResultSelector: {
+          'consumerUid.$': '$.Payload.lane.consumerUid',
+          'generation.$': '$.Payload.lane.generation',
+          'round.$': '$.Payload.lane.round',
+          'inherit.$': '$.Payload.lane.inherit',
+          acquire: { 'value.$': '$.Payload' },
+        },
+        // No ResultPath: the default ($) replaces the state with the selected result.
         Retry: [...lambdaRetry, ...stepRetry],
         Catch: [{ ErrorEquals: ['States.ALL'], ResultPath: '$.failure', Next: 'LaneFailed' }],
         Next: 'SlotTaken',
@@ -124,9 +119,16 @@ export function dispatcherDefinition(arns: DispatcherArns) {
         Type: 'Choice',
         Choices: [
           { Variable: '$.acquire.value.status', StringEquals: 'acquired', Next: DISPATCHER_TASKS.invoke },
+          // A lane started for messages hidden until a time (a retry delay) waits for it first.
+          { Variable: '$.acquire.value.status', StringEquals: 'wait', Next: 'WaitToStart' },
         ],
         // `busy`: every slot is held by a lane that will take the next one itself; `stop`.
         Default: 'LaneDone',
+      },
+      WaitToStart: {
+        Type: 'Wait',
+        SecondsPath: '$.acquire.value.waitSeconds',
+        Next: DISPATCHER_TASKS.acquire,
       },
       [DISPATCHER_TASKS.invoke]: {
         Type: 'Task',
@@ -141,22 +143,12 @@ export function dispatcherDefinition(arns: DispatcherArns) {
         TimeoutSeconds: 960,
         Retry: workerRetry,
         Catch: [{ ErrorEquals: ['States.ALL'], ResultPath: '$.failure', Next: DISPATCHER_TASKS.recover }],
-        Next: 'NextRound',
-      },
-      NextRound: {
-        Type: 'Pass',
-        Parameters: {
-          ...lane,
-          'round.$': 'States.MathAdd($.round, 1)',
-          'idle.$': '$.run.value.idle',
-          inherit: {},
-        },
         Next: 'Continue',
       },
       Continue: {
         Type: 'Choice',
         Choices: [
-          { Variable: '$.idle', BooleanEquals: true, Next: 'LaneDone' },
+          { Variable: '$.run.value.idle', BooleanEquals: true, Next: 'LaneDone' },
           {
             Variable: '$.round',
             NumericGreaterThanEquals: ROUNDS_PER_EXECUTION,
@@ -183,12 +175,13 @@ export function dispatcherDefinition(arns: DispatcherArns) {
       },
       AfterRecovery: {
         Type: 'Pass',
+        // The round was counted when its slot was taken; `run` says the lane goes on.
         Parameters: {
           ...lane,
-          'round.$': 'States.MathAdd($.round, 1)',
-          idle: false,
-          'waitSeconds.$': '$.recovered.value.waitSeconds',
+          'round.$': '$.round',
           inherit: {},
+          run: { value: { idle: false } },
+          'waitSeconds.$': '$.recovered.value.waitSeconds',
         },
         Next: 'WaitForKeptSlot',
       },

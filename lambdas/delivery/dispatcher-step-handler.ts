@@ -10,13 +10,28 @@ import { observability } from '../runtime/aws-observability.ts';
 import { inheritedLaneSchema } from './batch-host-protocol.ts';
 
 const uid = z.string().min(1).max(128);
-const stepInput = z.discriminatedUnion('action', [
+// The starting lane's sealed context (its seal is checked by the service), or {}.
+const inherit = z.union([z.strictObject({}), inheritedLaneSchema]).optional();
+const stepInput = z.union([
+  z.strictObject({
+    action: z.literal('acquire'),
+    // The lane's whole state (`lane.$: '$'`): only these fields are read; the rest (the last
+    // round's answers) is the state machine's own and is dropped here.
+    lane: z.object({
+      consumerUid: uid,
+      generation: z.number().int().nonnegative(),
+      round: z.number().int().nonnegative().max(1_000).optional(),
+      // WAKE_LATER_MAX_SECONDS at most; AWS bounds a Wait state by the execution anyway.
+      startAfter: z.number().int().nonnegative().max(86_400).optional(),
+      inherit,
+    }),
+  }),
+  // From an execution of the definition before `lane` (running through a deploy).
   z.strictObject({
     action: z.literal('acquire'),
     consumerUid: uid,
     generation: z.number().int().nonnegative(),
-    // The starting lane's sealed context (its seal is checked by the service), or {}.
-    inherit: z.union([z.strictObject({}), inheritedLaneSchema]).optional(),
+    inherit,
   }),
   z.strictObject({
     action: z.literal('recover'),
@@ -44,7 +59,7 @@ export function createDispatcherStepHandler(host: AwsHost) {
       'slot' in result ? result.slot.batchId : input.action === 'recover' ? input.batchId : undefined;
     obs.logger.info('dispatcher step', {
       action: input.action,
-      consumerUid: input.consumerUid,
+      consumerUid: 'lane' in input ? input.lane.consumerUid : input.consumerUid,
       ...('status' in result ? { status: result.status } : {}),
       ...('waitSeconds' in result ? { waitSeconds: result.waitSeconds } : {}),
       ...('handedOver' in result ? { handedOver: result.handedOver } : {}),

@@ -1,11 +1,13 @@
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { withLambdaInvokeFaults } from '../../adapters/aws/fault-injection.ts';
 import { type BatchHostPort, type QueueInvoker, runLane } from '../../delivery/batch-runner.ts';
-import type {
-  ControlLoop,
-  DispatcherStepInput,
-  LaneInput,
-  LaneLauncher,
+import {
+  type ControlLoop,
+  type DispatcherStepInput,
+  type LaneInput,
+  type LaneLauncher,
+  type LaneState,
+  laneAfterAcquire,
 } from '../../delivery/control-loop.ts';
 import type { Slot } from '../../delivery/delivery-service.ts';
 import { DISPATCHER_TASKS, dispatcherDefinition } from '../../delivery/dispatcher-definition.ts';
@@ -83,7 +85,8 @@ export class LocalLanes implements LaneLauncher {
       'step',
     );
     return {
-      [DISPATCHER_TASKS.acquire]: async (payload) => (this.stopped ? { status: 'stop' } : step(payload)),
+      [DISPATCHER_TASKS.acquire]: async (payload) =>
+        this.stopped ? { status: 'stop', lane: stoppedLane(payload) } : step(payload),
       [DISPATCHER_TASKS.recover]: step,
       [DISPATCHER_TASKS.handover]: async (payload) => (this.stopped ? { handedOver: false } : step(payload)),
       [DISPATCHER_TASKS.invoke]: withLambdaInvokeFaults(async (payload: unknown) => {
@@ -138,6 +141,12 @@ export class LocalLanes implements LaneLauncher {
     }
     for (const r of all) r.abort();
   }
+}
+
+/** The lane state a stopping Host answers AcquireSlot with (the definition's paths resolve). */
+function stoppedLane(payload: unknown) {
+  const { lane } = payload as { lane: LaneState };
+  return laneAfterAcquire({ ...lane, startAfter: undefined }).next;
 }
 
 /** Time the runners of cut-off handlers get to finalise their batches during a stop. */

@@ -110,12 +110,18 @@ function* statesOf(def: Definition): Generator<[string, StateDef]> {
   }
 }
 
-/** A copy of `definition` whose Task states without a timeout get AWS's: none (see above). */
+/**
+ * A copy of `definition` whose Task states without a timeout get AWS's: none (see above). A
+ * `ResultPath` of `$` is dropped: on AWS it is the default (the result replaces the state), while
+ * aws-local-stepfunctions 3.0.0 writes the result under a key named `$` instead.
+ */
 export function withAwsTaskTimeouts(definition: object): Definition {
   const copy = structuredClone(definition) as Definition;
-  for (const [, state] of statesOf(copy))
+  for (const [, state] of statesOf(copy)) {
     if (state.Type === 'Task' && state.TimeoutSeconds === undefined && state.TimeoutSecondsPath === undefined)
       state.TimeoutSeconds = LONGEST_TIMER_SECONDS;
+    if (state.ResultPath === '$') delete state.ResultPath;
+  }
   return copy;
 }
 

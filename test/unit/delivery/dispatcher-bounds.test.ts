@@ -11,6 +11,7 @@ import {
   ROUNDS_PER_EXECUTION,
 } from '../../../lambdas/delivery/dispatcher-definition.ts';
 import { LocalStateMachine } from '../../../lambdas/local/standins/local-step-functions.ts';
+import { laneAnswer } from '../../support/lane-answer.ts';
 
 const definition = dispatcherDefinition({ stepFunction: 'arn:aws:lambda:local:000000000000:function:step' });
 const named = (name: string) => Object.assign(new Error(name), { name });
@@ -32,11 +33,11 @@ describe('dispatcher bounds', () => {
       taskHandlers: {
         // Per round: 6 throttles (the Lambda retrier's budget), then 5 other failures (the step
         // retrier's), then a slot.
-        [DISPATCHER_TASKS.acquire]: async () => {
+        [DISPATCHER_TASKS.acquire]: async (payload) => {
           const n = acquireCalls++ % 12;
           if (n < 6) throw named('Lambda.TooManyRequestsException');
           if (n < 11) throw named('Error');
-          return { status: 'acquired', slot, held: 1, capacity: 1 };
+          return laneAnswer(payload, { status: 'acquired', slot, held: 1, capacity: 1 });
         },
         // Per round: 5 throttles (the worker retrier's budget), then a batch.
         [DISPATCHER_TASKS.invoke]: async () => {
@@ -68,9 +69,9 @@ describe('dispatcher bounds', () => {
         name: `lane-${status}`,
         input: dispatcherInput('c1', 1),
         taskHandlers: {
-          [DISPATCHER_TASKS.acquire]: async () => {
+          [DISPATCHER_TASKS.acquire]: async (payload) => {
             acquires++;
-            return { status };
+            return laneAnswer(payload, { status });
           },
           [DISPATCHER_TASKS.invoke]: async () => ({}),
           [DISPATCHER_TASKS.recover]: async () => ({}),
@@ -79,8 +80,8 @@ describe('dispatcher bounds', () => {
       });
       await execution.result;
       expect(acquires).toBe(1);
-      // ExecutionStarted, Start (2), AcquireSlot (5), SlotTaken (2), LaneDone (2), ExecutionSucceeded.
-      expect(execution.history().events).toBe(13);
+      // ExecutionStarted, AcquireSlot (5), SlotTaken (2), LaneDone (2), ExecutionSucceeded.
+      expect(execution.history().events).toBe(11);
     }
   });
 
@@ -93,9 +94,9 @@ describe('dispatcher bounds', () => {
       input: dispatcherInput('c1', 1),
       waitTimeOverrides: { WaitForKeptSlot: 20 },
       taskHandlers: {
-        [DISPATCHER_TASKS.acquire]: async () => {
+        [DISPATCHER_TASKS.acquire]: async (payload) => {
           calls.push('acquire');
-          return { status: 'acquired', slot, held: 1, capacity: 1 };
+          return laneAnswer(payload, { status: 'acquired', slot, held: 1, capacity: 1 });
         },
         [DISPATCHER_TASKS.invoke]: async () => {
           calls.push('invoke');
@@ -117,9 +118,9 @@ describe('dispatcher bounds', () => {
     const machine = new LocalStateMachine(definition);
     let siblingRounds = 0;
     const handlers = (broken: boolean) => ({
-      [DISPATCHER_TASKS.acquire]: async () => {
+      [DISPATCHER_TASKS.acquire]: async (payload: unknown) => {
         if (broken) throw named('Error');
-        return { status: 'acquired', slot, held: 1, capacity: 2 };
+        return laneAnswer(payload, { status: 'acquired', slot, held: 1, capacity: 2 });
       },
       [DISPATCHER_TASKS.invoke]: async () => {
         siblingRounds++;

@@ -14,6 +14,7 @@ import {
   LocalStateMachine,
   withAwsTaskTimeouts,
 } from '../../../lambdas/local/standins/local-step-functions.ts';
+import { laneAnswer } from '../../support/lane-answer.ts';
 
 const INVOKE = 'arn:aws:states:::lambda:invoke';
 const task = (extra: Record<string, unknown>) => ({
@@ -276,6 +277,21 @@ describe('LocalStateMachine', () => {
     expect(machine.stats().failed).toBe(0);
   });
 
+  it('a ResultPath of $ replaces the state with the result, as on AWS (the library alone nests it under "$")', async () => {
+    const machine = new LocalStateMachine({
+      StartAt: 'Work',
+      States: {
+        Work: task({ ResultSelector: { 'kept.$': '$.Payload.kept' }, ResultPath: '$', End: true }),
+      },
+    });
+    const execution = machine.start({
+      name: 'replace',
+      input: { old: 1 },
+      taskHandlers: { Work: async () => ({ kept: 2, dropped: 3 }) },
+    });
+    expect(await execution.result).toEqual({ kept: 2 });
+  });
+
   it('runs the production dispatcher definition: a lane told to stop ends its execution', async () => {
     const machine = new LocalStateMachine(
       dispatcherDefinition({ stepFunction: 'arn:aws:lambda:local:000000000000:function:step' }),
@@ -283,7 +299,7 @@ describe('LocalStateMachine', () => {
     const payloads: unknown[] = [];
     const step = async (payload: unknown) => {
       payloads.push(payload);
-      return { status: 'stop' };
+      return laneAnswer(payload, { status: 'stop' });
     };
     const execution = machine.start({
       name: 'consumer-1-g1',
@@ -296,9 +312,9 @@ describe('LocalStateMachine', () => {
       },
     });
     await execution.result;
-    // One AcquireSlot, with its resolved Parameters.Payload.
-    expect(payloads).toEqual([{ action: 'acquire', consumerUid: 'consumer-1', generation: 1, inherit: {} }]);
-    // ExecutionStarted, Start (2), AcquireSlot (5), SlotTaken (2), LaneDone (2), ExecutionSucceeded.
-    expect(execution.history().events).toBe(13);
+    // One AcquireSlot, with its resolved Parameters.Payload: the lane's whole state.
+    expect(payloads).toEqual([{ action: 'acquire', lane: dispatcherInput('consumer-1', 1) }]);
+    // ExecutionStarted, AcquireSlot (5), SlotTaken (2), LaneDone (2), ExecutionSucceeded.
+    expect(execution.history().events).toBe(11);
   });
 });
