@@ -189,6 +189,53 @@ describe('the AWS entries', () => {
     expect(await refused({ action: 'drop-table' })).toBe('invalid_request');
   });
 
+  it('SEC-03 DL-02: AcquireSlot reads only its fields of the lane state, counts the round, answers the next state; a delayed lane waits first; a malformed state is refused', async () => {
+    const c = await t.setupConsumer('lane-state');
+    const step = createDispatcherStepHandler(t.host);
+    // A later round's state carries the last round's answers, which the step ignores.
+    const state = {
+      consumerUid: c.consumerUid,
+      generation: 1,
+      round: 7,
+      inherit: {},
+      acquire: { value: { status: 'acquired', slot: { batchId: 'old' } } },
+      run: { value: { idle: false, delivered: 3, batches: 1 } },
+    };
+    const taken = (await step({ action: 'acquire', lane: state })) as {
+      status: string;
+      slot: Slot;
+      lane: unknown;
+    };
+    expect(taken.status).toBe('acquired');
+    expect(taken.lane).toEqual({ consumerUid: c.consumerUid, generation: 1, round: 8, inherit: {} });
+    expect(Object.keys(await t.host.host.delivery.slotsOf(c.consumerUid))).toEqual([taken.slot.batchId]);
+    // A lane for messages due later: no slot taken, its input kept but the wait.
+    const delayed = {
+      consumerUid: c.consumerUid,
+      generation: 1,
+      round: 0,
+      idle: false,
+      inherit: {},
+      startAfter: 30,
+    };
+    expect(await step({ action: 'acquire', lane: delayed })).toEqual({
+      status: 'wait',
+      waitSeconds: 30,
+      lane: { consumerUid: c.consumerUid, generation: 1, round: 0, inherit: {} },
+    });
+    expect(Object.keys(await t.host.host.delivery.slotsOf(c.consumerUid))).toHaveLength(1);
+    for (const lane of [
+      { ...state, round: -1 },
+      { ...state, round: 1.5 },
+      { ...state, generation: 'one' },
+      { ...state, startAfter: 90_000 },
+      { ...state, inherit: { forged: true } },
+    ]) {
+      await expect(step({ action: 'acquire', lane })).rejects.toThrow();
+    }
+    await expect(step({ action: 'acquire', lane: state, extra: 1 })).rejects.toThrow();
+  });
+
   it('DL-03 DL-09 settleMany through the batch host: one answer per call in order; a forged credential or a closed batch settles nothing; a malformed group is a TypeError', async () => {
     const c = await t.setupConsumer('group-settle');
     await t.host.host.producer.sendBatch(c.queue, [{ body: 'g0' }]);
