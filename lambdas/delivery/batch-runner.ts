@@ -14,6 +14,7 @@ import {
   type Slot,
 } from './delivery-service.ts';
 import { decodeEnvelope, type Envelope } from './envelope.ts';
+import { batchFits } from './lane-kinds.ts';
 import { MESSAGE_LIMITS } from './limits.ts';
 import { coalescingSettle } from './settle-coalescer.ts';
 import type {
@@ -578,6 +579,11 @@ export interface LaneLimits {
   maxBatches: number;
   /** Stop taking new batches once this much time has passed (the caller's own time bound). */
   budgetMs: number;
+  /**
+   * An Express lane's window (epoch ms, `lane-kinds.ts`): a next batch starts only if a whole one
+   * — gathering, registration and the handler at its bound — still ends before it.
+   */
+  until?: number;
 }
 
 /** What an InvokeWorker task returns to the state machine. */
@@ -602,7 +608,10 @@ export async function runLane(first: Slot, deps: RunnerDeps, limits: LaneLimits)
   let carried: LaneCarry = {};
   for (let batches = 1; ; batches++) {
     const goOn = () =>
-      batches < limits.maxBatches && clock() - started < limits.budgetMs && !deps.signal?.aborted;
+      batches < limits.maxBatches &&
+      clock() - started < limits.budgetMs &&
+      (limits.until === undefined || batchFits(clock(), limits.until, slot, deps.idleWaitSeconds)) &&
+      !deps.signal?.aborted;
     const run = await runBatch(slot, deps, goOn, carried);
     delivered += run.delivered;
     if (run.idle) return { idle: true, delivered, batches };

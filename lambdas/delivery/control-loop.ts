@@ -34,6 +34,7 @@ import type {
 } from './delivery-service.ts';
 import type { DispatchState } from './delivery-store.ts';
 import { dispatcherInput } from './dispatcher-definition.ts';
+import { EXPRESS_MAX_START_AFTER_SECONDS, expressLaneUntil, type LaneKind } from './lane-kinds.ts';
 import { unfinishedBatchOf } from './unfinished-batch.ts';
 
 /** What an execution of the dispatcher state machine starts from (`dispatcherInput`). */
@@ -54,8 +55,12 @@ export interface LaneInput {
 
 /** Starts dispatcher executions: Step Functions on AWS, the in-process runner locally. */
 export interface LaneLauncher {
-  /** `exists` when an execution of that name runs or ran (names make starts idempotent). */
-  start(name: string, input: LaneInput): Promise<'started' | 'exists'>;
+  /**
+   * `exists` when an execution of that name runs or ran (names make Standard starts idempotent;
+   * Express ones are not checked). `kind` picks the state machine (`lane-kinds.ts`); a launcher
+   * without an Express one starts every lane on Standard.
+   */
+  start(name: string, input: LaneInput, kind?: LaneKind): Promise<'started' | 'exists'>;
 }
 
 /**
@@ -72,7 +77,8 @@ export interface LaneState {
 
 /** The dispatcher step Lambda's actions (what the state machine's Host tasks send). */
 export type DispatcherStepInput =
-  | { action: 'acquire'; lane: LaneState }
+  /** `startedAt`: an Express lane's execution start (`$$.Execution.StartTime`). */
+  | { action: 'acquire'; lane: LaneState; startedAt?: string }
   /** An execution of the definition before `lane` (running through a deploy). */
   | { action: 'acquire'; consumerUid: string; generation: number; inherit?: unknown }
   | {
@@ -81,12 +87,22 @@ export type DispatcherStepInput =
       batchId: string;
       /** The failed InvokeWorker's `{Error, Cause}` (the Catch's output). */
       failure?: { Error?: string; Cause?: string };
+      /**
+       * From an Express lane, which cannot wait for a kept slot: a Standard lane of this
+       * generation waits instead.
+       */
+      express?: { generation: number };
     }
   | { action: 'handover'; consumerUid: string; generation: number };
 
 /** AcquireSlot's answer: the lane's state for its next states (`laneAfterAcquire`). */
 export type AcquireAnswer =
-  | ((AcquireResult | { status: 'wait'; waitSeconds: number }) & { lane: NextLaneState })
+  | ((
+      | AcquireResult
+      | { status: 'wait'; waitSeconds: number }
+      /** The lane went on in another execution (an Express lane's window ran out). */
+      | { status: 'handedOver'; handedOver: boolean }
+    ) & { lane: NextLaneState; laneUntil?: number })
   | AcquireResult;
 
 /** The lane's state the definition rebuilds from AcquireSlot's answer. */
@@ -205,15 +221,10 @@ export class ControlLoop {
   /** The Host tasks of the state machine (AcquireSlot, RecoverBatch, HandOver). */
   async step(input: DispatcherStepInput): Promise<DispatcherStepResult> {
     switch (input.action) {
-      case 'acquire': {
-        if (!('lane' in input))
-          return this.o.service.acquire(input.consumerUid, input.generation, input.inherit);
-        const { wait, next } = laneAfterAcquire(input.lane);
-        if (wait !== undefined) return { status: 'wait', waitSeconds: wait, lane: next };
-        const { consumerUid, generation } = input.lane;
-        const inherit = isRecord(input.lane.inherit) ? input.lane.inherit : {};
-        return { ...(await this.o.service.acquire(consumerUid, generation, inherit)), lane: next };
-      }
+      case 'acquire':
+        return 'lane' in input
+          ? this.acquireForLane(input.lane, input.startedAt)
+          : this.o.service.acquire(input.consumerUid, input.generation, input.inherit);
       case 'recover': {
         const { heldUntil } = await this.o.service.recoverLane(
           input.consumerUid,
@@ -221,7 +232,22 @@ export class ControlLoop {
           unfinishedBatchOf(input.failure),
         );
         const wait = heldUntil === undefined ? 0 : Math.ceil((heldUntil - this.clock()) / 1000) + 1;
-        return { recovered: true, waitSeconds: Math.max(0, Math.min(MAX_HELD_WAIT_SECONDS, wait)) };
+        const waitSeconds = Math.max(0, Math.min(MAX_HELD_WAIT_SECONDS, wait));
+        if (input.express && waitSeconds > 0) {
+          // The Express lane ends (its definition does not wait); a Standard lane waits for the
+          // kept slot's deadline and goes on, as a Standard lane itself would.
+          const { generation } = input.express;
+          await this.launch(
+            laneNames.handover(input.consumerUid, generation),
+            input.consumerUid,
+            generation,
+            'kept slot',
+            waitSeconds,
+            undefined,
+            'standard',
+          );
+        }
+        return { recovered: true, waitSeconds };
       }
       case 'handover': {
         const started = await this.launch(
@@ -233,6 +259,43 @@ export class ControlLoop {
         return { handedOver: started };
       }
     }
+  }
+
+  /**
+   * AcquireSlot: the lane's next state (`laneAfterAcquire`) with a slot, a wait, or — in an
+   * Express lane (`startedAt`) — a hand-over when a whole batch no longer fits its window, or a
+   * wait would not: the lane goes on in a new execution of the kind its consumer fits, with the
+   * context just read.
+   */
+  private async acquireForLane(lane: LaneState, startedAt?: string): Promise<AcquireAnswer> {
+    const { wait, next } = laneAfterAcquire(lane);
+    const { consumerUid, generation } = lane;
+    const inherit = isRecord(lane.inherit) ? lane.inherit : {};
+    const until = startedAt === undefined ? undefined : (expressLaneUntil(startedAt) ?? 0);
+    // The lane ends here and goes on in a new execution of `kind`.
+    const elsewhere = async (
+      reason: string,
+      kind: LaneKind,
+      startAfter?: number,
+      context?: InheritedLane,
+    ) => {
+      const name = laneNames.handover(consumerUid, generation);
+      const handedOver = await this.launch(name, consumerUid, generation, reason, startAfter, context, kind);
+      return { status: 'handedOver' as const, handedOver, lane: next };
+    };
+    if (wait !== undefined) {
+      if (until === undefined || wait <= EXPRESS_MAX_START_AFTER_SECONDS) {
+        return { status: 'wait', waitSeconds: wait, lane: next };
+      }
+      const context = Object.keys(inherit).length > 0 ? (inherit as InheritedLane) : undefined;
+      return elsewhere('long wait', 'standard', wait, context);
+    }
+    if (until === undefined) {
+      return { ...(await this.o.service.acquire(consumerUid, generation, inherit)), lane: next };
+    }
+    const r = await this.o.service.acquireWithin(consumerUid, generation, inherit, until);
+    if (r.status === 'elsewhere') return elsewhere('window', r.kind, undefined, r.inherit);
+    return r.status === 'acquired' ? { ...r, laneUntil: until, lane: next } : { ...r, lane: next };
   }
 
   /**
@@ -368,12 +431,24 @@ export class ControlLoop {
     reason: string,
     startAfter?: number,
     inherit?: InheritedLane,
+    kind: LaneKind = this.kindOfLane(startAfter, inherit),
   ) {
     const out = await this.o.launcher.start(
       name,
       dispatcherInput(consumerUid, generation, 0, startAfter, inherit),
+      kind,
     );
-    if (out === 'started') log.debug('lane starts', { consumerUid, generation, reason, name });
+    if (out === 'started') log.debug('lane starts', { consumerUid, generation, reason, name, kind });
     return out === 'started';
+  }
+
+  /**
+   * A lane starts on Express when its consumer is known to fit (the context it inherits says so),
+   * or is not known (its first AcquireSlot moves it to Standard if it does not fit); on Standard
+   * when it would wait too long for Express first, or its consumer is known not to fit.
+   */
+  private kindOfLane(startAfter?: number, inherit?: InheritedLane): LaneKind {
+    if (startAfter !== undefined && startAfter > EXPRESS_MAX_START_AFTER_SECONDS) return 'standard';
+    return inherit ? this.o.service.laneKindOf(inherit) : 'express';
   }
 }

@@ -23,6 +23,7 @@ import {
   type SettlementCode,
 } from './delivery-store.ts';
 import { type Envelope, encodeEnvelope } from './envelope.ts';
+import { type BatchBounds, batchFits, type LaneKind, laneKindFor } from './lane-kinds.ts';
 import { MESSAGE_LIMITS, NamedError, recordExpiry } from './limits.ts';
 import type { CommitStore, QueueDirectory, QueueTarget } from './ports.ts';
 import type { HandlerError, InvocationOutcome, SettleAnswer, SettleCall } from './settlement-protocol.ts';
@@ -442,6 +443,36 @@ export class DeliveryService {
     const context = inheritedLane?.context ?? (await this.laneContext(consumerUid, generation));
     if (!context) return { status: 'stop' };
     return this.take(context, `b${newToken(18)}`, inheritedLane?.cohort);
+  }
+
+  /**
+   * AcquireSlot in an Express lane (`lane-kinds.ts`): a slot only while a whole batch of the
+   * consumer still ends before `until`, the lane's window; otherwise nothing is taken and the
+   * answer says where the lane goes on — the kind of lane the consumer fits, with the context
+   * just read, sealed, so that lane reads nothing again.
+   */
+  async acquireWithin(
+    consumerUid: string,
+    generation: number,
+    inherited: unknown,
+    until: number,
+  ): Promise<AcquireResult | { status: 'elsewhere'; kind: LaneKind; inherit: InheritedLane }> {
+    const inheritedLane = this.inheritedContext(consumerUid, generation, inherited);
+    const context = inheritedLane?.context ?? (await this.laneContext(consumerUid, generation));
+    if (!context) return { status: 'stop' };
+    if (!batchFits(this.now(), until, context, this.o.idleWaitSeconds)) {
+      return {
+        status: 'elsewhere',
+        kind: laneKindFor(context, this.o.idleWaitSeconds),
+        inherit: sealLane(this.o.credentialKey, context),
+      };
+    }
+    return this.take(context, `b${newToken(18)}`, inheritedLane?.cohort);
+  }
+
+  /** The kind of lane a consumer runs on, from a slot or lane context of it. */
+  laneKindOf(bounds: BatchBounds): LaneKind {
+    return laneKindFor(bounds, this.o.idleWaitSeconds);
   }
 
   /** The context to seal into the input of a lane started from this slot's lane; none for old slots. */

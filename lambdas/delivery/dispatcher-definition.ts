@@ -14,6 +14,8 @@
  * The CDK stack renders it with the step function's ARN; the local Host runs it in process
  * (`local/standins/local-step-functions.ts`) with the Task states mapped to the same functions.
  */
+import { EXPRESS_MAX_MS, type LaneKind } from './lane-kinds.ts';
+
 export interface DispatcherArns {
   /** The Host's dispatcher step Lambda (acquire, recover, hand over). */
   stepFunction: string;
@@ -81,18 +83,29 @@ const stepRetry = [
   { ErrorEquals: ['States.ALL'], IntervalSeconds: 1, MaxAttempts: 5, BackoffRate: 2, JitterStrategy: 'FULL' },
 ];
 
-export function dispatcherDefinition(arns: DispatcherArns) {
+/**
+ * The definition of one kind of lane (`lane-kinds.ts`). Both kinds run the same states; an
+ * Express lane also tells AcquireSlot when its execution started (so the step takes a slot only
+ * while a whole batch fits the five-minute window, and hands the lane over otherwise) and tells
+ * the runner when its window ends (`laneUntil`), and it never waits for a kept slot (a wait of up
+ * to an hour does not fit): it ends, and the slot is recovered at its deadline by whoever comes
+ * next (AcquireSlot, a registration, the supervisor's minute).
+ */
+export function dispatcherDefinition(arns: DispatcherArns, kind: LaneKind = 'standard') {
+  const express = kind === 'express';
   const step = (payload: Record<string, unknown>) => ({
     FunctionName: arns.stepFunction,
     Payload: payload,
   });
   const lane = { 'consumerUid.$': '$.consumerUid', 'generation.$': '$.generation' };
   return {
-    Comment:
-      'Takoform QueueConsumer dispatcher lane: take a concurrency slot, run batches, repeat until idle; hand over after a bounded number of rounds.',
+    Comment: express
+      ? 'Takoform QueueConsumer dispatcher lane (Express): take a concurrency slot, run batches, repeat until idle; hand over before the five-minute window ends.'
+      : 'Takoform QueueConsumer dispatcher lane: take a concurrency slot, run batches, repeat until idle; hand over after a bounded number of rounds.',
     QueryLanguage: 'JSONPath',
-    // A round lasts at most the worker invocation (960 s) or the wait for a kept slot (3,600 s).
-    TimeoutSeconds: 86_400 * 7,
+    // Standard: a round lasts at most the worker invocation (960 s) or the wait for a kept slot
+    // (3,600 s). Express: AWS's limit.
+    TimeoutSeconds: express ? EXPRESS_MAX_MS / 1000 : 86_400 * 7,
     StartAt: DISPATCHER_TASKS.acquire,
     States: {
       // The lane's state is rebuilt from the step's answer (`laneAfterAcquire`): the step counts
@@ -102,7 +115,11 @@ export function dispatcherDefinition(arns: DispatcherArns) {
       [DISPATCHER_TASKS.acquire]: {
         Type: 'Task',
         Resource: 'arn:aws:states:::lambda:invoke',
-        Parameters: step({ action: 'acquire', 'lane.$': '$' }),
+        Parameters: step({
+          action: 'acquire',
+          'lane.$': '$',
+          ...(express ? { 'startedAt.$': '$$.Execution.StartTime' } : {}),
+        }),
         ResultSelector: {
           'consumerUid.$': '$.Payload.lane.consumerUid',
           'generation.$': '$.Payload.lane.generation',
@@ -135,7 +152,12 @@ export function dispatcherDefinition(arns: DispatcherArns) {
         Resource: 'arn:aws:states:::lambda:invoke',
         Parameters: {
           'FunctionName.$': '$.acquire.value.slot.workerFunction',
-          Payload: { kind: 'takoform.queue-batch.v1', 'slot.$': '$.acquire.value.slot' },
+          Payload: {
+            kind: 'takoform.queue-batch.v1',
+            'slot.$': '$.acquire.value.slot',
+            // The runner starts a batch only while a whole one ends before this.
+            ...(express ? { 'laneUntil.$': '$.acquire.value.laneUntil' } : {}),
+          },
         },
         ResultSelector: { 'value.$': '$.Payload' },
         ResultPath: '$.run',
@@ -166,6 +188,8 @@ export function dispatcherDefinition(arns: DispatcherArns) {
           'batchId.$': '$.acquire.value.slot.batchId',
           // A runner whose handler ended says so in its error (unfinished-batch.ts).
           'failure.$': '$.failure',
+          // An Express lane does not wait for a kept slot: a Standard lane of its generation does.
+          ...(express ? { express: { 'generation.$': '$.generation' } } : {}),
         }),
         ResultSelector: { 'value.$': '$.Payload' },
         ResultPath: '$.recovered',
@@ -186,7 +210,13 @@ export function dispatcherDefinition(arns: DispatcherArns) {
         Next: 'WaitForKeptSlot',
       },
       // Once, for the deadline of the slot a failed invocation keeps (0 s when none is kept).
-      WaitForKeptSlot: { Type: 'Wait', SecondsPath: '$.waitSeconds', Next: 'Continue' },
+      WaitForKeptSlot: express
+        ? {
+            Type: 'Choice',
+            Choices: [{ Variable: '$.waitSeconds', NumericGreaterThan: 0, Next: 'LaneDone' }],
+            Default: 'Continue',
+          }
+        : { Type: 'Wait', SecondsPath: '$.waitSeconds', Next: 'Continue' },
       [DISPATCHER_TASKS.handover]: {
         Type: 'Task',
         Resource: 'arn:aws:states:::lambda:invoke',

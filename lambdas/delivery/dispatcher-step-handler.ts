@@ -25,6 +25,8 @@ const stepInput = z.union([
       startAfter: z.number().int().nonnegative().max(86_400).optional(),
       inherit,
     }),
+    // An Express lane's execution start (`$$.Execution.StartTime`, ISO 8601).
+    startedAt: z.string().min(1).max(64).optional(),
   }),
   // From an execution of the definition before `lane` (running through a deploy).
   z.strictObject({
@@ -41,6 +43,7 @@ const stepInput = z.union([
     failure: z
       .object({ Error: z.string().max(256).optional(), Cause: z.string().max(32_768).optional() })
       .optional(),
+    express: z.strictObject({ generation: z.number().int().nonnegative() }).optional(),
   }),
   z.strictObject({
     action: z.literal('handover'),

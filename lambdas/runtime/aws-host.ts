@@ -49,6 +49,7 @@ const configSchema = z.object({
   [AWS_ENV.idleWaitSeconds]: int(0, 20).default(20),
   [AWS_ENV.executorFunction]: z.string().min(1).optional(),
   [AWS_ENV.dispatcherArn]: z.string().min(1).optional(),
+  [AWS_ENV.dispatcherExpressArn]: z.string().min(1).optional(),
   [AWS_ENV.queueArnPrefix]: z
     .string()
     .regex(/^arn:aws[a-z-]*:sqs:[a-z0-9-]+:\d{12}:$/, 'must be arn:<partition>:sqs:<region>:<account>:')
@@ -86,8 +87,10 @@ export interface AwsHostConfig {
   idleWaitSeconds: number;
   /** Set on the API function: the executor it triggers after an acceptance. */
   executorFunction?: string;
-  /** Set on the supervisor: the dispatcher state machine. */
+  /** Set on the functions that start lanes: the dispatcher state machine. */
   dispatcherArn?: string;
+  /** Beside it: the Express dispatcher, for lanes that fit its five-minute window. */
+  dispatcherExpressArn?: string;
   /** Encryption, TLS-only policy and tags of the queues the Host creates. */
   queueSettings?: QueueSettings;
 }
@@ -108,6 +111,7 @@ export function readAwsHostConfig(env: NodeJS.ProcessEnv): AwsHostConfig {
     idleWaitSeconds: v[AWS_ENV.idleWaitSeconds],
     ...(v[AWS_ENV.executorFunction] ? { executorFunction: v[AWS_ENV.executorFunction] } : {}),
     ...(v[AWS_ENV.dispatcherArn] ? { dispatcherArn: v[AWS_ENV.dispatcherArn] } : {}),
+    ...(v[AWS_ENV.dispatcherExpressArn] ? { dispatcherExpressArn: v[AWS_ENV.dispatcherExpressArn] } : {}),
     queueSettings: {
       ...(v[AWS_ENV.queueArnPrefix] ? { queueArnPrefix: v[AWS_ENV.queueArnPrefix] } : {}),
       ...(v[AWS_ENV.queueKmsKey] ? { kmsKeyArn: v[AWS_ENV.queueKmsKey] } : {}),
@@ -156,7 +160,7 @@ export async function createAwsHost(config: AwsHostConfig, clients: AwsClients, 
     ...(config.queueSettings ? { queueSettings: config.queueSettings } : {}),
     workers,
     ...(clients.sfn && config.dispatcherArn
-      ? { lanes: sfnLaneLauncher(clients.sfn, config.dispatcherArn) }
+      ? { lanes: sfnLaneLauncher(clients.sfn, config.dispatcherArn, config.dispatcherExpressArn) }
       : {}),
     authenticator: new DynamoApiKeys(dynamodb, config.tableName),
     cursorKey: secrets.cursorKey,

@@ -26,8 +26,10 @@ export const AWS_ENV = {
   idleWaitSeconds: 'TAKOFORM_IDLE_WAIT_SECONDS',
   /** The executor function the API triggers after an acceptance (API function only). */
   executorFunction: 'TAKOFORM_EXECUTOR_FUNCTION',
-  /** The dispatcher state machine (supervisor only). */
+  /** The dispatcher state machine (functions that start lanes). */
   dispatcherArn: 'TAKOFORM_DISPATCHER_ARN',
+  /** The Express dispatcher state machine, for lanes that fit its window (functions that start lanes). */
+  dispatcherExpressArn: 'TAKOFORM_DISPATCHER_EXPRESS_ARN',
   /** The batch-host function worker runtimes call (worker functions only). */
   batchHostFunction: 'TAKOFORM_BATCH_HOST_FUNCTION',
   /** A worker function's `{vars, queueProducers}` as JSON (worker functions only). */

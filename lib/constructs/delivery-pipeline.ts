@@ -8,6 +8,7 @@ import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { DefinitionBody, LogLevel, StateMachine, StateMachineType } from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { dispatcherDefinition } from '../../lambdas/delivery/dispatcher-definition.ts';
+import type { LaneKind } from '../../lambdas/delivery/lane-kinds.ts';
 import { AWS_ENV, METRICS_NAMESPACE } from '../../lambdas/shared/aws-env.ts';
 import { type FunctionSizing, HostFunction } from './host-function.ts';
 import type { HostTable } from './host-table.ts';
@@ -94,10 +95,14 @@ export class DeliveryPipeline extends Construct {
   readonly executorFunction: HostFunction;
   readonly supervisorFunction: HostFunction;
   readonly stateMachine: StateMachine;
+  /** The Express dispatcher: the same states, for lanes whose batches fit its five-minute window. */
+  readonly expressStateMachine: StateMachine;
   readonly stateMachineLogs: LogGroup;
-  /** The dispatcher state machine's name and ARN (known before it is created). */
+  /** The dispatcher state machines' names and ARNs (known before they are created). */
   readonly dispatcherName: string;
   readonly dispatcherArn: string;
+  readonly expressDispatcherName: string;
+  readonly expressDispatcherArn: string;
   /** `arn:…:sqs:<region>:<account>:<prefix>*`. */
   readonly queueArnPattern: string;
   /** Worker functions must be named with this prefix for the dispatcher to invoke them. */
@@ -128,6 +133,13 @@ export class DeliveryPipeline extends Construct {
       service: 'states',
       resource: 'stateMachine',
       resourceName: this.dispatcherName,
+      arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+    });
+    this.expressDispatcherName = `${props.queueNamePrefix}dispatcher-express`;
+    this.expressDispatcherArn = stack.formatArn({
+      service: 'states',
+      resource: 'stateMachine',
+      resourceName: this.expressDispatcherName,
       arnFormat: ArnFormat.COLON_RESOURCE_NAME,
     });
     const workerTimeout = props.workerTimeout ?? Duration.minutes(14);
@@ -223,40 +235,49 @@ export class DeliveryPipeline extends Construct {
       retention,
       removalPolicy: props.removalPolicy,
     });
-    this.stateMachine = new StateMachine(this, 'Dispatcher', {
-      // Named, so the functions that start lanes know its ARN without a reference cycle (the
-      // definition names the step function, and the step function starts lanes).
-      stateMachineName: this.dispatcherName,
-      comment: 'Takoform QueueConsumer dispatcher',
-      definitionBody: DefinitionBody.fromString(
-        stack.toJsonString(dispatcherDefinition({ stepFunction: this.stepFunction.fn.functionArn })),
-      ),
-      stateMachineType: StateMachineType.STANDARD,
-      // Errors only and no execution data: slots (queue URLs, receipt-free ids) pass through
-      // every state, and ALL would log each transition of every batch.
-      logs: { destination: this.stateMachineLogs, level: LogLevel.ERROR, includeExecutionData: false },
-      tracingEnabled: tracing,
-    });
-    if (!tracing) {
-      Validations.of(this.stateMachine).acknowledge({
-        id: 'AwsSolutions-SF2',
-        reason: 'X-Ray tracing is turned off on purpose by the tracing prop of the Host.',
+    // Two machines of the same states (lane-kinds.ts): Standard (billed per transition, no time
+    // limit) and Express (billed per request and duration, five minutes), which lanes of
+    // consumers whose batches fit its window start on.
+    const dispatcher = (cid: string, name: string, kind: LaneKind) => {
+      const machine = new StateMachine(this, cid, {
+        // Named, so the functions that start lanes know its ARN without a reference cycle (the
+        // definition names the step function, and the step function starts lanes).
+        stateMachineName: name,
+        comment: `Takoform QueueConsumer dispatcher (${kind})`,
+        definitionBody: DefinitionBody.fromString(
+          stack.toJsonString(dispatcherDefinition({ stepFunction: this.stepFunction.fn.functionArn }, kind)),
+        ),
+        stateMachineType: kind === 'express' ? StateMachineType.EXPRESS : StateMachineType.STANDARD,
+        // Errors only and no execution data: slots (queue URLs, receipt-free ids) pass through
+        // every state, and ALL would log each transition of every batch.
+        logs: { destination: this.stateMachineLogs, level: LogLevel.ERROR, includeExecutionData: false },
+        tracingEnabled: tracing,
       });
-    }
-    this.stateMachine.addToRolePolicy(
-      new iam.PolicyStatement({
-        sid: 'InvokeDispatcherSteps',
-        actions: ['lambda:InvokeFunction'],
-        resources: [this.stepFunction.fn.functionArn],
-      }),
-    );
-    this.stateMachine.addToRolePolicy(
-      new iam.PolicyStatement({
-        sid: 'InvokeWorkerFunctions',
-        actions: ['lambda:InvokeFunction'],
-        resources: [this.workerFunctionArnPattern()],
-      }),
-    );
+      if (!tracing) {
+        Validations.of(machine).acknowledge({
+          id: 'AwsSolutions-SF2',
+          reason: 'X-Ray tracing is turned off on purpose by the tracing prop of the Host.',
+        });
+      }
+      machine.addToRolePolicy(
+        new iam.PolicyStatement({
+          sid: 'InvokeDispatcherSteps',
+          actions: ['lambda:InvokeFunction'],
+          resources: [this.stepFunction.fn.functionArn],
+        }),
+      );
+      machine.addToRolePolicy(
+        new iam.PolicyStatement({
+          sid: 'InvokeWorkerFunctions',
+          actions: ['lambda:InvokeFunction'],
+          resources: [this.workerFunctionArnPattern()],
+        }),
+      );
+      this.acknowledgeFindings(machine);
+      return machine;
+    };
+    this.stateMachine = dispatcher('Dispatcher', this.dispatcherName, 'standard');
+    this.expressStateMachine = dispatcher('DispatcherExpress', this.expressDispatcherName, 'express');
 
     // Lanes are started by the supervisor (backlog), the step function (hand-over, a full
     // batch's next slot), the batch host (a full batch within an invocation) and the API (wake on
@@ -276,8 +297,6 @@ export class DeliveryPipeline extends Construct {
         targets: [new LambdaFunction(fn, { retryAttempts: 0 })],
       });
     }
-
-    this.acknowledgeFindings();
   }
 
   /** `arn:…:lambda:<region>:<account>:function:<workerFunctionNamePrefix>*`. */
@@ -316,14 +335,15 @@ export class DeliveryPipeline extends Construct {
    * The API function: triggers the executor after an acceptance (asynchronous invoke of the
    * unqualified function only) and sends through the HTTP producer extension.
    */
-  /** Lets a Host function start dispatcher lanes (TAKOFORM_DISPATCHER_ARN + states:StartExecution). */
+  /** Lets a Host function start dispatcher lanes (the two ARNs + states:StartExecution on them). */
   private grantStartLanes(f: HostFunction): void {
     f.fn.addEnvironment(AWS_ENV.dispatcherArn, this.dispatcherArn);
+    f.fn.addEnvironment(AWS_ENV.dispatcherExpressArn, this.expressDispatcherArn);
     f.role.addToPrincipalPolicy(
       new iam.PolicyStatement({
         sid: 'StartDispatcherLanes',
         actions: ['states:StartExecution'],
-        resources: [this.dispatcherArn],
+        resources: [this.dispatcherArn, this.expressDispatcherArn],
       }),
     );
   }
@@ -360,8 +380,8 @@ export class DeliveryPipeline extends Construct {
     });
   }
 
-  private acknowledgeFindings(): void {
-    const role = this.stateMachine.role;
+  private acknowledgeFindings(machine: StateMachine): void {
+    const role = machine.role;
     const workerArn = `Resource::${nagResource(this, this.workerFunctionArnPattern())}`;
     Validations.of(role).acknowledge(
       {
@@ -375,7 +395,7 @@ export class DeliveryPipeline extends Construct {
           'Step Functions log delivery (logs:*LogDelivery, DescribeLogGroups…) and X-Ray tracing actions do not support resource-level permissions.',
       },
     );
-    Validations.of(this.stateMachine).acknowledge({
+    Validations.of(machine).acknowledge({
       id: 'AwsSolutions-SF1',
       reason:
         'Logs ERROR events without execution data: ALL would log every transition of every batch; history stays in Step Functions.',

@@ -45,6 +45,8 @@ export interface HostObservabilityProps {
   readonly api: RestApi;
   readonly hostFunctions: Record<string, IFunction>;
   readonly stateMachine: StateMachine;
+  /** The Express dispatcher, beside the Standard one. */
+  readonly expressStateMachine?: StateMachine;
   /** The Host's name: the `host` dimension of its metrics, and the stem of its alarm and dashboard names. */
   readonly hostName: string;
   /** The Host's queue name prefix, `<hostName>_`. */
@@ -111,14 +113,17 @@ export class HostObservability extends Construct {
       period: FIVE_MINUTES,
       label: 'Host function errors',
     });
-    const sm = props.stateMachine;
+    // Both dispatchers' lanes (Standard and Express) together.
+    const machines = [props.stateMachine, ...(props.expressStateMachine ? [props.expressStateMachine] : [])];
+    const machineMetrics: Record<string, IMetric> = {};
+    for (const [i, sm] of machines.entries()) {
+      machineMetrics[`failed${i}`] = sm.metricFailed({ period: FIVE_MINUTES, statistic: 'Sum' });
+      machineMetrics[`timedOut${i}`] = sm.metricTimedOut({ period: FIVE_MINUTES, statistic: 'Sum' });
+      machineMetrics[`aborted${i}`] = sm.metricAborted({ period: FIVE_MINUTES, statistic: 'Sum' });
+    }
     const dispatcherFailures = new MathExpression({
-      expression: 'failed + timedOut + aborted',
-      usingMetrics: {
-        failed: sm.metricFailed({ period: FIVE_MINUTES, statistic: 'Sum' }),
-        timedOut: sm.metricTimedOut({ period: FIVE_MINUTES, statistic: 'Sum' }),
-        aborted: sm.metricAborted({ period: FIVE_MINUTES, statistic: 'Sum' }),
-      },
+      expression: Object.keys(machineMetrics).join(' + '),
+      usingMetrics: machineMetrics,
       period: FIVE_MINUTES,
       label: 'Dispatcher executions failed, timed out or aborted',
     });
@@ -222,7 +227,10 @@ export class HostObservability extends Construct {
       new GraphWidget({ title: 'Host function errors', left: [hostErrors], width: 8 }),
       new GraphWidget({
         title: 'Dispatcher executions',
-        left: [sm.metricStarted({ period: FIVE_MINUTES }), sm.metricSucceeded({ period: FIVE_MINUTES })],
+        left: machines.flatMap((sm) => [
+          sm.metricStarted({ period: FIVE_MINUTES }),
+          sm.metricSucceeded({ period: FIVE_MINUTES }),
+        ]),
         right: [dispatcherFailures],
         width: 8,
       }),

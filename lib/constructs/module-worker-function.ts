@@ -35,8 +35,11 @@ type HandlerName = (typeof HANDLER_NAMES)[number];
 const MAX_CONFIG_BYTES = 3_000;
 /** Lambda's bound on one invocation. */
 const LAMBDA_MAX_SECONDS = 900;
-/** The timeout when none is given (then capped by the Host's workerTimeout). */
-const DEFAULT_TIMEOUT_SECONDS = 300;
+/**
+ * The timeout when none is given (then capped by the Host's workerTimeout): 3 minutes, so that a
+ * batch of any consumer settings fits an Express lane's window (`lane-kinds.ts`).
+ */
+const DEFAULT_TIMEOUT_SECONDS = 180;
 /** Names Lambda reserves, and the runtime's own (`TAKOFORM_*`): not settable through `environment`. */
 const RESERVED_ENV =
   /^(?:TAKOFORM_.*|AWS_.*|_HANDLER|_X_AMZN_TRACE_ID|LAMBDA_TASK_ROOT|LAMBDA_RUNTIME_DIR|TZ)$/;
@@ -123,8 +126,10 @@ export interface ModuleWorkerFunctionProps {
    * the handler is cut off a few seconds before. Slots of this worker's consumers are held for it,
    * so a shorter timeout has a crashed invocation's batch recovered that much sooner. A longer one
    * is a synth error: the Host holds a slot at most for its own bound and cuts the handler off
-   * there, so the rest could never be used. @default 5 min, or the Host's `workerTimeout` when
-   * that is shorter
+   * there, so the rest could never be used. Consumers of a worker whose batch (idle wait + batch
+   * timeout + this timeout) fits in Step Functions Express's five minutes run their lanes on
+   * Express, at a fraction of Standard's cost; others on Standard. @default 3 min (every consumer
+   * setting then fits Express), or the Host's `workerTimeout` when that is shorter
    */
   readonly timeout?: Duration;
   /** @default 512 */

@@ -309,6 +309,7 @@ export class TakoformHost extends Construct {
         supervisor: this.delivery.supervisorFunction.fn,
       },
       stateMachine: this.delivery.stateMachine,
+      expressStateMachine: this.delivery.expressStateMachine,
       hostName: this.queueNamePrefix,
       queueNamePrefix: prefix,
       alarmTopic: props.alarmTopic,

@@ -101,30 +101,36 @@ describe('delivery on AWS: template', () => {
     template = Template.fromStack(stack);
   });
 
-  it('OPS-01: a STANDARD dispatcher with the rendered definition, ERROR logs without data, and tracing', () => {
+  it('OPS-01: a STANDARD and an EXPRESS dispatcher with the rendered definitions, ERROR logs without data, and tracing', () => {
     const d = stack.host.delivery;
-    template.hasResourceProperties('AWS::StepFunctions::StateMachine', {
-      StateMachineType: 'STANDARD',
-      TracingConfiguration: { Enabled: true },
-      LoggingConfiguration: {
-        Level: 'ERROR',
-        IncludeExecutionData: false,
-        Destinations: [{ CloudWatchLogsLogGroup: { LogGroupArn: arnOf(d.stateMachineLogs) } }],
-      },
-    });
-    const [machine] = Object.values(template.findResources('AWS::StepFunctions::StateMachine'));
-    const parts = machine?.Properties.DefinitionString['Fn::Join'][1] as unknown[];
-    const placeholder = 'STEP_FUNCTION_ARN';
-    const rendered = parts
-      .map((p) =>
-        typeof p === 'string'
-          ? p
-          : JSON.stringify(p) === JSON.stringify(arnOf(d.stepFunction.fn))
-            ? placeholder
-            : '?',
-      )
-      .join('');
-    expect(JSON.parse(rendered)).toEqual(dispatcherDefinition({ stepFunction: placeholder }));
+    template.resourceCountIs('AWS::StepFunctions::StateMachine', 2);
+    for (const [machine, kind, type] of [
+      [d.stateMachine, 'standard', 'STANDARD'],
+      [d.expressStateMachine, 'express', 'EXPRESS'],
+    ] as const) {
+      const props = template.findResources('AWS::StepFunctions::StateMachine')[id(machine)]?.Properties;
+      expect(props).toMatchObject({
+        StateMachineType: type,
+        TracingConfiguration: { Enabled: true },
+        LoggingConfiguration: {
+          Level: 'ERROR',
+          IncludeExecutionData: false,
+          Destinations: [{ CloudWatchLogsLogGroup: { LogGroupArn: arnOf(d.stateMachineLogs) } }],
+        },
+      });
+      const parts = props.DefinitionString['Fn::Join'][1] as unknown[];
+      const placeholder = 'STEP_FUNCTION_ARN';
+      const rendered = parts
+        .map((p) =>
+          typeof p === 'string'
+            ? p
+            : JSON.stringify(p) === JSON.stringify(arnOf(d.stepFunction.fn))
+              ? placeholder
+              : '?',
+        )
+        .join('');
+      expect(JSON.parse(rendered)).toEqual(dispatcherDefinition({ stepFunction: placeholder }, kind));
+    }
   });
 
   it('OPS-01: the executor and the supervisor run every minute', () => {
@@ -163,8 +169,9 @@ describe('delivery on AWS: template', () => {
       });
       expect(props.Runtime).toBe('nodejs24.x');
     }
-    // Every function that starts lanes knows the dispatcher by its ARN, built from its fixed name.
+    // Every function that starts lanes knows the dispatchers by their ARNs, built from fixed names.
     const dispatcherArn = Stack.of(d).resolve(d.dispatcherArn);
+    const expressArn = Stack.of(d).resolve(d.expressDispatcherArn);
     for (const f of [
       d.supervisorFunction.fn,
       d.stepFunction.fn,
@@ -173,13 +180,17 @@ describe('delivery on AWS: template', () => {
     ]) {
       const props = template.findResources('AWS::Lambda::Function')[id(f)]?.Properties;
       expect(props.Environment.Variables.TAKOFORM_DISPATCHER_ARN).toEqual(dispatcherArn);
+      expect(props.Environment.Variables.TAKOFORM_DISPATCHER_EXPRESS_ARN).toEqual(expressArn);
     }
-    expect(
-      template.findResources('AWS::StepFunctions::StateMachine')[id(d.stateMachine)]?.Properties,
-    ).toMatchObject({
-      StateMachineName: d.dispatcherName,
-    });
-    expect(JSON.stringify(dispatcherArn)).toContain(`:stateMachine:${d.dispatcherName}`);
+    for (const [machine, name, arn] of [
+      [d.stateMachine, d.dispatcherName, dispatcherArn],
+      [d.expressStateMachine, d.expressDispatcherName, expressArn],
+    ] as const) {
+      expect(
+        template.findResources('AWS::StepFunctions::StateMachine')[id(machine)]?.Properties,
+      ).toMatchObject({ StateMachineName: name });
+      expect(JSON.stringify(arn)).toContain(`:stateMachine:${name}"`);
+    }
     const api = template.findResources('AWS::Lambda::Function')[id(stack.api.handler.fn)]?.Properties;
     expect(api.Environment.Variables.TAKOFORM_EXECUTOR_FUNCTION).toEqual(arnOf(d.executorFunction.fn));
   });
@@ -323,9 +334,12 @@ describe('delivery on AWS: template', () => {
     expect(worker.functionName.startsWith(d.workerFunctionNamePrefix)).toBe(true);
   });
 
-  it('SEC-02: the supervisor, step function, batch host and API may only start executions of their own dispatcher; the API may invoke only the executor', () => {
+  it('SEC-02: the supervisor, step function, batch host and API may only start executions of their own two dispatchers; the API may invoke only the executor', () => {
     const d = stack.host.delivery;
-    const dispatcherArn = Stack.of(d).resolve(d.dispatcherArn);
+    const dispatcherArns = [
+      Stack.of(d).resolve(d.dispatcherArn),
+      Stack.of(d).resolve(d.expressDispatcherArn),
+    ];
     for (const role of [
       d.supervisorFunction.role,
       d.stepFunction.role,
@@ -334,7 +348,7 @@ describe('delivery on AWS: template', () => {
     ]) {
       const states = statementsOf(role).filter((s) => actionsOf(s).some((a) => a.startsWith('states:')));
       expect(states.flatMap(actionsOf)).toEqual(['states:StartExecution']);
-      expect(states.flatMap(resourcesOf)).toEqual([dispatcherArn]);
+      expect(states.flatMap(resourcesOf)).toEqual(dispatcherArns);
     }
     const reads = statementsOf(d.supervisorFunction.role).filter((s) =>
       actionsOf(s).includes('cloudwatch:GetMetricData'),
@@ -359,7 +373,8 @@ describe('delivery on AWS: template', () => {
         queueProducers: { OUT: { queue: 'out-q' } },
       }),
     });
-    expect(props.Timeout).toBe(300);
+    // The default timeout (3 min): every consumer of it fits an Express lane's window.
+    expect(props.Timeout).toBe(180);
     expect(worker.handlers).toEqual(['fetch', 'queue']);
   });
 
@@ -377,7 +392,7 @@ describe('delivery on AWS: template', () => {
       varsJson: { S: '{"GREETING":"hi"}' },
       queueProducersJson: { S: '{"OUT":{"queue":"out-q"}}' },
       deploymentUid: { S: worker.deploymentUid },
-      timeoutSeconds: { N: '300' },
+      timeoutSeconds: { N: '180' },
     });
     const del = JSON.parse(render(registration?.Properties.Delete));
     expect(del.action).toBe('deleteItem');
@@ -402,12 +417,12 @@ describe('delivery on AWS: template', () => {
       return JSON.parse(render(r?.Properties.Create)).parameters.Item;
     };
     const aboveHost = Match.stringLikeRegexp("exceeds the Host's workerTimeout");
-    // Defaults: 5 min under the Host's 14, no warning.
+    // Defaults: 3 min under the Host's 14, no warning.
     expect(Annotations.fromStack(stack).findWarning('*', aboveHost)).toEqual([]);
     const short = build({}, { timeout: Duration.seconds(90) });
     expect(itemOf(short.stack).timeoutSeconds).toEqual({ N: '90' });
     expect((short.worker as ModuleWorkerFunction).timeout.toSeconds()).toBe(90);
-    // The default follows a Host bound shorter than 5 min.
+    // The default follows a Host bound shorter than 3 min.
     const tight = build({ workerTimeout: Duration.minutes(2) });
     expect(itemOf(tight.stack).timeoutSeconds).toEqual({ N: '120' });
     const fnId = tight.stack.getLogicalId(
@@ -482,9 +497,13 @@ describe('delivery on AWS: template', () => {
     const hostErrors = math('SUM([');
     expect(hostErrors.filter((m: { MetricStat?: unknown }) => m.MetricStat).length).toBe(5);
     expect(JSON.stringify(hostErrors)).toContain('"MetricName":"Errors"');
-    const dispatcher = math('failed + timedOut + aborted');
+    // Both dispatchers' executions, Standard (…0) and Express (…1), in one alarm.
+    const dispatcher = math('failed0 + timedOut0 + aborted0 + failed1 + timedOut1 + aborted1');
     expect(JSON.stringify(dispatcher)).toContain('ExecutionsFailed');
     expect(JSON.stringify(dispatcher)).toContain('ExecutionsTimedOut');
+    for (const machine of [stack.host.delivery.stateMachine, stack.host.delivery.expressStateMachine]) {
+      expect(JSON.stringify(dispatcher)).toContain(id(machine));
+    }
     expect(alarms).toHaveLength(7);
     for (const a of alarms) expect(a.Properties.AlarmActions).toBeUndefined();
   });

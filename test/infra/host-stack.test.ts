@@ -51,7 +51,8 @@ describe('TakoformHostStack template', () => {
     // API, dispatcher step, batch host, executor, supervisor; workers come with ModuleWorkerFunction.
     template.resourceCountIs('AWS::Lambda::Function', 5);
     template.resourceCountIs('AWS::DynamoDB::GlobalTable', 1);
-    template.resourceCountIs('AWS::StepFunctions::StateMachine', 1);
+    // The dispatcher, Standard and Express (lanes that fit its five-minute window).
+    template.resourceCountIs('AWS::StepFunctions::StateMachine', 2);
   });
 
   it('table: pk/sk keys, on-demand, PITR, deletion protection, TTL and both GSIs', () => {
@@ -202,10 +203,16 @@ describe('TakoformHostStack template', () => {
     };
     const invoke = statements.filter((s) => [s.Action].flat().some((a: string) => a.startsWith('lambda:')));
     expect(invoke.map((s) => [s.Action, s.Resource])).toEqual([['lambda:InvokeFunction', executorArn]]);
-    // Step Functions: starting a lane of its own dispatcher (wake on send), nothing else.
+    // Step Functions: starting a lane of its own dispatchers (wake on send), nothing else.
     const lanes = statements.filter((s) => [s.Action].flat().some((a: string) => a.startsWith('states:')));
     expect(lanes.map((s) => [s.Action, s.Resource])).toEqual([
-      ['states:StartExecution', stack.resolve(stack.host.delivery.dispatcherArn)],
+      [
+        'states:StartExecution',
+        [
+          stack.resolve(stack.host.delivery.dispatcherArn),
+          stack.resolve(stack.host.delivery.expressDispatcherArn),
+        ],
+      ],
     ]);
     // Nothing else: every statement is one of the above.
     const known = new Set([...dynamo, ...logs, ...wildcard, ...sqs, ...invoke, ...lanes]);
@@ -366,6 +373,9 @@ describe('OPS-02: cdk-nag AwsSolutions', () => {
         'Host/Delivery/Dispatcher AwsSolutions-SF1',
         'Host/Delivery/Dispatcher/Role AwsSolutions-IAM5[Resource::*]',
         'Host/Delivery/Dispatcher/Role AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:lambda:<AWS::Region>:<AWS::AccountId>:function:takoform-host_wkr-*]',
+        'Host/Delivery/DispatcherExpress AwsSolutions-SF1',
+        'Host/Delivery/DispatcherExpress/Role AwsSolutions-IAM5[Resource::*]',
+        'Host/Delivery/DispatcherExpress/Role AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:lambda:<AWS::Region>:<AWS::AccountId>:function:takoform-host_wkr-*]',
       ].sort(),
     );
   });

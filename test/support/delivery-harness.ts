@@ -113,9 +113,9 @@ export async function createDeliveryHost(
   // Sends through the Host wake a consumer through the newest live delivery side, as they would
   // reach the one Step Functions state machine on AWS.
   const wakeLauncher: LaneLauncher = {
-    start: (name, input) => {
+    start: (name, input, kind) => {
       const live = dispatchers.filter((d) => !d.dead()).at(-1);
-      return live ? live.lanes.start(name, input) : Promise.resolve('exists');
+      return live ? live.lanes.start(name, input, kind) : Promise.resolve('exists');
     },
   };
   const host = await createTestHost({

@@ -11,6 +11,7 @@ import {
 } from '../../delivery/control-loop.ts';
 import type { Slot } from '../../delivery/delivery-service.ts';
 import { DISPATCHER_TASKS, dispatcherDefinition } from '../../delivery/dispatcher-definition.ts';
+import type { LaneKind } from '../../delivery/lane-kinds.ts';
 import { log } from '../../shared/log.ts';
 import { type LocalExecution, LocalStateMachine } from '../standins/local-step-functions.ts';
 
@@ -37,16 +38,20 @@ export interface LocalLanesOptions {
  */
 export class LocalLanes implements LaneLauncher {
   private o: LocalLanesOptions | undefined;
-  private readonly machine: LocalStateMachine;
+  /** One state machine per kind of lane, as on AWS (the same two definitions). */
+  private readonly machines: Record<LaneKind, LocalStateMachine>;
   private stopped = false;
   /** Aborted by `stop`: lanes stop receiving and start no new batch. */
   private readonly stopping = new AbortController();
 
   constructor(opts: { historyLimit?: number } = {}) {
-    this.machine = new LocalStateMachine(
-      dispatcherDefinition({ stepFunction: 'arn:aws:lambda:local:000000000000:function:dispatcher-step' }),
-      opts.historyLimit !== undefined ? { historyLimit: opts.historyLimit } : {},
-    );
+    const arns = { stepFunction: 'arn:aws:lambda:local:000000000000:function:dispatcher-step' };
+    const limits = opts.historyLimit !== undefined ? { historyLimit: opts.historyLimit } : {};
+    // The stand-in ends an execution at its definition's TimeoutSeconds: 300 s for Express.
+    this.machines = {
+      standard: new LocalStateMachine(dispatcherDefinition(arns, 'standard'), limits),
+      express: new LocalStateMachine(dispatcherDefinition(arns, 'express'), limits),
+    };
   }
 
   /** Connects the lanes to the Host they run for (the loop needs the launcher, and back). */
@@ -54,12 +59,12 @@ export class LocalLanes implements LaneLauncher {
     this.o = opts;
   }
 
-  async start(name: string, input: LaneInput): Promise<'started' | 'exists'> {
+  async start(name: string, input: LaneInput, kind: LaneKind = 'standard'): Promise<'started' | 'exists'> {
     const o = this.o;
     if (!o || this.stopped) return 'exists';
     let execution: LocalExecution;
     try {
-      execution = this.machine.start({
+      execution = this.machines[kind].start({
         name,
         input,
         taskHandlers: this.taskHandlers(o),
@@ -90,7 +95,7 @@ export class LocalLanes implements LaneLauncher {
       [DISPATCHER_TASKS.recover]: step,
       [DISPATCHER_TASKS.handover]: async (payload) => (this.stopped ? { handedOver: false } : step(payload)),
       [DISPATCHER_TASKS.invoke]: withLambdaInvokeFaults(async (payload: unknown) => {
-        const slot = (payload as { slot: Slot }).slot;
+        const { slot, laneUntil } = payload as { slot: Slot; laneUntil?: number };
         // Several batches per InvokeWorker, as on AWS: the state machine's transitions are
         // paid per invocation, not per batch.
         return runLane(
@@ -103,7 +108,7 @@ export class LocalLanes implements LaneLauncher {
             signal: this.stopping.signal,
             log: (message, fields) => log.warn(message, { consumerUid: slot.consumerUid, ...fields }),
           },
-          { maxBatches: 100, budgetMs: 30_000 },
+          { maxBatches: 100, budgetMs: 30_000, ...(laneUntil !== undefined ? { until: laneUntil } : {}) },
         );
       }, 'worker'),
     };
@@ -111,11 +116,20 @@ export class LocalLanes implements LaneLauncher {
 
   /** Executions still running, with their history so far (tests and diagnostics). */
   running() {
-    return this.machine.running();
+    return [...this.machines.standard.running(), ...this.machines.express.running()];
   }
 
+  /** Both machines' counts together; `byKind` for each. */
   stats() {
-    return this.machine.stats();
+    const a = this.machines.standard.stats();
+    const b = this.machines.express.stats();
+    return {
+      started: a.started + b.started,
+      failed: a.failed + b.failed,
+      maxHistoryEvents: Math.max(a.maxHistoryEvents, b.maxHistoryEvents),
+      transitions: a.transitions + b.transitions,
+      byKind: { standard: a, express: b },
+    };
   }
 
   /**
@@ -128,7 +142,7 @@ export class LocalLanes implements LaneLauncher {
   async stop(boundMs = 10_000, cutOff?: () => Promise<void>): Promise<void> {
     this.stopped = true;
     this.stopping.abort();
-    const all = this.machine.running();
+    const all = this.running();
     const within = async (ms: number) => {
       const timeout = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), ms).unref());
       const settled = Promise.allSettled(all.map((r) => r.result)).then(() => 'done' as const);

@@ -76,7 +76,12 @@ export interface WorkerLambdaContext {
 
 export const QUEUE_BATCH_EVENT_KIND = 'takoform.queue-batch.v1';
 
-const eventSchema = z.strictObject({ kind: z.literal(QUEUE_BATCH_EVENT_KIND), slot: slotSchema });
+const eventSchema = z.strictObject({
+  kind: z.literal(QUEUE_BATCH_EVENT_KIND),
+  slot: slotSchema,
+  // An Express lane's window (epoch ms): no batch starts that would not end before it.
+  laneUntil: z.number().int().nonnegative().max(8.64e15).optional(),
+});
 
 const configSchema = z.strictObject({
   vars: z.record(z.string(), z.unknown()).optional(),
@@ -256,7 +261,7 @@ export function createQueueWorkerHandler(
   );
   return async (event: unknown, context: WorkerLambdaContext): Promise<RunResult> => {
     rt ??= runtimeFromEnv(process.env);
-    const { slot } = eventSchema.parse(event) as { slot: Slot };
+    const { slot, laneUntil } = eventSchema.parse(event) as { slot: Slot; laneUntil?: number };
     // Before any receive: a batch never starts without every secret its worker declares.
     const secrets = await secretsOf();
     const clock = rt.clock ?? Date.now;
@@ -305,7 +310,11 @@ export function createQueueWorkerHandler(
           clock,
         },
         // Batches start only in the first half of the Lambda's time, so each has time to finish.
-        { maxBatches: 100, budgetMs: Math.max(0, (lambdaEnd - startedAt) / 2) },
+        {
+          maxBatches: 100,
+          budgetMs: Math.max(0, (lambdaEnd - startedAt) / 2),
+          ...(laneUntil !== undefined ? { until: laneUntil } : {}),
+        },
       );
     } catch (err) {
       if (cutOff === undefined) throw err;
