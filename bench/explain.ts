@@ -273,6 +273,7 @@ export function costCloser(
   counts: CellCounts,
   limit: number,
   producerWruPer100: number,
+  tailTransitionsPerLane = 0,
 ): CostCloser {
   const msgs = Math.max(1e-9, counts.messagesPerBatch.median);
   const manifestWru = manifestWruPerBatch(counts.breakdown);
@@ -282,8 +283,6 @@ export function costCloser(
   const othersUsd = breakdown.total - breakdown.dynamoWrites - breakdown.stepFunctions + producerUsd;
   const lanes = counts.breakdown.lambda['step:AcquireSlot'] ?? 0;
   const batchesPerLane = counts.breakdown.batches / Math.max(1, lanes);
-  // From the priced burst (the lanes' ends included), not the drain's window.
-  const transitionsPerMessage = breakdown.stepFunctions / PRICES.sfnStandardPerMillionTransitions;
   return {
     handlesUsd,
     stepFunctionsUsd: breakdown.stepFunctions,
@@ -293,7 +292,8 @@ export function costCloser(
     manifestWruPerBatch: manifestWru,
     lanes,
     batchesPerLane,
-    transitionsPerLane: transitionsPerMessage * msgs * batchesPerLane,
+    // The drain's window and the lanes' ends after it.
+    transitionsPerLane: counts.perBatch.transitions.median * batchesPerLane + tailTransitionsPerLane,
   };
 }
 
@@ -338,7 +338,7 @@ function costMisses(s: Summary, rows: Row[]): string {
       `${r.setting}: $${fmt(b.total, 3)} against ≤ $${fmt(limit, 2)}, $${fmt(b.total - limit, 3)} over — ${parts.map(([name, usd, per]) => `${name} $${fmt(usd, 3)}${per ? ` (${per})` : ''}`).join(', ')}.`,
     );
     if (!counts) continue;
-    const k = costCloser(b, counts, limit, producerWru);
+    const k = costCloser(b, counts, limit, producerWru, c.tailPerLane.transitions);
     const verdict =
       k.withoutBoth <= limit ? 'under the target' : `still $${fmt(k.withoutBoth - limit, 3)} over`;
     closers.push(
@@ -364,7 +364,7 @@ function costMisses(s: Summary, rows: Row[]): string {
             `Rounds after the last message (${rounds.map((c) => `${c.cell}: ${fmt(c.tailPerLane.rounds, 1)} per lane`).join('; ')}): a lane whose queue is empty ends unless a send through the Host came after its slot was taken; a slot in a shard of the slot map other than the first does not see the wake count, so its release compares the last wake's time with its take's, allowing 5 s of clock skew between functions (\`SKEW_ALLOWANCE_MS\`). After a burst whose last send was that recent, every such lane takes another slot and runs another worker invocation with its idle wait, and its next release is woken by the same send again while the 5 s last (several times at the bench's 1 s idle wait; at AWS's default of 20 s a round's own wait outlasts the 5 s). What would close it: compare wake counts for those slots too — the release already reads the first shard, which holds the count — so that a woken lane is woken by a newer send only.`,
           ]
         : []),
-      `The two parts, and why they stay: the manifest keeps every receipt handle (SQS's are about 390 characters, ≈ 0.33 KB per message as the Host stores them) so that recovery returns a lost runner's messages at once — RC-01's 30 s after a \`kill -9\` — instead of after their hold (the handler's deadline plus grace: more than 5 minutes with a worker's default timeout). Writing the handles only for batches that outlive their gathering visibility would need a timer in the runner; on Lambda it shares the event loop with the user's handler, and a handler that blocks it would see its messages return and be delivered again with the same attempt count, so it is not built. Step Functions is paid per lane, at its start and end: in these one-burst drains each lane runs few batches, while the steady streams' lanes run on (${steady}). Express lanes would be billed by request and duration instead, but an Express execution ends at 5 minutes, which a worker invocation with the default 5-minute function timeout plus the lane's own steps does not fit. The other writes are per batch, whatever its size: the head (first settlement wins, settlements that outlive a restart), the slot's mark (DL-02's bound and recovery), the close and the hand-over — which is why batch 10 costs several times batch 100 per message, and why the batch-10 targets need a design with fewer records per batch, not a cheaper one of these.`,
+      `The two parts, and why they stay: the manifest keeps every receipt handle (SQS's are about 390 characters, ≈ 0.33 KB per message as the Host stores them) so that recovery returns a lost runner's messages at once — RC-01's 30 s after a \`kill -9\` — instead of after their hold (the handler's deadline plus grace: more than 5 minutes with a worker's default timeout). Writing the handles only for batches that outlive their gathering visibility would need a timer in the runner; on Lambda it shares the event loop with the user's handler, and a handler that blocks it would see its messages return and be delivered again with the same attempt count, so it is not built. Step Functions is paid per lane: these consumers' batches fit an Express execution's five minutes (a worker bound of 30 s), so their lanes run on the Express dispatcher, billed per execution and per 100 ms of its duration (64 MB) — the duration of a lane is its worker invocation's, which Lambda bills too — instead of per state transition at a Standard lane's start and end; in these one-burst drains each lane runs few batches, while the steady streams' lanes run on (${steady}). The other writes are per batch, whatever its size: the head (first settlement wins, settlements that outlive a restart), the slot's mark (DL-02's bound and recovery), the close and the hand-over — which is why batch 10 costs several times batch 100 per message, and why the batch-10 targets need a design with fewer records per batch, not a cheaper one of these.`,
     );
   }
   return out.join(' ');

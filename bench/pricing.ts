@@ -12,6 +12,11 @@ export const PRICES = {
   dynamoWritePerMillionWru: 0.625,
   dynamoReadPerMillionRru: 0.125,
   sfnStandardPerMillionTransitions: 25,
+  sfnExpressPerMillionRequests: 1,
+  /** $0.06 per GB-hour, the first 1,000 GB-hours of a month. */
+  sfnExpressPerGbSecond: 0.06 / 3600,
+  /** Express bills memory in 64 MB chunks: 50 MB + the definition + the payload fit one. */
+  sfnExpressMemoryGb: 64 / 1024,
   lambdaPerMillionRequests: 0.2,
   lambdaArm64PerGbSecond: 0.0000133334,
   cloudwatchPerThousandMetricsRequested: 0.01,
@@ -37,6 +42,12 @@ export const PRICE_SOURCES: { item: string; price: string; source: string }[] = 
   {
     item: 'Step Functions Standard',
     price: '$0.0250 per 1,000 state transitions in US East (N. Virginia), retries included',
+    source: 'https://aws.amazon.com/step-functions/pricing/',
+  },
+  {
+    item: 'Step Functions Express',
+    price:
+      '$1.00 per million requests (executions started); $0.06 per GB-hour of duration (first 1,000 GB-hours a month), rounded up to 100 ms, memory billed in 64 MB chunks (50 MB + definition + payload: one chunk for a lane)',
     source: 'https://aws.amazon.com/step-functions/pricing/',
   },
   {
@@ -81,7 +92,17 @@ export function lambdaUsage(t: Tally, memoryGb = PRICES.lambdaMemoryGb) {
   return { invocations, gbSeconds: (billedMs / 1000) * memoryGb };
 }
 
+/** State transitions of every lane (Standard and Express), as the Host's work per batch. */
 export const transitionsOf = (t: Tally) => Object.values(t.transitions).reduce((a, n) => a + n, 0);
+
+/** USD of the lanes' executions: Standard per transition, Express per request and duration. */
+export function stepFunctionsUsd(t: Tally): number {
+  const x = t.express ?? { executions: 0, transitions: 0, billedMs: 0 };
+  const standard = (transitionsOf(t) - x.transitions) * PRICES.sfnStandardPerMillionTransitions;
+  const requests = x.executions * PRICES.sfnExpressPerMillionRequests;
+  const duration = (x.billedMs / 1000) * PRICES.sfnExpressMemoryGb * PRICES.sfnExpressPerGbSecond * 1e6;
+  return (standard + requests + duration) / 1e6;
+}
 
 /**
  * USD of everything a tally counted in the contexts `keep` accepts. Writes refused by a condition
@@ -97,7 +118,7 @@ export function usd(t: Tally, keep: (context: string) => boolean, metricsPerRequ
     sqs: (s.sqsRequests * PRICES.sqsPerMillionRequests) / 1e6,
     dynamoWrites: ((s.wru + s.refusedWrites) * PRICES.dynamoWritePerMillionWru) / 1e6,
     dynamoReads: (s.rru * PRICES.dynamoReadPerMillionRru) / 1e6,
-    stepFunctions: (transitionsOf(t) * PRICES.sfnStandardPerMillionTransitions) / 1e6,
+    stepFunctions: stepFunctionsUsd(t),
     lambdaRequests: (lambda.invocations * PRICES.lambdaPerMillionRequests) / 1e6,
     lambdaDuration: lambda.gbSeconds * PRICES.lambdaArm64PerGbSecond,
     cloudwatch: (cwRequests * metricsPerRequest * PRICES.cloudwatchPerThousandMetricsRequested) / 1000,

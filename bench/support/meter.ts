@@ -63,9 +63,21 @@ export interface Tally {
   /** State name → entries (retries are counted as extra entries, as AWS bills them). */
   transitions: Record<string, number>;
   executions: number;
+  /**
+   * Of those, the Express lanes' (`lane-kinds.ts`): executions, their transitions (not billed
+   * there) and their durations as Express bills them (each rounded up to 100 ms). Absent in
+   * results from before Express lanes.
+   */
+  express?: { executions: number; transitions: number; billedMs: number };
 }
 
-const emptyTally = (): Tally => ({ sdk: {}, lambda: {}, transitions: {}, executions: 0 });
+const emptyTally = (): Tally => ({
+  sdk: {},
+  lambda: {},
+  transitions: {},
+  executions: 0,
+  express: { executions: 0, transitions: 0, billedMs: 0 },
+});
 
 function sdkEntry(t: Tally, context: string, key: string): SdkTally {
   t.sdk[context] ??= {};
@@ -333,12 +345,24 @@ export class Meter {
     return this.tally.lambda[role];
   }
 
-  transition(state: string): void {
+  transition(state: string, express = false): void {
     this.tally.transitions[state] = (this.tally.transitions[state] ?? 0) + 1;
+    if (express) this.expressTally().transitions++;
   }
 
-  executionStarted(): void {
+  executionStarted(express = false): void {
     this.tally.executions++;
+    if (express) this.expressTally().executions++;
+  }
+
+  /** An Express lane ended after `ms` (billed in 100 ms steps). */
+  expressEnded(ms: number): void {
+    this.expressTally().billedMs += Math.max(100, Math.ceil(ms / 100) * 100);
+  }
+
+  private expressTally() {
+    this.tally.express ??= { executions: 0, transitions: 0, billedMs: 0 };
+    return this.tally.express;
   }
 
   /** Adds counting (and `ReturnConsumedCapacity`) to a DynamoDB client. */
@@ -444,6 +468,11 @@ export function addTallies(tallies: Tally[]): Tally {
   const out = emptyTally();
   for (const t of tallies) {
     out.executions += t.executions;
+    if (t.express && out.express) {
+      out.express.executions += t.express.executions;
+      out.express.transitions += t.express.transitions;
+      out.express.billedMs += t.express.billedMs;
+    }
     for (const [state, n] of Object.entries(t.transitions))
       out.transitions[state] = (out.transitions[state] ?? 0) + n;
     for (const [role, l] of Object.entries(t.lambda)) {

@@ -5,6 +5,8 @@
  * - every `StateEntered` (and `StateRetried`) event of a root execution counts one state
  *   transition for the consumer named in the execution input (Step Functions Standard bills per
  *   transition, retries included), read as the events pass to the stand-in that consumes them;
+ *   an execution of the Express dispatcher counts as one Express request with its duration
+ *   (from its start to the end of its events), which is how Express bills instead;
  * - every Task handler (AcquireSlot, InvokeWorker, RecoverBatch: a Lambda invoke on AWS) counts one
  *   Lambda invocation with its measured duration, and the SDK calls made inside it are attributed
  *   to that Task.
@@ -14,6 +16,7 @@
  * read, and handlers are wrapped once.
  */
 import { StateMachine } from 'aws-local-stepfunctions';
+import { EXPRESS_MAX_MS } from '../../lambdas/delivery/lane-kinds.ts';
 import { attribute, type Meter } from './meter.ts';
 
 const consumers = new Map<string, Meter>();
@@ -84,18 +87,29 @@ export function installStepFunctionsHook(): void {
     const execution = original.call(this, input, opts);
     const isRoot = typeof (input as { round?: unknown } | null)?.round === 'number';
     if (meter && isRoot) {
-      meter.executionStarted();
+      // The Express dispatcher is the one with Express's five-minute timeout (lane-kinds.ts).
+      const express =
+        (this as { definition?: { TimeoutSeconds?: number } }).definition?.TimeoutSeconds ===
+        EXPRESS_MAX_MS / 1000;
+      meter.executionStarted(express);
+      const t0 = performance.now();
       // The local stand-in reads the event stream itself (history limit, its own counts), and an
-      // async generator gives each event to one reader only: count the events as they pass.
+      // async generator gives each event to one reader only: count the events as they pass. The
+      // stream ends with the execution, which is when an Express one's billed duration ends.
       const source = execution.eventLogs;
       execution.eventLogs = (async function* () {
-        for await (const event of source) {
-          if ((event.type === 'StateEntered' || event.type === 'StateRetried') && event.state) {
-            meter.transition(
-              event.type === 'StateRetried' ? `${event.state.name} (retry)` : event.state.name,
-            );
+        try {
+          for await (const event of source) {
+            if ((event.type === 'StateEntered' || event.type === 'StateRetried') && event.state) {
+              meter.transition(
+                event.type === 'StateRetried' ? `${event.state.name} (retry)` : event.state.name,
+                express,
+              );
+            }
+            yield event;
           }
-          yield event;
+        } finally {
+          if (express) meter.expressEnded(performance.now() - t0);
         }
       })();
     }

@@ -20,7 +20,7 @@ const counts = {
   batchSize: 100,
   concurrency: 2,
   messagesPerBatch: one(100),
-  perBatch: { wru: one(43) },
+  perBatch: { wru: one(43), transitions: one(0.8) },
   breakdown: {
     batches: 10,
     transitions: { Start: 2, AcquireSlot: 2, SlotTaken: 2, InvokeWorker: 2 },
@@ -49,7 +49,7 @@ describe('what would close a cost miss', () => {
       cloudwatch: 0,
       total: 0.64925,
     };
-    const k = costCloser(breakdown, counts, 0.3, 2);
+    const k = costCloser(breakdown, counts, 0.3, 2, 1.5);
     expect(k.handlesUsd).toBeCloseTo(0.2125, 6); // 34 WRU per 100 messages
     expect(k.stepFunctionsUsd).toBe(0.2);
     expect(k.withoutBoth).toBeCloseTo(0.23675, 6);
@@ -58,6 +58,7 @@ describe('what would close a cost miss', () => {
     expect(k.manifestWruPerBatch).toBe(34);
     expect(k.lanes).toBe(2);
     expect(k.batchesPerLane).toBe(5);
-    expect(k.transitionsPerLane).toBeCloseTo(4, 9);
+    // Per lane: the drain's 8 transitions over 2 lanes, and 1.5 each after the last message.
+    expect(k.transitionsPerLane).toBeCloseTo(5.5, 9);
   });
 });
