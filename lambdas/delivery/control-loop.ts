@@ -294,7 +294,11 @@ export class ControlLoop {
       return { ...(await this.o.service.acquire(consumerUid, generation, inherit)), lane: next };
     }
     const r = await this.o.service.acquireWithin(consumerUid, generation, inherit, until);
-    if (r.status === 'elsewhere') return elsewhere('window', r.kind, undefined, r.inherit);
+    // A lane that could not take its first slot inside a fresh window (its AcquireSlot came late:
+    // throttled, or a cold start past the room) goes on in Standard, so hand-overs never repeat.
+    if (r.status === 'elsewhere') {
+      return elsewhere('window', (lane.round ?? 0) === 0 ? 'standard' : r.kind, undefined, r.inherit);
+    }
     return r.status === 'acquired' ? { ...r, laneUntil: until, lane: next } : { ...r, lane: next };
   }
 

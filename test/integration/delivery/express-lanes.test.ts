@@ -79,13 +79,14 @@ describe('Express lanes', () => {
     d = await createDeliveryHost();
     const { consumerUid } = await d.setup('window', NOOP, { maxBatchSize: 10, maxConcurrency: 2 });
     const { loop, starts } = recordingLoop(d);
-    // Started 4 min 50 s ago: no batch (idle wait + handler bound) ends before the window does.
+    // A lane in its fourth round, started 4 min 50 s ago: no batch (idle wait + handler bound)
+    // ends before the window does.
     const late = await loop.step({
       action: 'acquire',
-      lane: dispatcherInput(consumerUid, 1),
+      lane: dispatcherInput(consumerUid, 1, 3),
       startedAt: ago(290_000),
     });
-    expect(late).toMatchObject({ status: 'handedOver', handedOver: true, lane: { round: 1 } });
+    expect(late).toMatchObject({ status: 'handedOver', handedOver: true, lane: { round: 4 } });
     expect(await d.host.delivery.slotsOf(consumerUid)).toEqual({});
     expect(starts).toHaveLength(1);
     expect(starts[0]).toMatchObject({ kind: 'express', input: { consumerUid, generation: 1, round: 0 } });
@@ -103,6 +104,15 @@ describe('Express lanes', () => {
     const slot = (fresh as { slot: Slot }).slot;
     expect(slot.contextReadAt).toBe(inherit.contextReadAt);
     await directBatchHost(d.host.delivery, d.host.loop).register(slot, []);
+    // A lane whose very first AcquireSlot came too late for its window (a cold start, throttling)
+    // goes on in Standard, so hand-overs never chain.
+    const first = await loop.step({
+      action: 'acquire',
+      lane: dispatcherInput(consumerUid, 1),
+      startedAt: ago(290_000),
+    });
+    expect(first).toMatchObject({ status: 'handedOver', handedOver: true });
+    expect(starts[1]).toMatchObject({ kind: 'standard', input: { consumerUid, generation: 1, round: 0 } });
   });
 
   it('an Express lane asked to wait longer than its window allows becomes a Standard lane that waits; a short wait stays', async () => {
