@@ -62,7 +62,11 @@ export class TakoformHostStack extends Stack {
     });
     new CfnOutput(this, 'StateMachineArn', {
       value: this.host.delivery.stateMachine.stateMachineArn,
-      description: 'The dispatcher state machine',
+      description: 'The dispatcher state machine (Standard lanes)',
+    });
+    new CfnOutput(this, 'ExpressStateMachineArn', {
+      value: this.host.delivery.expressStateMachine.stateMachineArn,
+      description: 'The Express dispatcher (lanes whose batches fit its five minutes)',
     });
     new CfnOutput(this, 'DashboardName', {
       value: this.host.observability.dashboard.dashboardName,

@@ -223,11 +223,15 @@ describe('TakoformHostStack template', () => {
     expect(role?.Properties.ManagedPolicyArns).toBeUndefined();
   });
 
-  it('outputs ApiUrl, TableName, StateMachineArn and DashboardName', () => {
+  it('outputs ApiUrl, TableName, StateMachineArn, ExpressStateMachineArn and DashboardName', () => {
     template.hasOutput('ApiUrl', { Value: Match.anyValue() });
     template.hasOutput('TableName', { Value: { Ref: tableId } });
     const machineId = stack.getLogicalId(stack.host.delivery.stateMachine.node.defaultChild as CfnElement);
     template.hasOutput('StateMachineArn', { Value: { Ref: machineId } });
+    const expressId = stack.getLogicalId(
+      stack.host.delivery.expressStateMachine.node.defaultChild as CfnElement,
+    );
+    template.hasOutput('ExpressStateMachineArn', { Value: { Ref: expressId } });
     template.hasOutput('DashboardName', { Value: Match.anyValue() });
   });
 });
