@@ -113,6 +113,10 @@ describe('two Hosts in one account and region', () => {
     expect(hosts.staging.stack.host.delivery.queueNamePrefix).toBe('takoform-host-staging_');
     expect(hosts.prod.stack.host.delivery.workerFunctionNamePrefix).toBe('takoform-host_wkr-');
     expect(hosts.prod.stack.host.delivery.dispatcherName).toBe('takoform-host_dispatcher');
+    expect(hosts.prod.stack.host.delivery.expressDispatcherName).toBe('takoform-host_dispatcher-express');
+    expect(hosts.staging.stack.host.delivery.expressDispatcherName).toBe(
+      'takoform-host-staging_dispatcher-express',
+    );
     for (const [a, b] of pairs()) {
       expect(b.stack.host.delivery.queueNamePrefix.startsWith(a.stack.host.delivery.queueNamePrefix)).toBe(
         false,
