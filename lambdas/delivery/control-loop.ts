@@ -119,13 +119,21 @@ export interface NextLaneState {
  * context is used up (later rounds read afresh).
  */
 export function laneAfterAcquire(lane: LaneState): { wait?: number; next: NextLaneState } {
-  const round = lane.round ?? 0;
-  const inherit = isRecord(lane.inherit) ? lane.inherit : {};
-  const base = { consumerUid: lane.consumerUid, generation: lane.generation };
   if (lane.startAfter !== undefined && lane.startAfter > 0) {
-    return { wait: lane.startAfter, next: { ...base, round, inherit } };
+    const inherit = isRecord(lane.inherit) ? lane.inherit : {};
+    const { consumerUid, generation } = lane;
+    return { wait: lane.startAfter, next: { consumerUid, generation, round: lane.round ?? 0, inherit } };
   }
-  return { next: { ...base, round: round + 1, inherit: {} } };
+  return { next: roundCounted(lane) };
+}
+
+/**
+ * The lane's state after an AcquireSlot that did not wait (whatever it answered): its round
+ * counted, the starting lane's context used up.
+ */
+export function roundCounted(lane: LaneState): NextLaneState {
+  const { consumerUid, generation } = lane;
+  return { consumerUid, generation, round: (lane.round ?? 0) + 1, inherit: {} };
 }
 
 const isRecord = (v: unknown): v is Record<string, unknown> =>

@@ -1,4 +1,4 @@
-import { type LaneState, laneAfterAcquire } from '../../lambdas/delivery/control-loop.ts';
+import { type LaneState, roundCounted } from '../../lambdas/delivery/control-loop.ts';
 
 /**
  * What a stand-in AcquireSlot handler answers: `result` with the lane's next state, as the step
@@ -6,5 +6,5 @@ import { type LaneState, laneAfterAcquire } from '../../lambdas/delivery/control
  */
 export function laneAnswer(payload: unknown, result: Record<string, unknown>) {
   const { lane } = payload as { lane: LaneState };
-  return { ...result, lane: laneAfterAcquire({ ...lane, startAfter: undefined }).next };
+  return { ...result, lane: roundCounted(lane) };
 }

@@ -7,7 +7,7 @@ import {
   type LaneInput,
   type LaneLauncher,
   type LaneState,
-  laneAfterAcquire,
+  roundCounted,
 } from '../../delivery/control-loop.ts';
 import type { Slot } from '../../delivery/delivery-service.ts';
 import { DISPATCHER_TASKS, dispatcherDefinition } from '../../delivery/dispatcher-definition.ts';
@@ -91,7 +91,9 @@ export class LocalLanes implements LaneLauncher {
     );
     return {
       [DISPATCHER_TASKS.acquire]: async (payload) =>
-        this.stopped ? { status: 'stop', lane: stoppedLane(payload) } : step(payload),
+        this.stopped
+          ? { status: 'stop', lane: roundCounted((payload as { lane: LaneState }).lane) }
+          : step(payload),
       [DISPATCHER_TASKS.recover]: step,
       [DISPATCHER_TASKS.handover]: async (payload) => (this.stopped ? { handedOver: false } : step(payload)),
       [DISPATCHER_TASKS.invoke]: withLambdaInvokeFaults(async (payload: unknown) => {
@@ -155,12 +157,6 @@ export class LocalLanes implements LaneLauncher {
     }
     for (const r of all) r.abort();
   }
-}
-
-/** The lane state a stopping Host answers AcquireSlot with (the definition's paths resolve). */
-function stoppedLane(payload: unknown) {
-  const { lane } = payload as { lane: LaneState };
-  return laneAfterAcquire({ ...lane, startAfter: undefined }).next;
 }
 
 /** Time the runners of cut-off handlers get to finalise their batches during a stop. */
