@@ -3,6 +3,7 @@ import {
   ReceiveMessageCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
+import { isMissingQueue } from '../adapters/aws/sqs-queue-backend.ts';
 import {
   type AcquireResult,
   type DeadLetterItem,
@@ -362,7 +363,9 @@ export async function runBatch(
       // The Host is stopping, or SQS failed past the SDK's retries: gathering ends, and what was
       // received (by the other receives too) is registered and run now. With nothing received
       // the registration frees the slot at once, rather than leaving it to its deadline.
-      if (!isAbort(failed.reason)) {
+      // A queue is deleted only once no consumer names it (409 dependency_conflict before), so a
+      // lane that finds it gone belongs to a consumer that is gone too: it ends without a warning.
+      if (!isAbort(failed.reason) && !isMissingQueue(failed.reason)) {
         deps.log?.('receive failed; the batch is formed from what arrived', {
           batchId: slot.batchId,
           error: (failed.reason as Error)?.name,

@@ -1,4 +1,4 @@
-import { ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { DeleteQueueCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   BACKLOG_WAIT_MS,
@@ -169,6 +169,39 @@ describe('a lane waits out its idle wait', () => {
       expect(results.map((r) => r.delivered)).toEqual([1, 1]);
       expect(results.every((r) => !r.idle)).toBe(true);
       expect(got.flat().sort()).toEqual(['first', 'second']);
+    } finally {
+      await d.close();
+    }
+  });
+});
+
+describe('a lane whose queue is gone', () => {
+  it('DL-02 ends quietly and frees its slot: a queue is deleted only once no consumer names it, so its lane has nothing to warn about', async () => {
+    const d = await createDeliveryHost();
+    try {
+      const { queue, consumerUid } = await d.setup('gone', recordingWorker(d.logFile('gone')), {
+        maxBatchSize: 1,
+        maxConcurrency: 1,
+      });
+      const a = await d.host.delivery.acquire(consumerUid, 1);
+      if (a.status !== 'acquired') throw new Error('no slot');
+      const logged: string[] = [];
+      const run = runBatch(a.slot, {
+        sqs: d.host.sqs,
+        host: directBatchHost(d.host.delivery, d.host.loop),
+        idleWaitSeconds: 3,
+        log: (message) => logged.push(message),
+        invoker: { invoke: async () => 'returned' },
+      });
+      // The lane is long-polling when its queue goes (the stand-in answers the poll, or the next
+      // one, with QueueDoesNotExist, as SQS does).
+      await sleep(300);
+      await d.host.sqs.send(new DeleteQueueCommand({ QueueUrl: queue.sqsUrl }));
+      const result = await run;
+      expect(result).toMatchObject({ idle: true, delivered: 0 });
+      expect(logged).toEqual([]);
+      // The slot was freed by the empty registration: the consumer's only slot can be taken again.
+      expect((await d.host.delivery.acquire(consumerUid, 1)).status).toBe('acquired');
     } finally {
       await d.close();
     }
