@@ -257,6 +257,12 @@ export interface CostCloser {
   stepFunctionsUsd: number;
   /** The cell's total without both. */
   withoutBoth: number;
+  /**
+   * What no design that records every receipt handle before its handler runs can go below: SQS's
+   * send, receive and delete of every message (one request per 10 each), the manifest as measured
+   * and the producer's writes — before any Lambda, Step Functions or other write.
+   */
+  floorUsd: number;
   /** WRU per batch the target leaves for the Host's writes, with lanes that run on and every other part as measured (may be < 0). */
   wruBudgetPerBatch: number;
   /** WRU per batch measured, the manifest's included. */
@@ -267,6 +273,9 @@ export interface CostCloser {
   batchesPerLane: number;
   transitionsPerLane: number;
 }
+
+/** SendMessageBatch, ReceiveMessage and DeleteMessageBatch carry at most 10 messages each. */
+const SQS_FLOOR_REQUESTS_PER_MESSAGE = 0.3;
 
 export function costCloser(
   breakdown: CellCost['breakdown'],
@@ -287,6 +296,7 @@ export function costCloser(
     handlesUsd,
     stepFunctionsUsd: breakdown.stepFunctions,
     withoutBoth: breakdown.total - handlesUsd - breakdown.stepFunctions,
+    floorUsd: SQS_FLOOR_REQUESTS_PER_MESSAGE * PRICES.sqsPerMillionRequests + handlesUsd + producerUsd,
     wruBudgetPerBatch: ((limit - othersUsd) / PRICES.dynamoWritePerMillionWru) * msgs,
     wruPerBatch: counts.perBatch.wru.median,
     manifestWruPerBatch: manifestWru,
@@ -346,7 +356,10 @@ function costMisses(s: Summary, rows: Row[]): string {
         (k.withoutBoth > limit
           ? `; with lanes that run on and every other part as measured, the target leaves ${k.wruBudgetPerBatch > 0 ? `${fmt(k.wruBudgetPerBatch, 1)} WRU per batch for the Host's writes` : 'no room for any write'} (now ${fmt(k.wruPerBatch, 1)}, ${fmt(k.wruPerBatch - k.manifestWruPerBatch, 1)} without the manifest)`
           : '') +
-        '.',
+        '.' +
+        (k.floorUsd > limit
+          ? ` While every receipt handle is recorded before its handler runs (the recovery below), this target is out of reach: SQS's send, receive and delete of each message (0.3 requests per message) and the manifest come to $${fmt(k.floorUsd, 3)} with the producer's writes, before any Lambda or other write.`
+          : ''),
     );
   }
   if (closers.length > 0) {

@@ -53,6 +53,8 @@ describe('what would close a cost miss', () => {
     expect(k.handlesUsd).toBeCloseTo(0.2125, 6); // 34 WRU per 100 messages
     expect(k.stepFunctionsUsd).toBe(0.2);
     expect(k.withoutBoth).toBeCloseTo(0.23675, 6);
+    // SQS's floor (0.3 requests per message: $0.12) + the manifest ($0.2125) + the producer ($0.0125).
+    expect(k.floorUsd).toBeCloseTo(0.345, 6);
     // $0.30 less SQS, reads, Lambda and the producer's writes ($0.0125) leaves $0.1195: 19.12 WRU per 100 messages.
     expect(k.wruBudgetPerBatch).toBeCloseTo(19.12, 6);
     expect(k.manifestWruPerBatch).toBe(34);
