@@ -114,15 +114,19 @@ export interface NextLaneState {
 }
 
 /**
- * The lane's state after AcquireSlot: a lane that must wait first (`startAfter`, its first round)
- * waits with the rest of its input kept; otherwise the round is counted and the starting lane's
- * context is used up (later rounds read afresh).
+ * The lane's state after AcquireSlot: a lane that must wait first (`startAfter`) waits with its
+ * context kept; otherwise the round is counted and the starting lane's context is used up (later
+ * rounds read afresh). The wait counts as a round too: it is one in the execution's history, and
+ * an Express lane late after it was late by choice, not by a slow start (`acquireForLane`).
  */
 export function laneAfterAcquire(lane: LaneState): { wait?: number; next: NextLaneState } {
   if (lane.startAfter !== undefined && lane.startAfter > 0) {
     const inherit = isRecord(lane.inherit) ? lane.inherit : {};
     const { consumerUid, generation } = lane;
-    return { wait: lane.startAfter, next: { consumerUid, generation, round: lane.round ?? 0, inherit } };
+    return {
+      wait: lane.startAfter,
+      next: { consumerUid, generation, round: (lane.round ?? 0) + 1, inherit },
+    };
   }
   return { next: roundCounted(lane) };
 }
@@ -304,6 +308,8 @@ export class ControlLoop {
     const r = await this.o.service.acquireWithin(consumerUid, generation, inherit, until);
     // A lane that could not take its first slot inside a fresh window (its AcquireSlot came late:
     // throttled, or a cold start past the room) goes on in Standard, so hand-overs never repeat.
+    // After its own wait (round 1) a lane hands over to the kind its consumer fits: the new lane
+    // starts without a wait, so if it too comes late, it is the one that goes to Standard.
     if (r.status === 'elsewhere') {
       return elsewhere('window', (lane.round ?? 0) === 0 ? 'standard' : r.kind, undefined, r.inherit);
     }

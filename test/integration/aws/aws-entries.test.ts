@@ -209,7 +209,7 @@ describe('the AWS entries', () => {
     expect(taken.status).toBe('acquired');
     expect(taken.lane).toEqual({ consumerUid: c.consumerUid, generation: 1, round: 8, inherit: {} });
     expect(Object.keys(await t.host.host.delivery.slotsOf(c.consumerUid))).toEqual([taken.slot.batchId]);
-    // A lane for messages due later: no slot taken, its input kept but the wait.
+    // A lane for messages due later: no slot taken, its context kept, the wait counted as a round.
     const delayed = {
       consumerUid: c.consumerUid,
       generation: 1,
@@ -221,7 +221,7 @@ describe('the AWS entries', () => {
     expect(await step({ action: 'acquire', lane: delayed })).toEqual({
       status: 'wait',
       waitSeconds: 30,
-      lane: { consumerUid: c.consumerUid, generation: 1, round: 0, inherit: {} },
+      lane: { consumerUid: c.consumerUid, generation: 1, round: 1, inherit: {} },
     });
     expect(Object.keys(await t.host.host.delivery.slotsOf(c.consumerUid))).toHaveLength(1);
     for (const lane of [

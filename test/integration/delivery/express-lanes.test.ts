@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { runLane } from '../../../lambdas/delivery/batch-runner.ts';
-import { ControlLoop, type LaneInput } from '../../../lambdas/delivery/control-loop.ts';
+import { ControlLoop, type LaneInput, type NextLaneState } from '../../../lambdas/delivery/control-loop.ts';
 import type { InheritedLane, Slot } from '../../../lambdas/delivery/delivery-service.ts';
 import { directBatchHost } from '../../../lambdas/delivery/direct-batch-host.ts';
 import { dispatcherInput } from '../../../lambdas/delivery/dispatcher-definition.ts';
@@ -136,6 +136,29 @@ describe('Express lanes', () => {
     });
     expect(short).toMatchObject({ status: 'wait', waitSeconds: 30 });
     expect(starts).toHaveLength(1);
+    expect(await d.host.delivery.slotsOf(consumerUid)).toEqual({});
+  });
+
+  it('an Express lane late after its own wait goes on in Express, not Standard: only a lane late at its very first AcquireSlot is sent to Standard', async () => {
+    d = await createDeliveryHost();
+    const { consumerUid } = await d.setup('waited', NOOP);
+    const { loop, starts } = recordingLoop(d);
+    // Started 4 min 50 s ago and told to wait first: the wait is answered, and counted as a round.
+    const lane = dispatcherInput(consumerUid, 1, 0, 30);
+    const waited = await loop.step({ action: 'acquire', lane, startedAt: ago(290_000) });
+    expect(waited).toMatchObject({ status: 'wait', waitSeconds: 30, lane: { round: 1 } });
+    // After the wait no batch fits the window: the lane hands over to a fresh Express lane (no
+    // wait of its own, so it cannot be late by choice), with the context just read.
+    const after = await loop.step({
+      action: 'acquire',
+      lane: (waited as { lane: NextLaneState }).lane,
+      startedAt: ago(290_000),
+    });
+    expect(after).toMatchObject({ status: 'handedOver', handedOver: true, lane: { round: 2 } });
+    expect(starts).toEqual([
+      expect.objectContaining({ kind: 'express', input: expect.objectContaining({ consumerUid, round: 0 }) }),
+    ]);
+    expect(starts[0]!.input.startAfter).toBeUndefined();
     expect(await d.host.delivery.slotsOf(consumerUid)).toEqual({});
   });
 

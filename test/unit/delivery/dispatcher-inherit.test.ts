@@ -72,15 +72,16 @@ describe('dispatcher: an inherited lane context', () => {
     const plain = await acquirePayloads({ consumerUid: 'c1', generation: 1, round: 0, idle: false });
     expect(plain.sent.map((s) => s.inherit)).toEqual([undefined, {}, {}]);
     expect(plain.sent.map((s) => s.round)).toEqual([0, 1, 2]);
-    // A lane for messages due later waits once (AcquireSlot answers `wait`, its input kept,
-    // startAfter dropped), then runs its three rounds with the context it was started with.
+    // A lane for messages due later waits once (AcquireSlot answers `wait`, its context kept,
+    // startAfter dropped, the wait counted as a round), then runs its three rounds with the
+    // context it was started with.
     const lane = { consumerUid: 'c1', generation: 1, contextReadAt: 5, seal: 'mac' };
     const waits = await acquirePayloads(dispatcherInput('c1', 1, 0, 2, lane));
     expect(waits.sent).toEqual([
       { inherit: lane, round: 0, startAfter: 2 },
-      { inherit: lane, round: 0, startAfter: undefined },
-      { inherit: {}, round: 1, startAfter: undefined },
+      { inherit: lane, round: 1, startAfter: undefined },
       { inherit: {}, round: 2, startAfter: undefined },
+      { inherit: {}, round: 3, startAfter: undefined },
     ]);
     // The wait adds AcquireSlot, SlotTaken and WaitToStart.
     expect(waits.transitions).toBe(3 * 4 + 1 + 3);
