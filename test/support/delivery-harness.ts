@@ -211,6 +211,15 @@ export async function createDeliveryHost(
     return lanes;
   }
 
+  async function stopDispatchers(): Promise<void> {
+    await Promise.all(
+      dispatchers.splice(0).map(async (d) => {
+        await d.supervisor.stop();
+        await d.lanes.stop(2_000);
+      }),
+    );
+  }
+
   /** Writes a worker module and registers its code (MW-02) under (space, name). */
   function writeWorker(
     space: string,
@@ -293,13 +302,10 @@ export async function createDeliveryHost(
       await host.delivery.recoverAfterRestart();
       startDispatcher();
     },
+    /** Stops every dispatcher started so far (their supervisors first, then their lanes). */
+    stopDispatchers,
     async close(): Promise<void> {
-      await Promise.all(
-        dispatchers.splice(0).map(async (d) => {
-          await d.supervisor.stop();
-          await d.lanes.stop(2_000);
-        }),
-      );
+      await stopDispatchers();
       await pool.close();
     },
     logFile: (name: string) => path.join(dir, `${name}.jsonl`),

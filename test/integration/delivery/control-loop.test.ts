@@ -7,7 +7,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   createDeliveryHost,
   peakConcurrency,
@@ -43,6 +43,11 @@ describe('one control loop: scale up, shed, wake on send', () => {
   });
   afterAll(async () => {
     await d.close();
+  });
+  // Each test counts its own dispatcher's lanes: an earlier test's dispatcher (its supervisor
+  // round every second) would otherwise start lanes for this test's backlog in its own count.
+  beforeEach(async () => {
+    await d.stopDispatchers();
   });
 
   for (const maxConcurrency of [3, 60]) {
