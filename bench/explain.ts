@@ -358,7 +358,7 @@ function costMisses(s: Summary, rows: Row[]): string {
           : '') +
         '.' +
         (k.floorUsd > limit
-          ? ` While every receipt handle is recorded before its handler runs (the recovery below), this target is out of reach: SQS's send, receive and delete of each message (0.3 requests per message) and the manifest come to $${fmt(k.floorUsd, 3)} with the producer's writes, before any Lambda or other write.`
+          ? ` While every receipt handle is recorded before its handler runs (the recovery below), this target is out of reach: SQS's send, receive and delete of each message (${SQS_FLOOR_REQUESTS_PER_MESSAGE} requests per message) and the manifest come to $${fmt(k.floorUsd, 3)} with the producer's writes, before any Lambda or other write.`
           : ''),
     );
   }

@@ -122,11 +122,7 @@ export interface NextLaneState {
 export function laneAfterAcquire(lane: LaneState): { wait?: number; next: NextLaneState } {
   if (lane.startAfter !== undefined && lane.startAfter > 0) {
     const inherit = isRecord(lane.inherit) ? lane.inherit : {};
-    const { consumerUid, generation } = lane;
-    return {
-      wait: lane.startAfter,
-      next: { consumerUid, generation, round: (lane.round ?? 0) + 1, inherit },
-    };
+    return { wait: lane.startAfter, next: { ...roundCounted(lane), inherit } };
   }
   return { next: roundCounted(lane) };
 }
