@@ -1,6 +1,6 @@
 /**
  * What an idle consumer costs. On AWS nothing of a consumer runs while its queue is empty except
- * the supervisor's round every minute (lambdas/delivery/supervisor-handler.ts): it lists active
+ * the supervisor's round every minute (lambdas/entries/supervisor.ts): it lists active
  * consumers, and per consumer recovers expired batches, reads the attachment, queue and slot map
  * and asks SQS for the queue's depth; it starts a lane only when messages are visible and no lane
  * receives. This scenario runs that very function (`superviseOnce`) against the stand-ins: its
@@ -14,7 +14,7 @@
  * burst, not per minute.
  */
 import { dispatcherInput } from '../../lambdas/delivery/dispatcher-definition.ts';
-import { type SupervisorDeps, superviseOnce } from '../../lambdas/delivery/supervisor-handler.ts';
+import { type SupervisorDeps, superviseOnce } from '../../lambdas/entries/supervisor.ts';
 import { createBenchHost } from '../support/bench-host.ts';
 import { attribute, currentContext, Meter, type Tally } from '../support/meter.ts';
 import type { Endpoints } from '../support/standins.ts';

@@ -15,7 +15,7 @@ import { parsePublicOrigin } from '../../lambdas/http/origin.ts';
 import { type FunctionSizing, HostFunction } from './host-function.ts';
 import { lambdaEntry, lambdaPath } from './lambda-entry.ts';
 
-const API_ENTRY = lambdaEntry('http/api-gateway-handler.ts');
+const API_ENTRY = lambdaEntry('entries/api.ts');
 /** The console's static files, read by `lambdas/console/console-routes.ts` from `console/` in the bundle. */
 const CONSOLE_ASSETS = lambdaPath('console/assets');
 /** The documentation pages discovery links to, read by `lambdas/docs/docs-routes.ts` from `docs/`. */

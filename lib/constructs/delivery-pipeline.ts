@@ -182,14 +182,14 @@ export class DeliveryPipeline extends Construct {
 
     this.stepFunction = hostFunction(
       'StepFunction',
-      'delivery/dispatcher-step-handler.ts',
+      'entries/dispatcher-step.ts',
       'Takoform dispatcher steps (AcquireSlot, RecoverBatch, HandOver)',
       Duration.seconds(60),
       props.functions?.step,
     );
     this.batchHostFunction = hostFunction(
       'BatchHostFunction',
-      'delivery/batch-host-handler.ts',
+      'entries/batch-host.ts',
       'Takoform batch host (register, settle, finalize, deadLetter, produce)',
       Duration.seconds(60),
       props.functions?.batchHost,
@@ -197,14 +197,14 @@ export class DeliveryPipeline extends Construct {
     );
     this.executorFunction = hostFunction(
       'ExecutorFunction',
-      'engine/executor-handler.ts',
+      'entries/executor.ts',
       'Takoform Operation executor',
       Duration.minutes(5),
       props.functions?.executor,
     );
     this.supervisorFunction = hostFunction(
       'SupervisorFunction',
-      'delivery/supervisor-handler.ts',
+      'entries/supervisor.ts',
       'Takoform dispatcher supervisor',
       Duration.minutes(2),
       props.functions?.supervisor,

@@ -19,8 +19,8 @@ import {
 } from '../../lambdas/adapters/aws/dynamodb-worker-registry.ts';
 import { QUEUE_TAGS } from '../../lambdas/adapters/aws/sqs-queue-backend.ts';
 import { ID_PATTERN } from '../../lambdas/engine/ids.ts';
-import { SECRET_NAME_PATTERN, type SecretRefs } from '../../lambdas/runtime/worker/secret-refs.ts';
 import { AWS_ENV } from '../../lambdas/shared/aws-env.ts';
+import { SECRET_NAME_PATTERN, type SecretRefs } from '../../lambdas/worker-runtime/secret-refs.ts';
 import { SQS_ACTIONS } from './delivery-pipeline.ts';
 import { HostFunction } from './host-function.ts';
 import { TABLE_KEY_WRITE_ACTIONS } from './host-table.ts';
@@ -28,7 +28,7 @@ import { grantKeyUse } from './key-grants.ts';
 import { lambdaEntry } from './lambda-entry.ts';
 import { nagResource } from './nag.ts';
 
-const WORKER_ENTRY = lambdaEntry('runtime/worker/module-worker-entry.ts');
+const WORKER_ENTRY = lambdaEntry('entries/module-worker.ts');
 const HANDLER_NAMES = ['fetch', 'scheduled', 'queue'] as const;
 type HandlerName = (typeof HANDLER_NAMES)[number];
 /** Lambda's limit for all environment variables together is 4 KB; leave room for the others. */
@@ -161,16 +161,16 @@ const shortHash = (text: string, n: number) => createHash('sha256').update(text)
 
 /**
  * One ModuleWorker's code on AWS: a Lambda function built from the worker module plus this
- * project's runtime adapter (lambdas/runtime/worker), and its registration in the Host table.
+ * project's runtime adapter (lambdas/worker-runtime), and its registration in the Host table.
  *
- * - Bundling: the fixed entry `module-worker-entry.ts` imports `takoform-worker-module`, which
+ * - Bundling: the fixed entry `entries/module-worker.ts` imports `takoform-worker-module`, which
  *   esbuild's `alias` points at `entry`; no file is generated and nothing needs Docker.
  * - IAM: `sqs:ReceiveMessage` on the Host's queues tagged `takoform:space = <space>` only (it
  *   receives its own batches; user code runs with this role, so it must not reach other Spaces'
  *   queues), `lambda:InvokeFunction` on the batch-host function only, its own log group, read
  *   on its own `secrets`; no DynamoDB.
  * - Secrets: only references (secret ARN, parameter name) are deployed, in the function's
- *   environment; the runtime reads the values at cold start (lambdas/runtime/worker/worker-secrets.ts).
+ *   environment; the runtime reads the values at cold start (lambdas/worker-runtime/worker-secrets.ts).
  * - Registration: a custom resource puts `WORKER#<space>#<name>` (function ARN, declared
  *   handlers, vars, producer bindings, timeout, deployment uid = hash of the code asset and the
  *   configuration) on create and update, and deletes it when the worker leaves the stack.

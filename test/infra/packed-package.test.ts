@@ -78,7 +78,7 @@ describe('the packed package in a separate CDK app (issue 15, Deliver 5)', () =>
   it('publishes compiled JavaScript with declarations, no TypeScript sources, tests or maps', () => {
     expect(files).toContain('dist/lib/index.js');
     expect(files).toContain('dist/lib/index.d.ts');
-    expect(files).toContain('dist/lambdas/runtime/worker/module-worker-entry.js');
+    expect(files).toContain('dist/lambdas/entries/module-worker.js');
     expect(files).toContain('dist/lambdas/console/assets/index.html');
     expect(files.filter((f) => /\.ts$/.test(f) && !f.endsWith('.d.ts'))).toEqual([]);
     expect(files.filter((f) => /^(test|lib|lambdas)\/|\.map$/.test(f))).toEqual([]);

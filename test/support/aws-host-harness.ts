@@ -1,5 +1,5 @@
 /**
- * The AWS composition (lambdas/runtime/aws-host.ts) over the integration stand-ins — or LocalStack
+ * The AWS composition (lambdas/composition/aws-host.ts) over the integration stand-ins — or LocalStack
  * when TAKOFORM_LOCALSTACK_ENDPOINT is set — plus helpers to drive its Lambda entries in process:
  * API Gateway events for the API handler, and the synthesized dispatcher definition.
  *
@@ -19,9 +19,9 @@ import { createHostTable } from '../../lambdas/adapters/aws/create-host-table.ts
 import { DynamoApiKeys } from '../../lambdas/adapters/aws/dynamodb-api-keys.ts';
 import { registrationItem } from '../../lambdas/adapters/aws/dynamodb-worker-registry.ts';
 import { withFaults } from '../../lambdas/adapters/aws/fault-injection.ts';
-import { createApiHandler } from '../../lambdas/http/api-gateway-handler.ts';
+import { type AwsHostOptions, createAwsHost } from '../../lambdas/composition/aws-host.ts';
+import { createApiHandler } from '../../lambdas/entries/api.ts';
 import { API_ROOT } from '../../lambdas/http/origin.ts';
-import { type AwsHostOptions, createAwsHost } from '../../lambdas/runtime/aws-host.ts';
 
 export const TEST_DISPATCHER_ARN = 'arn:aws:states:us-east-1:000000000000:stateMachine:d';
 

@@ -2,13 +2,13 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { inject } from 'vitest';
 import { dynamoDbClient, sqsClient } from '../../lambdas/adapters/aws/clients.ts';
 import { createHostTable } from '../../lambdas/adapters/aws/create-host-table.ts';
+import { composeHost } from '../../lambdas/composition/compose-host.ts';
 import type { LaneLauncher } from '../../lambdas/delivery/control-loop.ts';
 import { type Access, hashApiKey, StaticKeyAuthenticator } from '../../lambdas/engine/auth.ts';
 import type { WorkerCode, WorkerRegistry } from '../../lambdas/forms/module-worker/worker-registry.ts';
 import { API_ROOT } from '../../lambdas/http/origin.ts';
 import type { HttpResponse } from '../../lambdas/http/types.ts';
 import { standInOldestAge } from '../../lambdas/local/standins/sqs-queue-age.ts';
-import { composeHost } from '../../lambdas/runtime/compose-host.ts';
 
 export const FORMS = {
   moduleWorker: 'https://edge.forms.takoform.com/forms/ModuleWorker/0.3.0/',

@@ -1,8 +1,8 @@
+import type { composeHost } from '../../composition/compose-host.ts';
 import type { QueueInvoker } from '../../delivery/batch-runner.ts';
 import type { Slot } from '../../delivery/delivery-service.ts';
 import { NamedError } from '../../delivery/limits.ts';
 import type { ProduceCall } from '../../delivery/settlement-protocol.ts';
-import type { composeHost } from '../../runtime/compose-host.ts';
 import type { LocalWorkerRegistry } from '../workers/local-worker-registry.ts';
 import type { WorkerPool } from '../workers/worker-pool.ts';
 

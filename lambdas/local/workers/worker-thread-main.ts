@@ -21,10 +21,10 @@ import type {
   ProduceCall,
   SettleCall,
 } from '../../delivery/settlement-protocol.ts';
-import { errorText, handlerError } from '../../runtime/worker/error-report.ts';
-import { createInvocationContext } from '../../runtime/worker/invocation-context.ts';
-import { createQueueBatch } from '../../runtime/worker/queue-batch.ts';
-import { createWorkerEnv } from '../../runtime/worker/worker-env.ts';
+import { errorText, handlerError } from '../../worker-runtime/error-report.ts';
+import { createInvocationContext } from '../../worker-runtime/invocation-context.ts';
+import { createQueueBatch } from '../../worker-runtime/queue-batch.ts';
+import { createWorkerEnv } from '../../worker-runtime/worker-env.ts';
 
 /** Host thread → worker thread. */
 export type ToThread =

@@ -12,21 +12,21 @@ vi.hoisted(() => {
 });
 
 import { DynamoApiKeys } from '../../../lambdas/adapters/aws/dynamodb-api-keys.ts';
-import { createBatchHostHandler } from '../../../lambdas/delivery/batch-host-handler.ts';
+import { createAwsHost } from '../../../lambdas/composition/aws-host.ts';
 import {
   type BatchHostRequest,
   type BatchHostResponse,
   slotSchema,
 } from '../../../lambdas/delivery/batch-host-protocol.ts';
 import type { Received, Slot } from '../../../lambdas/delivery/delivery-service.ts';
-import { createDispatcherStepHandler } from '../../../lambdas/delivery/dispatcher-step-handler.ts';
 import { decodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
-import { roundTime, superviseOnce } from '../../../lambdas/delivery/supervisor-handler.ts';
 import { hashApiKey } from '../../../lambdas/engine/auth.ts';
-import { runExecutor } from '../../../lambdas/engine/executor-handler.ts';
-import { createAwsHost } from '../../../lambdas/runtime/aws-host.ts';
-import { createQueueWorkerHandler } from '../../../lambdas/runtime/worker/lambda-adapter.ts';
-import { remoteBatchHost } from '../../../lambdas/runtime/worker/remote-batch-host.ts';
+import { createBatchHostHandler } from '../../../lambdas/entries/batch-host.ts';
+import { createDispatcherStepHandler } from '../../../lambdas/entries/dispatcher-step.ts';
+import { runExecutor } from '../../../lambdas/entries/executor.ts';
+import { roundTime, superviseOnce } from '../../../lambdas/entries/supervisor.ts';
+import { createQueueWorkerHandler } from '../../../lambdas/worker-runtime/lambda-adapter.ts';
+import { remoteBatchHost } from '../../../lambdas/worker-runtime/remote-batch-host.ts';
 import { main as admin } from '../../../scripts/admin.ts';
 import { type AwsTestHost, createAwsTestHost, TEST_DISPATCHER_ARN } from '../../support/aws-host-harness.ts';
 import { waitFor } from '../../support/delivery-harness.ts';
@@ -595,7 +595,7 @@ describe('the AWS entries', () => {
       { dynamodb: t.dynamodb, sqs: t.sqs, lambda },
       { secrets: { cursorKey: Buffer.alloc(32, 1), credentialKey: Buffer.alloc(32, 2) } },
     );
-    const { createApiHandler } = await import('../../../lambdas/http/api-gateway-handler.ts');
+    const { createApiHandler } = await import('../../../lambdas/entries/api.ts');
     const api = createApiHandler(host);
     const post = (name: string) =>
       api({

@@ -26,16 +26,16 @@ import { dynamoDbClient, sqsClient } from '../../../lambdas/adapters/aws/clients
 import { createHostTable } from '../../../lambdas/adapters/aws/create-host-table.ts';
 import { DynamoApiKeys } from '../../../lambdas/adapters/aws/dynamodb-api-keys.ts';
 import { registrationItem } from '../../../lambdas/adapters/aws/dynamodb-worker-registry.ts';
-import { createBatchHostHandler } from '../../../lambdas/delivery/batch-host-handler.ts';
+import { type AwsHost, type AwsHostConfig, createAwsHost } from '../../../lambdas/composition/aws-host.ts';
 import type { BatchHostRequest, BatchHostResponse } from '../../../lambdas/delivery/batch-host-protocol.ts';
 import type { Slot } from '../../../lambdas/delivery/delivery-service.ts';
-import { createDispatcherStepHandler } from '../../../lambdas/delivery/dispatcher-step-handler.ts';
 import { decodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
-import { createApiHandler } from '../../../lambdas/http/api-gateway-handler.ts';
+import { createApiHandler } from '../../../lambdas/entries/api.ts';
+import { createBatchHostHandler } from '../../../lambdas/entries/batch-host.ts';
+import { createDispatcherStepHandler } from '../../../lambdas/entries/dispatcher-step.ts';
 import { API_ROOT } from '../../../lambdas/http/origin.ts';
-import { type AwsHost, type AwsHostConfig, createAwsHost } from '../../../lambdas/runtime/aws-host.ts';
-import { createQueueWorkerHandler } from '../../../lambdas/runtime/worker/lambda-adapter.ts';
-import { remoteBatchHost } from '../../../lambdas/runtime/worker/remote-batch-host.ts';
+import { createQueueWorkerHandler } from '../../../lambdas/worker-runtime/lambda-adapter.ts';
+import { remoteBatchHost } from '../../../lambdas/worker-runtime/remote-batch-host.ts';
 import { FORMS } from '../../support/host-harness.ts';
 
 const SECRET_NAMES = ['cursor-key', 'delivery-key'] as const;

@@ -33,14 +33,14 @@ import {
   withCallRecorder,
 } from '../../../lambdas/adapters/aws/call-recorder.ts';
 import { QUEUE_TAGS } from '../../../lambdas/adapters/aws/sqs-queue-backend.ts';
-import { createBatchHostHandler } from '../../../lambdas/delivery/batch-host-handler.ts';
-import { createDispatcherStepHandler } from '../../../lambdas/delivery/dispatcher-step-handler.ts';
-import { superviseOnce } from '../../../lambdas/delivery/supervisor-handler.ts';
-import { runExecutor } from '../../../lambdas/engine/executor-handler.ts';
-import { type AwsHost, type AwsHostConfig, createAwsHost } from '../../../lambdas/runtime/aws-host.ts';
-import { createQueueWorkerHandler } from '../../../lambdas/runtime/worker/lambda-adapter.ts';
-import { lambdaTransport, remoteBatchHost } from '../../../lambdas/runtime/worker/remote-batch-host.ts';
+import { type AwsHost, type AwsHostConfig, createAwsHost } from '../../../lambdas/composition/aws-host.ts';
+import { createBatchHostHandler } from '../../../lambdas/entries/batch-host.ts';
+import { createDispatcherStepHandler } from '../../../lambdas/entries/dispatcher-step.ts';
+import { runExecutor } from '../../../lambdas/entries/executor.ts';
+import { superviseOnce } from '../../../lambdas/entries/supervisor.ts';
 import { AWS_ENV } from '../../../lambdas/shared/aws-env.ts';
+import { createQueueWorkerHandler } from '../../../lambdas/worker-runtime/lambda-adapter.ts';
+import { lambdaTransport, remoteBatchHost } from '../../../lambdas/worker-runtime/remote-batch-host.ts';
 import { ModuleWorkerFunction } from '../../../lib/constructs/module-worker-function.ts';
 import { TakoformHostStack } from '../../../lib/host-stack.ts';
 import { type AwsTestHost, createAwsTestHost, TEST_DISPATCHER_ARN } from '../../support/aws-host-harness.ts';

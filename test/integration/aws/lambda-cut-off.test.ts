@@ -15,7 +15,6 @@ vi.hoisted(() => {
   process.env.POWERTOOLS_LOG_LEVEL = 'SILENT';
 });
 
-import { createBatchHostHandler } from '../../../lambdas/delivery/batch-host-handler.ts';
 import type { BatchHostRequest } from '../../../lambdas/delivery/batch-host-protocol.ts';
 import type { Slot } from '../../../lambdas/delivery/delivery-service.ts';
 import {
@@ -23,14 +22,15 @@ import {
   dispatcherDefinition,
   dispatcherInput,
 } from '../../../lambdas/delivery/dispatcher-definition.ts';
-import { createDispatcherStepHandler } from '../../../lambdas/delivery/dispatcher-step-handler.ts';
+import { createBatchHostHandler } from '../../../lambdas/entries/batch-host.ts';
+import { createDispatcherStepHandler } from '../../../lambdas/entries/dispatcher-step.ts';
 import { LocalStateMachine } from '../../../lambdas/local/standins/local-step-functions.ts';
 import {
   CUT_OFF_EXIT_CODE,
   createQueueWorkerHandler,
   RUNTIME_EXIT_ERROR,
-} from '../../../lambdas/runtime/worker/lambda-adapter.ts';
-import { remoteBatchHost } from '../../../lambdas/runtime/worker/remote-batch-host.ts';
+} from '../../../lambdas/worker-runtime/lambda-adapter.ts';
+import { remoteBatchHost } from '../../../lambdas/worker-runtime/remote-batch-host.ts';
 import { type AwsTestHost, createAwsTestHost } from '../../support/aws-host-harness.ts';
 
 /** How long after its invocation starts a batch's handler is cut off in these tests. */

@@ -15,14 +15,14 @@ vi.hoisted(() => {
 
 import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
 import { type FaultConfig, withLambdaInvokeFaults } from '../../../lambdas/adapters/aws/fault-injection.ts';
-import { createBatchHostHandler } from '../../../lambdas/delivery/batch-host-handler.ts';
 import type { BatchHostRequest } from '../../../lambdas/delivery/batch-host-protocol.ts';
 import { DISPATCHER_TASKS, dispatcherDefinition } from '../../../lambdas/delivery/dispatcher-definition.ts';
-import { createDispatcherStepHandler } from '../../../lambdas/delivery/dispatcher-step-handler.ts';
-import { superviseOnce } from '../../../lambdas/delivery/supervisor-handler.ts';
+import { createBatchHostHandler } from '../../../lambdas/entries/batch-host.ts';
+import { createDispatcherStepHandler } from '../../../lambdas/entries/dispatcher-step.ts';
+import { superviseOnce } from '../../../lambdas/entries/supervisor.ts';
 import { LocalStateMachine } from '../../../lambdas/local/standins/local-step-functions.ts';
-import { createQueueWorkerHandler } from '../../../lambdas/runtime/worker/lambda-adapter.ts';
-import { remoteBatchHost } from '../../../lambdas/runtime/worker/remote-batch-host.ts';
+import { createQueueWorkerHandler } from '../../../lambdas/worker-runtime/lambda-adapter.ts';
+import { remoteBatchHost } from '../../../lambdas/worker-runtime/remote-batch-host.ts';
 import { type AwsTestHost, createAwsTestHost } from '../../support/aws-host-harness.ts';
 import { waitFor } from '../../support/delivery-harness.ts';
 

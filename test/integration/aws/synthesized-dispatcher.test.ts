@@ -15,19 +15,19 @@ vi.hoisted(() => {
   process.env.POWERTOOLS_LOG_LEVEL = 'SILENT';
 });
 
-import { createBatchHostHandler } from '../../../lambdas/delivery/batch-host-handler.ts';
 import type { BatchHostRequest } from '../../../lambdas/delivery/batch-host-protocol.ts';
 import {
   DISPATCHER_TASKS,
   dispatcherDefinition,
   dispatcherInput,
 } from '../../../lambdas/delivery/dispatcher-definition.ts';
-import { createDispatcherStepHandler } from '../../../lambdas/delivery/dispatcher-step-handler.ts';
 import { decodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
 import type { LaneKind } from '../../../lambdas/delivery/lane-kinds.ts';
+import { createBatchHostHandler } from '../../../lambdas/entries/batch-host.ts';
+import { createDispatcherStepHandler } from '../../../lambdas/entries/dispatcher-step.ts';
 import { LocalStateMachine } from '../../../lambdas/local/standins/local-step-functions.ts';
-import { createQueueWorkerHandler } from '../../../lambdas/runtime/worker/lambda-adapter.ts';
-import { remoteBatchHost } from '../../../lambdas/runtime/worker/remote-batch-host.ts';
+import { createQueueWorkerHandler } from '../../../lambdas/worker-runtime/lambda-adapter.ts';
+import { remoteBatchHost } from '../../../lambdas/worker-runtime/remote-batch-host.ts';
 import { TakoformHostStack } from '../../../lib/host-stack.ts';
 import { type AwsTestHost, createAwsTestHost, resolveDefinition } from '../../support/aws-host-harness.ts';
 import { waitFor } from '../../support/delivery-harness.ts';

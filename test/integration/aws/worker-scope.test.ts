@@ -12,10 +12,10 @@ import { DynamoApiKeys } from '../../../lambdas/adapters/aws/dynamodb-api-keys.t
 import { workerRegistrationKey } from '../../../lambdas/adapters/aws/dynamodb-worker-registry.ts';
 import { QUEUE_TAGS } from '../../../lambdas/adapters/aws/sqs-queue-backend.ts';
 import { REGISTER_ROOM_MS, type Slot } from '../../../lambdas/delivery/delivery-service.ts';
-import { createDispatcherStepHandler } from '../../../lambdas/delivery/dispatcher-step-handler.ts';
 import { decodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
 import type { QueueTarget } from '../../../lambdas/delivery/ports.ts';
-import { superviseOnce } from '../../../lambdas/delivery/supervisor-handler.ts';
+import { createDispatcherStepHandler } from '../../../lambdas/entries/dispatcher-step.ts';
+import { superviseOnce } from '../../../lambdas/entries/supervisor.ts';
 import { type AwsTestHost, createAwsTestHost } from '../../support/aws-host-harness.ts';
 
 const QUEUE_FORM = 'https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/';

@@ -24,7 +24,7 @@ import { decodeEnvelope, encodeEnvelope } from '../../../lambdas/delivery/envelo
 import { MAX_RETENTION_SECONDS } from '../../../lambdas/delivery/limits.ts';
 import type { QueueTarget } from '../../../lambdas/delivery/ports.ts';
 import { QueueProducer } from '../../../lambdas/delivery/producer.ts';
-import { createQueueBatch } from '../../../lambdas/runtime/worker/queue-batch.ts';
+import { createQueueBatch } from '../../../lambdas/worker-runtime/queue-batch.ts';
 import {
   createDeliveryHost,
   type DeliveryHost,

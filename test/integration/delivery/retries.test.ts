@@ -7,8 +7,8 @@ import { ChangeMessageVisibilityCommand, ReceiveMessageCommand } from '@aws-sdk/
 import { afterAll, beforeAll, describe, it, vi } from 'vitest';
 import { type QueueInvoker, runBatch } from '../../../lambdas/delivery/batch-runner.ts';
 import { directBatchHost } from '../../../lambdas/delivery/direct-batch-host.ts';
-import { createQueueBatch } from '../../../lambdas/runtime/worker/queue-batch.ts';
 import { log as hostLog } from '../../../lambdas/shared/log.ts';
+import { createQueueBatch } from '../../../lambdas/worker-runtime/queue-batch.ts';
 import {
   createDeliveryHost,
   type DeliveryHost,

@@ -10,7 +10,7 @@ import type { DeliveryService, Slot } from '../../../lambdas/delivery/delivery-s
 import type { DeliveryStore } from '../../../lambdas/delivery/delivery-store.ts';
 import { directBatchHost } from '../../../lambdas/delivery/direct-batch-host.ts';
 import { NamedError } from '../../../lambdas/delivery/limits.ts';
-import { createQueueBatch } from '../../../lambdas/runtime/worker/queue-batch.ts';
+import { createQueueBatch } from '../../../lambdas/worker-runtime/queue-batch.ts';
 import {
   createDeliveryHost,
   type DeliveryHost,

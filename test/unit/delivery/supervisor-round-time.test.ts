@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { roundTime } from '../../../lambdas/delivery/supervisor-handler.ts';
+import { roundTime } from '../../../lambdas/entries/supervisor.ts';
 
 // DL-02 / RC-01: a supervisor round delivered twice must start each of its lanes once, so the
 // round is named by the event's scheduled time, never by when the Lambda happened to run.

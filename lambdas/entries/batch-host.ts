@@ -7,16 +7,16 @@
  * message}}` with a listed name and a fixed message, so no Host detail reaches worker code.
  */
 import type { Context } from 'aws-lambda';
-import { type AwsHost, awsHostFromEnv } from '../runtime/aws-host.ts';
-import { errorFields, MetricUnit, observability } from '../runtime/aws-observability.ts';
-import { HOST_METRICS } from '../shared/aws-env.ts';
+import { type AwsHost, awsHostFromEnv } from '../composition/aws-host.ts';
+import { errorFields, MetricUnit, observability } from '../composition/aws-observability.ts';
 import {
   type BatchHostResponse,
   batchHostRequestSchema,
   PRODUCE_ERRORS,
   SETTLE_ERRORS,
   wireError,
-} from './batch-host-protocol.ts';
+} from '../delivery/batch-host-protocol.ts';
+import { HOST_METRICS } from '../shared/aws-env.ts';
 
 /** Errors of the runner's own calls (register, finalize, deadLetter). */
 const RUNNER_ERRORS: Readonly<Record<string, string>> = {

@@ -16,7 +16,7 @@ import {
   SqsQueueBackend,
   tlsOnlyQueuePolicy,
 } from '../../../lambdas/adapters/aws/sqs-queue-backend.ts';
-import { readAwsHostConfig } from '../../../lambdas/runtime/aws-host.ts';
+import { readAwsHostConfig } from '../../../lambdas/composition/aws-host.ts';
 
 const ARN_PREFIX = 'arn:aws:sqs:eu-west-1:111111111111:';
 const KEY = 'arn:aws:kms:eu-west-1:111111111111:key/1234abcd-12ab-34cd-56ef-1234567890ab';

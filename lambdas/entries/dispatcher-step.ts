@@ -5,9 +5,9 @@
  */
 import type { Context } from 'aws-lambda';
 import { z } from 'zod';
-import { type AwsHost, awsHostFromEnv } from '../runtime/aws-host.ts';
-import { observability } from '../runtime/aws-observability.ts';
-import { inheritedLaneSchema } from './batch-host-protocol.ts';
+import { type AwsHost, awsHostFromEnv } from '../composition/aws-host.ts';
+import { observability } from '../composition/aws-observability.ts';
+import { inheritedLaneSchema } from '../delivery/batch-host-protocol.ts';
 
 const uid = z.string().min(1).max(128);
 // The starting lane's sealed context (its seal is checked by the service), or {}.

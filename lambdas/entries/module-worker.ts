@@ -4,6 +4,6 @@
  * exactly its own module, this runtime adapter and their dependencies.
  */
 import worker from 'takoform-worker-module';
-import { createQueueWorkerHandler, workerConfigFromEnv } from './lambda-adapter.ts';
+import { createQueueWorkerHandler, workerConfigFromEnv } from '../worker-runtime/lambda-adapter.ts';
 
 export const handler = createQueueWorkerHandler(worker, workerConfigFromEnv(process.env));

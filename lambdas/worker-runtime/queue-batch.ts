@@ -1,5 +1,5 @@
-import { MESSAGE_LIMITS, NamedError } from '../../delivery/limits.ts';
-import type { BatchDelivery, SettleCall } from '../../delivery/settlement-protocol.ts';
+import { MESSAGE_LIMITS, NamedError } from '../delivery/limits.ts';
+import type { BatchDelivery, SettleCall } from '../delivery/settlement-protocol.ts';
 
 /** One message as a `queue` handler sees it (ModuleWorker 0.3.0 §runtime). */
 export interface QueueMessage {

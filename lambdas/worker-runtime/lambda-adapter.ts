@@ -20,18 +20,13 @@ import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { SSMClient } from '@aws-sdk/client-ssm';
 import { z } from 'zod';
-import { withCallRecorder } from '../../adapters/aws/call-recorder.ts';
-import { slotSchema } from '../../delivery/batch-host-protocol.ts';
-import {
-  type BatchHostPort,
-  type QueueInvoker,
-  type RunResult,
-  runLane,
-} from '../../delivery/batch-runner.ts';
-import type { AcquireResult, Slot } from '../../delivery/delivery-service.ts';
-import { NamedError } from '../../delivery/limits.ts';
-import type { InvocationOutcome } from '../../delivery/settlement-protocol.ts';
-import { AWS_ENV } from '../../shared/aws-env.ts';
+import { withCallRecorder } from '../adapters/aws/call-recorder.ts';
+import { slotSchema } from '../delivery/batch-host-protocol.ts';
+import { type BatchHostPort, type QueueInvoker, type RunResult, runLane } from '../delivery/batch-runner.ts';
+import type { AcquireResult, Slot } from '../delivery/delivery-service.ts';
+import { NamedError } from '../delivery/limits.ts';
+import type { InvocationOutcome } from '../delivery/settlement-protocol.ts';
+import { AWS_ENV } from '../shared/aws-env.ts';
 import { errorReport, handlerError } from './error-report.ts';
 import { createInvocationContext } from './invocation-context.ts';
 import { createQueueBatch } from './queue-batch.ts';

@@ -1,14 +1,14 @@
 /**
  * Lambda entry for Host API v2 (and the `/ext/…` producer routes) behind API Gateway. The Host is
- * composed once per cold start (runtime/aws-host.ts); after an acceptance the executor is
+ * composed once per cold start (composition/aws-host.ts); after an acceptance the executor is
  * triggered asynchronously, and the response waits (briefly) for that invoke to be sent.
  */
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult } from 'aws-lambda';
-import { type AwsHost, awsHostFromEnv } from '../runtime/aws-host.ts';
-import { observability } from '../runtime/aws-observability.ts';
-import { apiGatewayAdapter } from './api-gateway.ts';
+import { type AwsHost, awsHostFromEnv } from '../composition/aws-host.ts';
+import { observability } from '../composition/aws-observability.ts';
+import { apiGatewayAdapter } from '../http/api-gateway.ts';
 
 const { logger } = observability('takoform-api');
 

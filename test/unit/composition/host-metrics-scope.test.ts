@@ -2,8 +2,8 @@
  * Several Hosts in one account and region: each one's metrics and queue-metric reads are its own.
  */
 import { describe, expect, it } from 'vitest';
+import { MetricUnit, observability } from '../../../lambdas/composition/aws-observability.ts';
 import { newResourceUid } from '../../../lambdas/engine/ids.ts';
-import { MetricUnit, observability } from '../../../lambdas/runtime/aws-observability.ts';
 import { hostQueuesOnly, QUEUE_UID_LEAD } from '../../../lambdas/shared/aws-env.ts';
 
 /** The EMF document Powertools would print for one metric. */

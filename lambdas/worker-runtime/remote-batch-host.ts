@@ -12,16 +12,11 @@ import {
   PRODUCE_ERRORS,
   SETTLE_ERRORS,
   toBase64,
-} from '../../delivery/batch-host-protocol.ts';
-import type { BatchHostPort } from '../../delivery/batch-runner.ts';
-import type {
-  AcquireResult,
-  DeadLetterItem,
-  Finalized,
-  Registration,
-} from '../../delivery/delivery-service.ts';
-import { MESSAGE_LIMITS, NamedError } from '../../delivery/limits.ts';
-import type { ProduceCall, SettleAnswer } from '../../delivery/settlement-protocol.ts';
+} from '../delivery/batch-host-protocol.ts';
+import type { BatchHostPort } from '../delivery/batch-runner.ts';
+import type { AcquireResult, DeadLetterItem, Finalized, Registration } from '../delivery/delivery-service.ts';
+import { MESSAGE_LIMITS, NamedError } from '../delivery/limits.ts';
+import type { ProduceCall, SettleAnswer } from '../delivery/settlement-protocol.ts';
 
 export type BatchHostTransport = (request: BatchHostRequest) => Promise<BatchHostResponse>;
 

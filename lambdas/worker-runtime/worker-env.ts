@@ -1,6 +1,6 @@
 import { types } from 'node:util';
-import { NamedError } from '../../delivery/limits.ts';
-import type { ProduceCall } from '../../delivery/settlement-protocol.ts';
+import { NamedError } from '../delivery/limits.ts';
+import type { ProduceCall } from '../delivery/settlement-protocol.ts';
 
 /** A queue producer binding as worker code sees it (AtLeastOnceQueue 0.2.0): nothing but these two. */
 export interface QueueProducerBinding {

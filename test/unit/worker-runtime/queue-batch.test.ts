@@ -2,7 +2,7 @@ import { inspect } from 'node:util';
 import { describe, expect, it, vi } from 'vitest';
 import { NamedError } from '../../../lambdas/delivery/limits.ts';
 import type { BatchDelivery, SettleCall } from '../../../lambdas/delivery/settlement-protocol.ts';
-import { type BatchAuth, createQueueBatch } from '../../../lambdas/runtime/worker/queue-batch.ts';
+import { type BatchAuth, createQueueBatch } from '../../../lambdas/worker-runtime/queue-batch.ts';
 
 const CREDENTIAL = 'cred-7f3a9c1e5b2d4f6a8c0e1b3d5f7a9c1e';
 

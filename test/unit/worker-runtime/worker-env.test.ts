@@ -1,12 +1,12 @@
 import { describe, expect, it, vi } from 'vitest';
 import { NamedError } from '../../../lambdas/delivery/limits.ts';
 import type { ProduceCall } from '../../../lambdas/delivery/settlement-protocol.ts';
-import { createInvocationContext } from '../../../lambdas/runtime/worker/invocation-context.ts';
+import { createInvocationContext } from '../../../lambdas/worker-runtime/invocation-context.ts';
 import {
   bodyBytes,
   createWorkerEnv,
   type QueueProducerBinding,
-} from '../../../lambdas/runtime/worker/worker-env.ts';
+} from '../../../lambdas/worker-runtime/worker-env.ts';
 
 function recording(ids: (call: ProduceCall) => string[] = (call) => call.messages.map((_, i) => `id-${i}`)) {
   const calls: ProduceCall[] = [];

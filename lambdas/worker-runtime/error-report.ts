@@ -1,4 +1,4 @@
-import type { HandlerError } from '../../delivery/settlement-protocol.ts';
+import type { HandlerError } from '../delivery/settlement-protocol.ts';
 
 /**
  * A worker's own error as its author needs it: name, message and stack. It goes to the worker's

@@ -7,20 +7,20 @@
 import { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
 import { GetParameterCommand } from '@aws-sdk/client-ssm';
 import { describe, expect, it, vi } from 'vitest';
+import { AWS_ENV } from '../../../lambdas/shared/aws-env.ts';
 import {
   createQueueWorkerHandler,
   type QueueWorkerRuntime,
   workerConfigFromEnv,
-} from '../../../lambdas/runtime/worker/lambda-adapter.ts';
-import type { SecretRefs } from '../../../lambdas/runtime/worker/secret-refs.ts';
-import { createWorkerEnv } from '../../../lambdas/runtime/worker/worker-env.ts';
+} from '../../../lambdas/worker-runtime/lambda-adapter.ts';
+import type { SecretRefs } from '../../../lambdas/worker-runtime/secret-refs.ts';
+import { createWorkerEnv } from '../../../lambdas/worker-runtime/worker-env.ts';
 import {
   resolveSecrets,
   type SecretClients,
   secretsOnce,
   WorkerSecretUnavailable,
-} from '../../../lambdas/runtime/worker/worker-secrets.ts';
-import { AWS_ENV } from '../../../lambdas/shared/aws-env.ts';
+} from '../../../lambdas/worker-runtime/worker-secrets.ts';
 
 const SECRET_ARN = 'arn:aws:secretsmanager:us-east-1:111111111111:secret:db-AbCdEf';
 const REFS: SecretRefs = {

@@ -11,7 +11,7 @@ import {
   type BatchHostTransport,
   lambdaTransport,
   remoteBatchHost,
-} from '../../../lambdas/runtime/worker/remote-batch-host.ts';
+} from '../../../lambdas/worker-runtime/remote-batch-host.ts';
 
 const throttle = () =>
   new TooManyRequestsException({

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { batchHostRequestSchema } from '../../../lambdas/delivery/batch-host-protocol.ts';
-import { handlerError } from '../../../lambdas/runtime/worker/error-report.ts';
+import { handlerError } from '../../../lambdas/worker-runtime/error-report.ts';
 
 const slot = {
   batchId: 'b1',

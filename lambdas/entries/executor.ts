@@ -6,8 +6,8 @@
  */
 import type { Context } from 'aws-lambda';
 import { type OperationCensus, operationCensus } from '../adapters/aws/dynamodb-operation-census.ts';
-import { type AwsHost, awsHostFromEnv } from '../runtime/aws-host.ts';
-import { MetricUnit, type Observability, observability } from '../runtime/aws-observability.ts';
+import { type AwsHost, awsHostFromEnv } from '../composition/aws-host.ts';
+import { MetricUnit, type Observability, observability } from '../composition/aws-observability.ts';
 import { HOST_METRICS } from '../shared/aws-env.ts';
 
 export interface ExecutorRunOptions {

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
+import { readAwsHostConfig } from '../../../lambdas/composition/aws-host.ts';
 import { PRODUCE_ERRORS, SETTLE_ERRORS, wireError } from '../../../lambdas/delivery/batch-host-protocol.ts';
 import { NamedError } from '../../../lambdas/delivery/limits.ts';
-import { readAwsHostConfig } from '../../../lambdas/runtime/aws-host.ts';
-import { declaredQueueHandler, workerConfigFromEnv } from '../../../lambdas/runtime/worker/lambda-adapter.ts';
 import { sqsSearchExpression } from '../../../lambdas/shared/aws-env.ts';
+import { declaredQueueHandler, workerConfigFromEnv } from '../../../lambdas/worker-runtime/lambda-adapter.ts';
 
 describe('AWS Host configuration (read once, fail fast)', () => {
   it('reads the environment with defaults', () => {

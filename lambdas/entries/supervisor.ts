@@ -14,11 +14,16 @@ import { TagQueueCommand } from '@aws-sdk/client-sqs';
 import type { Context } from 'aws-lambda';
 import { withCallRecorder } from '../adapters/aws/call-recorder.ts';
 import { QUEUE_TAGS } from '../adapters/aws/sqs-queue-backend.ts';
-import { type AwsHost, awsHostFromEnv } from '../runtime/aws-host.ts';
-import { errorFields, MetricUnit, type Observability, observability } from '../runtime/aws-observability.ts';
+import { type AwsHost, awsHostFromEnv } from '../composition/aws-host.ts';
+import {
+  errorFields,
+  MetricUnit,
+  type Observability,
+  observability,
+} from '../composition/aws-observability.ts';
+import type { QueueTarget } from '../delivery/ports.ts';
+import { type SupervisionResult, superviseRound } from '../delivery/supervision.ts';
 import { HOST_METRICS, hostQueuesOnly, QUEUE_NAME_LABEL, sqsSearchExpression } from '../shared/aws-env.ts';
-import type { QueueTarget } from './ports.ts';
-import { type SupervisionResult, superviseRound } from './supervision.ts';
 
 export interface SupervisorDeps {
   host: AwsHost;

@@ -1,4 +1,4 @@
-import { NamedError } from '../../delivery/limits.ts';
+import { NamedError } from '../delivery/limits.ts';
 
 /** The `ctx` argument of a handler (ModuleWorker 0.3.0 §runtime): only `waitUntil`. */
 export interface ExecutionContext {
