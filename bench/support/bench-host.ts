@@ -14,6 +14,7 @@ import { DeleteTableCommand } from '@aws-sdk/client-dynamodb';
 import { DeleteQueueCommand, ListQueuesCommand } from '@aws-sdk/client-sqs';
 import { dynamoDbClient, sqsClient } from '../../lambdas/adapters/aws/clients.ts';
 import { createHostTable } from '../../lambdas/adapters/aws/create-host-table.ts';
+import { sqsMessageQueue } from '../../lambdas/adapters/aws/sqs-message-queue.ts';
 import { composeHost } from '../../lambdas/composition/compose-host.ts';
 import type { QueueInvoker } from '../../lambdas/delivery/batch-runner.ts';
 import { ControlLoop, type LaneLauncher } from '../../lambdas/delivery/control-loop.ts';
@@ -319,12 +320,17 @@ export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptio
     lanes.attach({
       loop,
       host: directBatchHost(service, loop),
-      sqs,
+      messages: sqsMessageQueue(sqs),
       idleWaitSeconds: o.idleWaitSeconds ?? opts.idleWaitSeconds ?? 1,
       invokerFor,
     });
     const supervisor = new LocalSupervisor(
-      { loop, attachments: host.attachments, queueDirectory: host.queueDirectory, sqs },
+      {
+        loop,
+        attachments: host.attachments,
+        queueDirectory: host.queueDirectory,
+        messages: sqsMessageQueue(sqs),
+      },
       o.supervisorMs ?? 60_000,
     );
     dispatchers.push({ lanes, supervisor });

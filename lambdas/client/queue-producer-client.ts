@@ -1,6 +1,7 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { DynamoCommitStore } from '../adapters/aws/dynamodb-commit-store.ts';
+import { sqsMessageQueue } from '../adapters/aws/sqs-message-queue.ts';
 import { MESSAGE_LIMITS } from '../delivery/limits.ts';
 import type { QueueTarget } from '../delivery/ports.ts';
 import { QueueProducer } from '../delivery/producer.ts';
@@ -71,7 +72,7 @@ export function createQueueProducerClient(opts: QueueProducerClientOptions): Que
     ),
   };
   const producer = new QueueProducer({
-    sqs: opts.sqs,
+    messages: sqsMessageQueue(opts.sqs),
     commits: new DynamoCommitStore(opts.dynamodb, opts.tableName),
   });
   return {

@@ -18,6 +18,7 @@ import { cloudWatchQueueHistory } from '../adapters/aws/cloudwatch-queue-history
 import { DynamoApiKeys } from '../adapters/aws/dynamodb-api-keys.ts';
 import { DynamoDeliveryStore } from '../adapters/aws/dynamodb-delivery-store.ts';
 import { DynamoHostSecrets } from '../adapters/aws/dynamodb-host-secrets.ts';
+import { operationCensus } from '../adapters/aws/dynamodb-operation-census.ts';
 import { DynamoWorkerRegistry } from '../adapters/aws/dynamodb-worker-registry.ts';
 import { sfnLaneLauncher } from '../adapters/aws/sfn-lane-launcher.ts';
 import { type QueueSettings, queueTagProblems } from '../adapters/aws/sqs-queue-backend.ts';
@@ -209,6 +210,9 @@ export async function createAwsHost(config: AwsHostConfig, clients: AwsClients, 
     workers,
     deliveryStore,
     batchHost,
+    /** The unfinished Operations, read through the table's index of due ones (the executor's metrics). */
+    operationCensus: (at: { now: number; stuckAfterMs: number }) =>
+      operationCensus(dynamodb, config.tableName, at),
     /** Waits (bounded) for best-effort background calls, so a returning Lambda does not freeze them. */
     async flushBackground(boundMs = 2_000): Promise<void> {
       if (background.size === 0) return;

@@ -7,6 +7,7 @@ import { DynamoDeliveryStore } from '../adapters/aws/dynamodb-delivery-store.ts'
 import { DynamoHostStore } from '../adapters/aws/dynamodb-host-store.ts';
 import { DynamoObservedStore } from '../adapters/aws/dynamodb-observed-store.ts';
 import { DynamoQueueDirectory } from '../adapters/aws/dynamodb-queue-directory.ts';
+import { sqsMessageQueue } from '../adapters/aws/sqs-message-queue.ts';
 import { SqsMessageReader } from '../adapters/aws/sqs-message-reader.ts';
 import { type QueueSettings, SqsQueueBackend } from '../adapters/aws/sqs-queue-backend.ts';
 import { createConsoleRoutes } from '../console/console-routes.ts';
@@ -98,6 +99,7 @@ export function composeHost(deps: HostDeps) {
   });
   const lanes = deps.lanes;
   const now = deps.clock ?? Date.now;
+  const messages = sqsMessageQueue(deps.sqs);
   const delivery = new DeliveryService({
     delivery: {
       hidden: async (consumerUid, generation, seconds) =>
@@ -106,7 +108,7 @@ export function composeHost(deps: HostDeps) {
       acknowledged: (queueUid, count) => deps.history?.acknowledged?.(queueUid, count),
     },
     store: deliveryStore,
-    sqs: deps.sqs,
+    messages,
     directory: queueDirectory,
     commits,
     attachments,
@@ -160,7 +162,7 @@ export function composeHost(deps: HostDeps) {
   });
   loopRef = loop;
   const producer = new QueueProducer({
-    sqs: deps.sqs,
+    messages,
     commits,
     clock: deps.clock,
     ...(deps.lanes ? { onSent: (target) => loop.wake(target.queueUid) } : {}),
@@ -233,6 +235,8 @@ export function composeHost(deps: HostDeps) {
     delivery,
     loop,
     operator,
+    /** SQS as the delivery core reaches it (runners and supervision take it from here). */
+    messages,
   };
 }
 

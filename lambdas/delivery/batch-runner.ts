@@ -1,10 +1,4 @@
 import {
-  ChangeMessageVisibilityBatchCommand,
-  ReceiveMessageCommand,
-  type SQSClient,
-} from '@aws-sdk/client-sqs';
-import { isMissingQueue } from '../adapters/aws/sqs-queue-backend.ts';
-import {
   type AcquireResult,
   type DeadLetterItem,
   type Finalized,
@@ -17,6 +11,7 @@ import {
 import { decodeEnvelope, type Envelope } from './envelope.ts';
 import { batchFits } from './lane-kinds.ts';
 import { MESSAGE_LIMITS } from './limits.ts';
+import { type MessageQueue, QueueGoneError, type QueueMessage } from './ports.ts';
 import { coalescingSettle } from './settle-coalescer.ts';
 import type {
   BatchDelivery,
@@ -65,7 +60,7 @@ export interface QueueInvoker {
 }
 
 export interface RunnerDeps {
-  sqs: SQSClient;
+  messages: MessageQueue;
   host: BatchHostPort;
   invoker: QueueInvoker;
   clock?: () => number;
@@ -135,22 +130,18 @@ export interface Held {
   body: Uint8Array;
 }
 
-function readMessage(
-  m: { MessageId?: string; ReceiptHandle?: string; Body?: string; Attributes?: Record<string, string> },
-  now: number,
-): Held | undefined {
-  if (!m.ReceiptHandle) return undefined;
-  const sent = Number(m.Attributes?.SentTimestamp);
-  const sentAt = Number.isFinite(sent) && sent > 0 ? sent : undefined;
-  const decoded: Envelope = decodeEnvelope(m.Body) ?? {
+function readMessage(m: QueueMessage, now: number): Held | undefined {
+  if (!m.receiptHandle) return undefined;
+  const sentAt = m.sentAt;
+  const decoded: Envelope = decodeEnvelope(m.body) ?? {
     // Not written by this Host (e.g. sent straight to SQS): delivered as its UTF-8 bytes.
-    id: `sqs-${m.MessageId}`,
+    id: `sqs-${m.messageId}`,
     ts: sentAt ?? now,
-    body: new TextEncoder().encode(m.Body ?? ''),
+    body: new TextEncoder().encode(m.body ?? ''),
   };
   const { body, ...envelope } = decoded;
   return {
-    received: { receiptHandle: m.ReceiptHandle, receivedAt: now, ...(sentAt ? { sentAt } : {}), envelope },
+    received: { receiptHandle: m.receiptHandle, receivedAt: now, ...(sentAt ? { sentAt } : {}), envelope },
     body,
   };
 }
@@ -224,23 +215,18 @@ async function receiveRound(
   const clock = deps.clock ?? Date.now;
   const answers = await Promise.allSettled(
     asks.map((max) =>
-      deps.sqs.send(
-        new ReceiveMessageCommand({
-          QueueUrl: slot.sqsUrl,
-          MaxNumberOfMessages: max,
-          WaitTimeSeconds: wait,
-          VisibilityTimeout: visibility,
-          MessageSystemAttributeNames: ['SentTimestamp'],
-        }),
-        deps.signal && abortable ? { abortSignal: deps.signal } : {},
+      deps.messages.receive(
+        slot.sqsUrl,
+        { max, waitSeconds: wait, visibilitySeconds: visibility },
+        deps.signal && abortable ? deps.signal : undefined,
       ),
     ),
   );
-  const messages = answers.flatMap((a) => (a.status === 'fulfilled' ? (a.value.Messages ?? []) : []));
+  const messages = answers.flatMap((a) => (a.status === 'fulfilled' ? a.value : []));
   const failed = answers.find((a) => a.status === 'rejected');
   return {
     got: messages.flatMap((m) => readMessage(m, clock()) ?? []),
-    counts: answers.map((a) => (a.status === 'fulfilled' ? (a.value.Messages?.length ?? 0) : 0)),
+    counts: answers.map((a) => (a.status === 'fulfilled' ? a.value.length : 0)),
     ...(failed ? { failed: { reason: failed.reason } } : {}),
   };
 }
@@ -286,15 +272,18 @@ export async function giveBack(
   const handles = ahead.held.map((h) => h.received.receiptHandle);
   for (let i = 0; i < handles.length; i += MESSAGE_LIMITS.sqsMaxReceive) {
     const chunk = handles.slice(i, i + MESSAGE_LIMITS.sqsMaxReceive);
-    // Best effort: what is not given back returns by itself when its short visibility ends.
-    await deps.sqs
-      .send(
-        new ChangeMessageVisibilityBatchCommand({
-          QueueUrl: sqsUrl,
-          Entries: chunk.map((h, j) => ({ Id: `m${j}`, ReceiptHandle: h, VisibilityTimeout: 0 })),
-        }),
-      )
-      .catch(() => undefined);
+    try {
+      await deps.messages.changeVisibilityBatch(
+        sqsUrl,
+        chunk.map((handle) => ({ handle, seconds: 0 })),
+      );
+    } catch (err) {
+      // Best effort: what is not given back returns by itself when its short visibility ends.
+      deps.log?.('could not give back messages received ahead; they return by themselves', {
+        messages: chunk.length,
+        error: (err as Error)?.name,
+      });
+    }
   }
 }
 
@@ -365,7 +354,7 @@ export async function runBatch(
       // the registration frees the slot at once, rather than leaving it to its deadline.
       // A queue is deleted only once no consumer names it (409 dependency_conflict before), so a
       // lane that finds it gone belongs to a consumer that is gone too: it ends without a warning.
-      if (!isAbort(failed.reason) && !isMissingQueue(failed.reason)) {
+      if (!isAbort(failed.reason) && !(failed.reason instanceof QueueGoneError)) {
         deps.log?.('receive failed; the batch is formed from what arrived', {
           batchId: slot.batchId,
           error: (failed.reason as Error)?.name,

@@ -1,10 +1,4 @@
 import { createHash, createHmac } from 'node:crypto';
-import {
-  ChangeMessageVisibilityBatchCommand,
-  DeleteMessageBatchCommand,
-  SendMessageBatchCommand,
-  type SQSClient,
-} from '@aws-sdk/client-sqs';
 import { newToken } from '../engine/ids.ts';
 import type { AttachmentStore } from '../forms/queue-consumer/attachments.ts';
 import type { ConsumerSpec } from '../forms/queue-consumer/consumer-spec.ts';
@@ -25,7 +19,8 @@ import {
 import { type Envelope, encodeEnvelope } from './envelope.ts';
 import { type BatchBounds, batchFits, type LaneKind, laneKindFor } from './lane-kinds.ts';
 import { MESSAGE_LIMITS, NamedError, recordExpiry } from './limits.ts';
-import type { CommitStore, QueueDirectory, QueueTarget } from './ports.ts';
+import type { CommitStore, MessageQueue, QueueDirectory, QueueTarget } from './ports.ts';
+import { changeVisibility, deleteMessages, returnNow, type Visibility } from './queue-requests.ts';
 import type { HandlerError, InvocationOutcome, SettleAnswer, SettleCall } from './settlement-protocol.ts';
 import {
   laneSealValid,
@@ -36,7 +31,7 @@ import {
   sealSlot,
   slotSealValid,
 } from './slot-seal.ts';
-import { byCount, bySendLimits } from './sqs-batches.ts';
+import { bySendLimits } from './sqs-batches.ts';
 import type { UnfinishedBatch } from './unfinished-batch.ts';
 
 /** How a moved message's last delivery ended, for its dead-letter record (`threw`, `returned/retry`). */
@@ -258,7 +253,7 @@ export interface DeadLetterItem {
 
 export interface DeliveryServiceOptions {
   store: DeliveryStore;
-  sqs: SQSClient;
+  messages: MessageQueue;
   directory: QueueDirectory;
   commits: CommitStore;
   attachments: AttachmentStore;
@@ -323,15 +318,8 @@ const visibilityLeft = (receivedAt: number, now: number) =>
 const HANDLE_SAFETY_MS = 5_000;
 /** Complete commits a Host process remembers (ids of about 20 bytes: well under 1 MB). */
 const COMMITS_REMEMBERED = 20_000;
-/** Tries of one SQS batch call for entries SQS failed on its side (about 1.5 s in all). */
-const SQS_BATCH_TRIES = 5;
 /** A dead-letter move SQS refused is tried again when the message returns, this much later. */
 const MOVE_RETRY_SECONDS = 10;
-
-interface Visibility {
-  handle: string;
-  seconds: number;
-}
 
 /**
  * The Host side of delivery: concurrency slots, batch registration with exact attempt counts,
@@ -874,7 +862,7 @@ export class DeliveryService {
       if (err instanceof ManifestNotWritten) {
         // Nothing of the batch was registered: its messages go back as they came, and its slot,
         // which holds no batch, is freed now rather than when gathering would have ended.
-        await this.changeVisibility(slot.sqsUrl, returnAll([...delivered, ...moved]));
+        await this.changeVisibility(slot.sqsUrl, returnNow([...delivered, ...moved]));
         await this.recoverBatch(slot.consumerUid, slot.batchId, { ended: true }).catch(() => undefined);
         throw err;
       }
@@ -884,13 +872,13 @@ export class DeliveryService {
       if (!committed) {
         // Not registered (or not known to be): what was held for this batch goes back now, so
         // it is not hidden until the deadline of a batch that may not exist.
-        await this.changeVisibility(slot.sqsUrl, returnAll([...delivered, ...moved]));
+        await this.changeVisibility(slot.sqsUrl, returnNow([...delivered, ...moved]));
         throw err;
       }
       created = true;
     }
     if (!created) {
-      await this.changeVisibility(slot.sqsUrl, returnAll([...delivered, ...moved]));
+      await this.changeVisibility(slot.sqsUrl, returnNow([...delivered, ...moved]));
       // A slot the consumer's stop or update left behind: freed now (a no-op if it was revoked).
       await this.o.store.releaseSlot(slot.consumerUid, slot.batchId);
       return nothing;
@@ -1113,7 +1101,7 @@ export class DeliveryService {
     const deadLetter: string[] = [];
     const owesMove = (m: ManifestEntry, handles: string[]) => {
       if (mode === 'live' && handles.length > 0) deadLetter.push(m.id);
-      else toHide.push(...returnAll([{ ...m, handles }]));
+      else toHide.push(...returnNow([{ ...m, handles }]));
     };
 
     for (const [i, m] of manifest.entries.entries()) {
@@ -1252,7 +1240,7 @@ export class DeliveryService {
     const queue = await this.queueTarget(head.queueUid);
     if (queue && pending.size > 0 && this.handlesValid(head, this.now())) {
       const owed = [...manifest.entries, ...manifest.moves].filter((m) => pending.has(m.id));
-      await this.releaseVisibility(queue.sqsUrl, returnAll(owed), 'owed moves');
+      await this.releaseVisibility(queue.sqsUrl, returnNow(owed), 'owed moves');
     }
     await this.o.store.markApplied(head.batchId, []);
     await this.o.store.releaseSlot(head.consumerUid, head.batchId, { recoveredAt: this.now() });
@@ -1290,7 +1278,7 @@ export class DeliveryService {
       const left = [...pending].filter((id) => !bodies.has(id)).map((id) => byId.get(id) as ManifestEntry);
       const queue = await this.queueTarget(head.queueUid);
       if (queue && left.length > 0)
-        await this.releaseVisibility(queue.sqsUrl, returnAll(left), 'unsent moves');
+        await this.releaseVisibility(queue.sqsUrl, returnNow(left), 'unsent moves');
       await this.o.store.markApplied(batchId, []);
       await this.o.store.releaseSlot(head.consumerUid, batchId);
     }
@@ -1385,13 +1373,14 @@ export class DeliveryService {
       // Split by bytes as well as by count: ten large bodies exceed one request's payload limit.
       for (const part of bySendLimits(outgoing, (o) => o.body)) {
         try {
-          const out = await this.o.sqs.send(
-            new SendMessageBatchCommand({
-              QueueUrl: dlq.sqsUrl,
-              Entries: part.map((o, n) => ({ Id: String(n), MessageBody: o.body, DelaySeconds: o.delay })),
-            }),
+          const failed = new Set(
+            (
+              await this.o.messages.sendBatch(
+                dlq.sqsUrl,
+                part.map((o) => ({ body: o.body, delaySeconds: o.delay })),
+              )
+            ).map((f) => f.index),
           );
-          const failed = new Set((out.Failed ?? []).map((f) => Number(f.Id)));
           for (const [n, o] of part.entries()) {
             if (failed.has(n)) {
               refused.push(o.entry);
@@ -1500,13 +1489,9 @@ export class DeliveryService {
     return Object.keys(await this.o.store.slots(consumerUid)).length;
   }
 
-  /**
-   * Changes visibility; returns the handles whose change SQS did not confirm. Entries SQS failed
-   * on its side are sent again a few times: a message meant to return now would otherwise stay
-   * hidden until its batch's visibility runs out (minutes, with default settings).
-   */
+  /** Changes visibility; returns the handles whose change SQS did not confirm. */
   private async changeVisibility(url: string, items: Visibility[]): Promise<Set<string>> {
-    return (await this.visibility(url, items)).failed;
+    return (await changeVisibility(this.o.messages, url, items)).failed;
   }
 
   /**
@@ -1517,106 +1502,20 @@ export class DeliveryService {
    * recovery applies it again, at once and until SQS takes it.
    */
   private async releaseVisibility(url: string, items: Visibility[], what: string): Promise<void> {
-    const { unsent } = await this.visibility(url, items);
+    const { unsent } = await changeVisibility(this.o.messages, url, items);
     if (unsent > 0)
       throw new Error(`SQS did not take ${unsent} visibility changes (${what}); applied again later`);
   }
 
-  private async visibility(
-    url: string,
-    items: Visibility[],
-  ): Promise<{ failed: Set<string>; unsent: number }> {
-    return this.inBatchCalls(
-      items,
-      (p) => p.handle,
-      (entries) =>
-        this.o.sqs.send(
-          new ChangeMessageVisibilityBatchCommand({
-            QueueUrl: url,
-            Entries: entries.map((p, n) => ({
-              Id: String(n),
-              ReceiptHandle: p.handle,
-              VisibilityTimeout: p.seconds,
-            })),
-          }),
-        ),
-      'could not change message visibility; it returns on its own',
-    );
-  }
-
   /** Deletes by receipt handle (retrying entries SQS failed); returns the handles not deleted. */
   private async deleteMessages(url: string, handles: string[]): Promise<Set<string>> {
-    return (await this.deletions(url, handles)).failed;
+    return (await deleteMessages(this.o.messages, url, handles)).failed;
   }
 
   /** `deleteMessages`, also counting the deletes SQS did not take (an outage, not a refused handle). */
-  private async deletions(url: string, handles: string[]): Promise<{ failed: Set<string>; unsent: number }> {
-    return this.inBatchCalls(
-      handles,
-      (h) => h,
-      (entries) =>
-        this.o.sqs.send(
-          new DeleteMessageBatchCommand({
-            QueueUrl: url,
-            Entries: entries.map((h, n) => ({ Id: String(n), ReceiptHandle: h })),
-          }),
-        ),
-      'could not delete messages',
-    );
+  private deletions(url: string, handles: string[]) {
+    return deleteMessages(this.o.messages, url, handles);
   }
-
-  /**
-   * Sends `items` as SQS batch calls of ≤ 10 entries, all at once (at batch size 100 one round
-   * trip, not ten); returns the receipt handles not done and how many of them SQS never took.
-   */
-  private async inBatchCalls<T>(
-    items: T[],
-    handleOf: (item: T) => string,
-    send: (entries: T[]) => Promise<{ Failed?: { Id?: string; SenderFault?: boolean }[] }>,
-    warning: string,
-  ): Promise<{ failed: Set<string>; unsent: number }> {
-    const failed = new Set<string>();
-    let unsent = 0;
-    const parts = await Promise.all(byCount(items).map((part) => this.batchEntries(part, send)));
-    for (const out of parts) {
-      const left = [...out.refused, ...out.unsent];
-      if (left.length > 0) log.warn(warning, { entries: left.length });
-      for (const item of left) failed.add(handleOf(item));
-      unsent += out.unsent.length;
-    }
-    return { failed, unsent };
-  }
-
-  /**
-   * One SQS batch call, sent again for the entries that failed on SQS's side (or all of them,
-   * after an error the SDK's own retries did not outlive); returns the entries that never went.
-   */
-  private async batchEntries<T>(
-    entries: T[],
-    send: (entries: T[]) => Promise<{ Failed?: { Id?: string; SenderFault?: boolean }[] }>,
-  ): Promise<{ refused: T[]; unsent: T[] }> {
-    const refused: T[] = [];
-    let pending = entries;
-    for (let attempt = 1; ; attempt++) {
-      let retry = pending;
-      try {
-        const failed = (await send(pending)).Failed ?? [];
-        const entryOf = (f: { Id?: string }) => pending[Number(f.Id)] as T;
-        refused.push(...failed.filter((f) => f.SenderFault).map(entryOf));
-        retry = failed.filter((f) => !f.SenderFault).map(entryOf);
-      } catch (err) {
-        if (attempt >= SQS_BATCH_TRIES) log.warn('an SQS batch call failed', { err });
-      }
-      if (retry.length === 0 || attempt >= SQS_BATCH_TRIES) return { refused, unsent: retry };
-      pending = retry;
-      await new Promise((r) => setTimeout(r, 50 * 2 ** attempt));
-    }
-  }
-}
-
-/** Every copy of these messages visible again now. */
-function returnAll(messages: ManifestEntry[]): Visibility[] {
-  return messages.flatMap((m) => (m.handles ?? []).map((handle) => ({ handle, seconds: 0 })));
 }
 
 /** The ids still owed a dead-letter move (heads of older Host versions kept manifest indexes). */

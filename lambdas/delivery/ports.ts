@@ -39,3 +39,53 @@ export interface ConsumerView {
   /** The worker Resource's (space, name), to find its code. */
   worker: { uid: string; space: string; name: string };
 }
+
+/** A message as one receive returned it. */
+export interface QueueMessage {
+  messageId?: string;
+  receiptHandle?: string;
+  body?: string;
+  /** When the queue accepted it (epoch ms, the queue service's clock), if it said. */
+  sentAt?: number;
+}
+
+/** One entry of a batch request that the queue service did not take, by its index in the request. */
+export interface EntryFailure {
+  index: number;
+  /** The request itself was at fault (a stale receipt handle, say): sending it again cannot help. */
+  senderFault: boolean;
+  code?: string;
+}
+
+/**
+ * The queue service (SQS) as the delivery core uses it: one method per request, so how many
+ * requests delivery makes stays visible here. Batch requests take at most `SQS_BATCH_ENTRIES`
+ * entries (`sqs-batches.ts`). A call on a queue that no longer exists rejects with
+ * `QueueGoneError`; other failures reject with the service's own error.
+ */
+export interface MessageQueue {
+  /** One receive: up to `max` messages, hidden `visibilitySeconds` from their receipt. */
+  receive(
+    url: string,
+    ask: { max: number; waitSeconds: number; visibilitySeconds: number },
+    signal?: AbortSignal,
+  ): Promise<QueueMessage[]>;
+  changeVisibilityBatch(
+    url: string,
+    entries: readonly { handle: string; seconds: number }[],
+  ): Promise<EntryFailure[]>;
+  deleteBatch(url: string, handles: readonly string[]): Promise<EntryFailure[]>;
+  /** `id` names an entry within the request (default: its index); failures still give the index. */
+  sendBatch(
+    url: string,
+    entries: readonly { id?: string; body: string; delaySeconds: number }[],
+  ): Promise<EntryFailure[]>;
+  send(url: string, body: string, delaySeconds: number): Promise<void>;
+  /** The queue's approximate counts of visible and delayed messages. */
+  counts(url: string): Promise<{ visible: number; delayed: number }>;
+}
+
+/** The queue does not exist (any more): its Resource was deleted. */
+export class QueueGoneError extends Error {
+  override name = 'QueueGoneError';
+}

@@ -1,14 +1,8 @@
-import {
-  SendMessageBatchCommand,
-  type SendMessageBatchRequestEntry,
-  SendMessageCommand,
-  type SQSClient,
-} from '@aws-sdk/client-sqs';
 import { newResourceUid, newToken } from '../engine/ids.ts';
 import { log } from '../shared/log.ts';
 import { encodeEnvelope } from './envelope.ts';
 import { MESSAGE_LIMITS, NamedError, recordExpiry } from './limits.ts';
-import type { CommitStore, QueueTarget } from './ports.ts';
+import type { CommitStore, MessageQueue, QueueTarget } from './ports.ts';
 import { bySendLimits } from './sqs-batches.ts';
 
 /**
@@ -22,11 +16,8 @@ import { bySendLimits } from './sqs-batches.ts';
  * `batch_too_large`, `backend_unavailable`. Bodies are never logged.
  */
 
-/** What the producer needs of an SQS client: `send` only, so tests can hand in a recorder. */
-export type SqsSender = Pick<SQSClient, 'send'>;
-
 export interface QueueProducerOptions {
-  sqs: SqsSender;
+  messages: Pick<MessageQueue, 'send' | 'sendBatch'>;
   commits: CommitStore;
   /** Epoch milliseconds; the acceptance time of each message (default `Date.now`). */
   clock?: () => number;
@@ -165,7 +156,7 @@ interface Outgoing {
 }
 
 export class QueueProducer {
-  private readonly sqs: SqsSender;
+  private readonly messages: QueueProducerOptions['messages'];
   private readonly commits: CommitStore;
   private readonly clock: () => number;
   private readonly newMessageId: (now: number) => string;
@@ -174,7 +165,7 @@ export class QueueProducer {
 
   constructor(opts: QueueProducerOptions) {
     this.onSent = opts.onSent ?? (async () => {});
-    this.sqs = opts.sqs;
+    this.messages = opts.messages;
     this.commits = opts.commits;
     this.clock = opts.clock ?? Date.now;
     this.newMessageId = opts.newMessageId ?? newMessageId;
@@ -187,14 +178,7 @@ export class QueueProducer {
     const [out] = this.envelopes(target, [message], undefined, this.clock());
     if (!out) throw new Error('unreachable: one message makes one envelope');
     try {
-      const res = await this.sqs.send(
-        new SendMessageCommand({
-          QueueUrl: target.sqsUrl,
-          MessageBody: out.body,
-          DelaySeconds: out.delaySeconds,
-        }),
-      );
-      if (!res.MessageId) throw new Error('SQS returned no MessageId');
+      await this.messages.send(target.sqsUrl, out.body, out.delaySeconds);
     } catch (err) {
       throw unavailable(target, 1, err);
     }
@@ -284,23 +268,16 @@ export class QueueProducer {
   private async sendChunk(target: QueueTarget, entries: Outgoing[]): Promise<void> {
     let pending = entries;
     for (let attempt = 1; ; attempt++) {
-      const res = await this.sqs.send(
-        new SendMessageBatchCommand({
-          QueueUrl: target.sqsUrl,
-          Entries: pending.map(
-            (o): SendMessageBatchRequestEntry => ({
-              Id: o.entryId,
-              MessageBody: o.body,
-              DelaySeconds: o.delaySeconds,
-            }),
-          ),
-        }),
+      const failures = await this.messages.sendBatch(
+        target.sqsUrl,
+        pending.map((o) => ({ id: o.entryId, body: o.body, delaySeconds: o.delaySeconds })),
       );
-      const ok = new Set((res.Successful ?? []).map((s) => s.Id));
-      pending = pending.filter((o) => !ok.has(o.entryId));
+      const failed = new Set(failures.map((f) => f.index));
+      const sent = pending;
+      pending = sent.filter((_, i) => failed.has(i));
       if (pending.length === 0) return;
       if (attempt >= MAX_TRIES) {
-        const codes = [...new Set((res.Failed ?? []).map((f) => f.Code ?? 'unknown'))].slice(0, 5);
+        const codes = [...new Set(failures.map((f) => f.code ?? 'unknown'))].slice(0, 5);
         throw Object.assign(new Error('SQS kept refusing batch entries'), { code: codes.join(',') });
       }
       await sleep(RETRY_BASE_MS * 2 ** (attempt - 1));

@@ -6,11 +6,10 @@
  * to SQS, and lanes lost to failures). It also sums the backlog and the dead-letter depth, which
  * the AWS alarms watch.
  */
-import { GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import type { Attachment, AttachmentStore } from '../forms/queue-consumer/attachments.ts';
 import { log } from '../shared/log.ts';
 import type { ControlLoop } from './control-loop.ts';
-import type { QueueDirectory, QueueTarget } from './ports.ts';
+import type { MessageQueue, QueueDirectory, QueueTarget } from './ports.ts';
 
 export interface SupervisionDeps {
   loop: ControlLoop;
@@ -18,7 +17,7 @@ export interface SupervisionDeps {
     listActive(): Promise<{ consumerUid: string; generation: number }[]>;
   };
   queueDirectory: QueueDirectory;
-  sqs: Pick<SQSClient, 'send'>;
+  messages: Pick<MessageQueue, 'counts'>;
   /** Runs before a consumer's queue is read (the AWS supervisor tags old queues here). */
   beforeQueue?: (queue: QueueTarget) => Promise<void>;
 }
@@ -31,20 +30,6 @@ export interface SupervisionResult {
   deadLetter: number;
 }
 
-async function queueCounts(sqs: SupervisionDeps['sqs'], sqsUrl: string) {
-  const out = await sqs.send(
-    new GetQueueAttributesCommand({
-      QueueUrl: sqsUrl,
-      AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesDelayed'],
-    }),
-  );
-  const a = out.Attributes ?? {};
-  return {
-    visible: Number(a.ApproximateNumberOfMessages ?? 0) || 0,
-    delayed: Number(a.ApproximateNumberOfMessagesDelayed ?? 0) || 0,
-  };
-}
-
 async function superviseConsumer(
   deps: SupervisionDeps,
   a: Attachment,
@@ -55,7 +40,7 @@ async function superviseConsumer(
   const dlqUid = spec.deadLetterQueue?.resourceUid;
   const dlq = dlqUid ? await deps.queueDirectory.queue(dlqUid) : undefined;
   if (dlq) {
-    const c = await queueCounts(deps.sqs, dlq.sqsUrl);
+    const c = await deps.messages.counts(dlq.sqsUrl);
     result.deadLetter += c.visible + c.delayed;
   }
   const queue = await deps.queueDirectory.queue(spec.queue.resourceUid);
@@ -67,7 +52,7 @@ async function superviseConsumer(
       maxBatchSize: spec.maxBatchSize,
       maxConcurrency: spec.maxConcurrency,
     },
-    async () => (queue ? (await queueCounts(deps.sqs, queue.sqsUrl)).visible : 0),
+    async () => (queue ? (await deps.messages.counts(queue.sqsUrl)).visible : 0),
     roundAt,
   );
   result.backlog += r.visible;

@@ -1,4 +1,3 @@
-import { HostError } from '../http/problem.ts';
 import { crashPoint } from '../shared/fault-points.ts';
 import { canRead, canWrite, type Principal } from './auth.ts';
 import type { CursorCodec } from './cursor.ts';
@@ -11,6 +10,7 @@ import {
   type Reference,
   SpecError,
 } from './forms.ts';
+import { HostError } from './host-error.ts';
 import { newOperationId, newResourceUid } from './ids.ts';
 import type { Action, JsonObject, OperationRecord, ResourceRecord } from './model.ts';
 import type { AcceptFailure, AcceptResult, HostStore, IdempotencyRecord } from './ports.ts';

@@ -5,59 +5,27 @@
  * lingers briefly for Operations due within seconds, and reports Operations in `reconciling`.
  */
 import type { Context } from 'aws-lambda';
-import { type OperationCensus, operationCensus } from '../adapters/aws/dynamodb-operation-census.ts';
 import { type AwsHost, awsHostFromEnv } from '../composition/aws-host.ts';
 import { MetricUnit, type Observability, observability } from '../composition/aws-observability.ts';
+import { type ExecutorRunOptions, type ExecutorRunResult, runDueOperations } from '../engine/executor-run.ts';
 import { HOST_METRICS } from '../shared/aws-env.ts';
 
-export interface ExecutorRunOptions {
-  /** Stop starting rounds when less than this is left (default 20 s: one round's lease work). */
-  marginMs?: number;
-  /** Wait for Operations due within this long before returning (default 10 s). */
-  lingerMs?: number;
-  /** An Operation counts as stuck after this long in `reconciling` (default 15 min). */
-  stuckAfterMs?: number;
-  clock?: () => number;
-}
+export type { ExecutorRunOptions, ExecutorRunResult };
 
-export interface ExecutorRunResult {
-  steps: number;
-  rounds: number;
-  reconciling: number;
-  stuckReconciling: number;
-}
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-/** Runs due Operations while time remains; returns what it did and what it saw. */
-export async function runExecutor(
+/** The executor's run over the AWS Host. */
+export function runExecutor(
   host: AwsHost,
   remainingMs: () => number,
   opts: ExecutorRunOptions = {},
 ): Promise<ExecutorRunResult> {
-  const clock = opts.clock ?? Date.now;
-  const margin = opts.marginMs ?? 20_000;
-  const linger = opts.lingerMs ?? 10_000;
-  const census = () =>
-    operationCensus(host.clients.dynamodb, host.config.tableName, {
-      now: clock(),
-      stuckAfterMs: opts.stuckAfterMs ?? 15 * 60_000,
-    });
-  let steps = 0;
-  let rounds = 0;
-  let last: OperationCensus | undefined;
-  while (remainingMs() > margin) {
-    const worked = await host.host.executor.runDue();
-    rounds++;
-    steps += worked;
-    if (worked > 0) continue;
-    last = await census();
-    const wait = last.nextDueAt === undefined ? Number.POSITIVE_INFINITY : last.nextDueAt - clock();
-    if (wait > linger || remainingMs() - Math.max(0, wait) <= margin) break;
-    await sleep(Math.max(50, wait));
-  }
-  last ??= await census();
-  return { steps, rounds, reconciling: last.reconciling, stuckReconciling: last.stuckReconciling };
+  return runDueOperations(
+    {
+      runDue: () => host.host.executor.runDue(),
+      census: (at) => host.operationCensus(at),
+    },
+    remainingMs,
+    opts,
+  );
 }
 
 export function createExecutorHandler(host: AwsHost, obs: Observability, opts: ExecutorRunOptions = {}) {

@@ -114,7 +114,7 @@ export async function superviseOnce(
       loop: host.host.loop,
       attachments: host.host.attachments,
       queueDirectory: host.host.queueDirectory,
-      sqs: host.clients.sqs,
+      messages: host.host.messages,
       beforeQueue: (queue) => ensureSpaceTag(host, queue),
     },
     roundAt ?? now,

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { dynamoDbClient, sqsClient } from '../adapters/aws/clients.ts';
 import { createHostTable } from '../adapters/aws/create-host-table.ts';
+import { sqsMessageQueue } from '../adapters/aws/sqs-message-queue.ts';
 import { composeHost } from '../composition/compose-host.ts';
 import { directBatchHost } from '../delivery/direct-batch-host.ts';
 import { type Authenticator, hashApiKey, StaticKeyAuthenticator } from '../engine/auth.ts';
@@ -174,11 +175,11 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
       maxThreadsPerWorker: 250,
     });
     pool = workerPool;
-    const sqsForDelivery = sqsClient(sqs.endpoint);
+    const sqsForDelivery = sqsMessageQueue(sqsClient(sqs.endpoint));
     lanes.attach({
       loop: host.loop,
       host: directBatchHost(host.delivery, host.loop),
-      sqs: sqsForDelivery,
+      messages: sqsForDelivery,
       idleWaitSeconds: delivery.idleWaitSeconds,
       invokerFor: async (slot) => localInvoker(slot, { workers, pool: workerPool, host }),
     });
@@ -187,7 +188,7 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
         loop: host.loop,
         attachments: host.attachments,
         queueDirectory: host.queueDirectory,
-        sqs: sqsForDelivery,
+        messages: sqsForDelivery,
       },
       delivery.supervisorSeconds * 1000,
     );

@@ -21,6 +21,7 @@ import { SQSClient } from '@aws-sdk/client-sqs';
 import { SSMClient } from '@aws-sdk/client-ssm';
 import { z } from 'zod';
 import { withCallRecorder } from '../adapters/aws/call-recorder.ts';
+import { sqsMessageQueue } from '../adapters/aws/sqs-message-queue.ts';
 import { slotSchema } from '../delivery/batch-host-protocol.ts';
 import { type BatchHostPort, type QueueInvoker, type RunResult, runLane } from '../delivery/batch-runner.ts';
 import type { AcquireResult, Slot } from '../delivery/delivery-service.ts';
@@ -284,7 +285,7 @@ export function createQueueWorkerHandler(
       result = await runLane(
         slot,
         {
-          sqs: rt.sqs as SQSClient,
+          messages: sqsMessageQueue(rt.sqs),
           host: laneHost,
           invoker: inProcessInvoker(
             moduleDefault,

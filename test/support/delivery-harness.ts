@@ -1,6 +1,7 @@
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { sqsMessageQueue } from '../../lambdas/adapters/aws/sqs-message-queue.ts';
 import type { QueueInvoker } from '../../lambdas/delivery/batch-runner.ts';
 import { ControlLoop, type LaneLauncher } from '../../lambdas/delivery/control-loop.ts';
 import { directBatchHost } from '../../lambdas/delivery/direct-batch-host.ts';
@@ -197,13 +198,18 @@ export async function createDeliveryHost(
     lanes.attach({
       loop,
       host: directBatchHost(service, loop),
-      sqs: host.sqs,
+      messages: sqsMessageQueue(host.sqs),
       idleWaitSeconds: 1,
       invokerFor,
       ...(o.waitTimeOverrides ? { waitTimeOverrides: o.waitTimeOverrides } : {}),
     });
     const supervisor = new LocalSupervisor(
-      { loop, attachments: host.attachments, queueDirectory: host.queueDirectory, sqs: host.sqs },
+      {
+        loop,
+        attachments: host.attachments,
+        queueDirectory: host.queueDirectory,
+        messages: sqsMessageQueue(host.sqs),
+      },
       o.supervisorMs ?? 1_000,
     );
     dispatchers.push({ lanes, supervisor, kill: () => (dead = true), dead: () => dead });

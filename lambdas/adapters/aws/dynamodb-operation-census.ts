@@ -1,16 +1,9 @@
 import { type AttributeValue, type DynamoDBClient, QueryCommand } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
+import type { OperationCensus } from '../../engine/executor-run.ts';
 import { TABLE_KEYS } from '../../shared/table-schema.ts';
 
-export interface OperationCensus {
-  /** Unfinished Operations seen (bounded by `maxItems`). */
-  unfinished: number;
-  reconciling: number;
-  /** `reconciling` for longer than the threshold since acceptance. */
-  stuckReconciling: number;
-  /** The earliest time an unfinished Operation becomes due, if any. */
-  nextDueAt: number | undefined;
-}
+export type { OperationCensus };
 
 /**
  * A read-only look at unfinished Operations through the `DUE` partition of gsi2 (the index holds

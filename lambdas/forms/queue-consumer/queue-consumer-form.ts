@@ -1,6 +1,6 @@
 import type { Execution, Form, FormReads, Outcome, Prepared, PrepareInput } from '../../engine/forms.ts';
+import { HostError } from '../../engine/host-error.ts';
 import type { JsonObject, ResourceRecord } from '../../engine/model.ts';
-import { HostError } from '../../http/problem.ts';
 import type { QueueBackend } from '../at-least-once-queue/queue-backend.ts';
 import { FORM_URLS } from '../form-urls.ts';
 import type { WorkerRegistry } from '../module-worker/worker-registry.ts';

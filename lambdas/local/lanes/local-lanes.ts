@@ -1,4 +1,3 @@
-import type { SQSClient } from '@aws-sdk/client-sqs';
 import { withLambdaInvokeFaults } from '../../adapters/aws/fault-injection.ts';
 import { type BatchHostPort, type QueueInvoker, runLane } from '../../delivery/batch-runner.ts';
 import {
@@ -12,6 +11,7 @@ import {
 import type { Slot } from '../../delivery/delivery-service.ts';
 import { DISPATCHER_TASKS, dispatcherDefinition } from '../../delivery/dispatcher-definition.ts';
 import type { LaneKind } from '../../delivery/lane-kinds.ts';
+import type { MessageQueue } from '../../delivery/ports.ts';
 import { log } from '../../shared/log.ts';
 import { type LocalExecution, LocalStateMachine } from '../standins/local-step-functions.ts';
 
@@ -20,7 +20,7 @@ export interface LocalLanesOptions {
   loop: Pick<ControlLoop, 'step'>;
   /** The runner's view of the Host (as the batch-host Lambda is on AWS). */
   host: BatchHostPort;
-  sqs: SQSClient;
+  messages: MessageQueue;
   /** Makes the invoker that runs a slot's batch on the worker's code. */
   invokerFor(slot: Slot): Promise<QueueInvoker>;
   /** How long a lane long-polls an empty queue before it ends. */
@@ -103,7 +103,7 @@ export class LocalLanes implements LaneLauncher {
         return runLane(
           slot,
           {
-            sqs: o.sqs,
+            messages: o.messages,
             host: o.host,
             invoker: await o.invokerFor(slot),
             idleWaitSeconds: o.idleWaitSeconds,

@@ -1,5 +1,6 @@
 import { DeleteQueueCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sqsMessageQueue } from '../../../lambdas/adapters/aws/sqs-message-queue.ts';
 import {
   BACKLOG_WAIT_MS,
   nextParallel,
@@ -105,7 +106,7 @@ describe('lanes run several batches per invocation', () => {
       const result = await runLane(
         first.slot,
         {
-          sqs: d.host.sqs,
+          messages: sqsMessageQueue(d.host.sqs),
           host: directBatchHost(d.host.delivery, d.host.loop),
           idleWaitSeconds: 1,
           invoker: {
@@ -147,7 +148,7 @@ describe('a lane waits out its idle wait', () => {
       const runs = slots.map((a, lane) => {
         if (a.status !== 'acquired') throw new Error('no slot');
         return runBatch(a.slot, {
-          sqs: d.host.sqs,
+          messages: sqsMessageQueue(d.host.sqs),
           host: directBatchHost(d.host.delivery, d.host.loop),
           idleWaitSeconds: 4,
           invoker: {
@@ -187,7 +188,7 @@ describe('a lane whose queue is gone', () => {
       if (a.status !== 'acquired') throw new Error('no slot');
       const logged: string[] = [];
       const run = runBatch(a.slot, {
-        sqs: d.host.sqs,
+        messages: sqsMessageQueue(d.host.sqs),
         host: directBatchHost(d.host.delivery, d.host.loop),
         idleWaitSeconds: 3,
         log: (message) => logged.push(message),
@@ -247,7 +248,7 @@ describe('a batch from a backlog is gathered with receives in parallel', () => {
       const a = await d.host.delivery.acquire(consumerUid, 1);
       if (a.status !== 'acquired') throw new Error('no slot');
       return runBatch(a.slot, {
-        sqs,
+        messages: sqsMessageQueue(sqs),
         host: directBatchHost(d.host.delivery, d.host.loop),
         idleWaitSeconds: 1,
         log: (message) => logged.push(message),

@@ -4,7 +4,9 @@
  * deploys, under the local stand-in (which ends an execution at its definition's TimeoutSeconds,
  * 300 s for Express, as AWS does).
  */
+
 import { afterEach, describe, expect, it } from 'vitest';
+import { sqsMessageQueue } from '../../../lambdas/adapters/aws/sqs-message-queue.ts';
 import { runLane } from '../../../lambdas/delivery/batch-runner.ts';
 import { ControlLoop, type LaneInput, type NextLaneState } from '../../../lambdas/delivery/control-loop.ts';
 import type { InheritedLane, Slot } from '../../../lambdas/delivery/delivery-service.ts';
@@ -215,7 +217,7 @@ describe('Express lanes', () => {
     const result = await runLane(
       slot,
       {
-        sqs: d.host.sqs,
+        messages: sqsMessageQueue(d.host.sqs),
         host: directBatchHost(d.host.delivery, d.host.loop),
         idleWaitSeconds: 1,
         invoker: { invoke: async () => 'returned' },

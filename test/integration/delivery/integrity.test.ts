@@ -3,6 +3,7 @@
  * the fix and names the requirement it proves. All run against DynamoDB Local, the SQS stand-in
  * (which refuses oversized requests as SQS does) and the real dispatcher definition.
  */
+
 import { randomBytes } from 'node:crypto';
 import { GetItemCommand } from '@aws-sdk/client-dynamodb';
 import {
@@ -16,6 +17,7 @@ import { commitKey } from '../../../lambdas/adapters/aws/dynamodb-commit-store.t
 import { deliveryKeys } from '../../../lambdas/adapters/aws/dynamodb-delivery-store.ts';
 import { withFaults } from '../../../lambdas/adapters/aws/fault-injection.ts';
 import { shardOf } from '../../../lambdas/adapters/aws/slot-shards.ts';
+import { sqsMessageQueue } from '../../../lambdas/adapters/aws/sqs-message-queue.ts';
 import { type BatchHostPort, type QueueInvoker, runBatch } from '../../../lambdas/delivery/batch-runner.ts';
 import type { Slot } from '../../../lambdas/delivery/delivery-service.ts';
 import type { BatchHead } from '../../../lambdas/delivery/delivery-store.ts';
@@ -415,7 +417,7 @@ describe.concurrent('issue 11: dead-letter moves, duplicates, record lifetimes (
       release = r;
     });
     const producer = new QueueProducer({
-      sqs: d.host.sqs,
+      messages: sqsMessageQueue(d.host.sqs),
       clock: () => Date.now() - 3_600_000,
       commits: {
         putCommit: async (commitId, expires) => {
@@ -812,7 +814,13 @@ describe('issue 11: what a runner may ask, and late recovery (DL-07, DL-09, RC-0
         return host.deadLetter(s, credential, items);
       },
     };
-    await runBatch(slot, { sqs: d.host.sqs, host: watching, invoker, idleWaitSeconds: 1, clock });
+    await runBatch(slot, {
+      messages: sqsMessageQueue(d.host.sqs),
+      host: watching,
+      invoker,
+      idleWaitSeconds: 1,
+      clock,
+    });
     expect(asked).toEqual([keep]);
     const c = await queueCounts(d, queue);
     expect(c.visible + c.inFlight).toBe(1);
@@ -865,7 +873,7 @@ describe('a dead-letter move that outlives its slot (DL-07, RC-01; chaos seed 17
       { step: 'initialize', name: 'slowDropDelete' },
     );
     try {
-      await runBatch(slot, { sqs: d.host.sqs, host, invoker, idleWaitSeconds: 1 });
+      await runBatch(slot, { messages: sqsMessageQueue(d.host.sqs), host, invoker, idleWaitSeconds: 1 });
     } finally {
       d.host.sqs.middlewareStack.remove('slowDropDelete');
     }
@@ -924,7 +932,12 @@ describe('a dead-letter move that outlives its slot (DL-07, RC-01; chaos seed 17
       { step: 'initialize', name: 'slowFinalize' },
     );
     try {
-      await runBatch(slot, { sqs: d.host.sqs, host: watching, invoker, idleWaitSeconds: 1 });
+      await runBatch(slot, {
+        messages: sqsMessageQueue(d.host.sqs),
+        host: watching,
+        invoker,
+        idleWaitSeconds: 1,
+      });
     } finally {
       d.host.dynamodb.middlewareStack.remove('slowFinalize');
     }

@@ -5,8 +5,10 @@
  * message (on AWS each such wait is a worker invocation running). Without another lane receiving,
  * the lane waits as before, so a consumer keeps one lane watching its queue.
  */
+
 import type { ReceiveMessageCommandInput } from '@aws-sdk/client-sqs';
 import { afterEach, describe, expect, it } from 'vitest';
+import { sqsMessageQueue } from '../../../lambdas/adapters/aws/sqs-message-queue.ts';
 import { LEFT_IDLE_WAIT_SECONDS, leavesIdleWait, runLane } from '../../../lambdas/delivery/batch-runner.ts';
 import type { Slot } from '../../../lambdas/delivery/delivery-service.ts';
 import { directBatchHost } from '../../../lambdas/delivery/direct-batch-host.ts';
@@ -51,7 +53,7 @@ function laneFrom(d: DeliveryHost, slot: Slot, idleWaitSeconds: number) {
   return runLane(
     slot,
     {
-      sqs: d.host.sqs,
+      messages: sqsMessageQueue(d.host.sqs),
       host: directBatchHost(d.host.delivery, d.host.loop),
       idleWaitSeconds,
       invoker: { invoke: async () => 'returned' },

@@ -5,8 +5,10 @@
  * on gives them back at once, and a lane with a slot free beside it receives nothing ahead (the
  * free slot's lane would run those messages sooner).
  */
+
 import { ChangeMessageVisibilityBatchCommand, type ReceiveMessageCommandInput } from '@aws-sdk/client-sqs';
 import { afterEach, describe, expect, it } from 'vitest';
+import { sqsMessageQueue } from '../../../lambdas/adapters/aws/sqs-message-queue.ts';
 import {
   AHEAD_HIDDEN_MS,
   type LaneLimits,
@@ -68,7 +70,7 @@ function laneFrom(
   return runLane(
     slot,
     {
-      sqs: d.host.sqs,
+      messages: sqsMessageQueue(d.host.sqs),
       host: directBatchHost(d.host.delivery, loop),
       idleWaitSeconds: 1,
       invoker: { invoke },

@@ -3,8 +3,10 @@
  * SQS's 12-hour visibility bound), exact attempts, at most 1 + maxRetries deliveries, then a move
  * to the dead-letter queue as a new message — or nothing, without one.
  */
+
 import { ChangeMessageVisibilityCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, it, vi } from 'vitest';
+import { sqsMessageQueue } from '../../../lambdas/adapters/aws/sqs-message-queue.ts';
 import { type QueueInvoker, runBatch } from '../../../lambdas/delivery/batch-runner.ts';
 import { directBatchHost } from '../../../lambdas/delivery/direct-batch-host.ts';
 import { log as hostLog } from '../../../lambdas/shared/log.ts';
@@ -218,7 +220,7 @@ describe('DL-06 a 43200 s retry delay, driven at the service level with an injec
       const acquired = await d.host.delivery.acquire(consumerUid, generation);
       if (acquired.status !== 'acquired') throw new Error(`no slot: ${acquired.status}`);
       return runBatch(acquired.slot, {
-        sqs: d.host.sqs,
+        messages: sqsMessageQueue(d.host.sqs),
         host: directBatchHost(d.host.delivery, d.host.loop),
         invoker,
         idleWaitSeconds: 1,

@@ -4,7 +4,9 @@
  * resolving only once its own decision is durable (DL-03) and a failed group never being taken
  * as acknowledged (DL-08). Against DynamoDB Local and the SQS stand-in.
  */
+
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sqsMessageQueue } from '../../../lambdas/adapters/aws/sqs-message-queue.ts';
 import { type BatchHostPort, type QueueInvoker, runBatch } from '../../../lambdas/delivery/batch-runner.ts';
 import type { DeliveryService, Slot } from '../../../lambdas/delivery/delivery-service.ts';
 import type { DeliveryStore } from '../../../lambdas/delivery/delivery-store.ts';
@@ -107,7 +109,7 @@ describe('issue 12: a batch’s settle calls are coalesced by the runner', () =>
       // Before the handler returns (nothing finalised yet), every resolved ack is recorded.
       headWhenResolved = await batchHead(d, batch.batchId);
     }, seen);
-    await runBatch(slot, { sqs: d.host.sqs, host, invoker, idleWaitSeconds: 1 });
+    await runBatch(slot, { messages: sqsMessageQueue(d.host.sqs), host, invoker, idleWaitSeconds: 1 });
     expect(seen.size).toBe(100);
     expect(answers).toEqual(Array.from({ length: 100 }, () => 'resolved'));
     expect(counts.calls).toBe(100);
@@ -137,7 +139,7 @@ describe('issue 12: a batch’s settle calls are coalesced by the runner', () =>
         outcomeOf(batch.retryAll()),
       ]);
     }, seen);
-    await runBatch(slot, { sqs: d.host.sqs, host, invoker, idleWaitSeconds: 1 });
+    await runBatch(slot, { messages: sqsMessageQueue(d.host.sqs), host, invoker, idleWaitSeconds: 1 });
     expect(answers).toEqual(['resolved', 'already_settled', 'resolved', 'already_settled', 'resolved']);
     expect(counts).toEqual({ settle: 0, settleMany: 1, calls: 5 });
     const head = await batchHead(d, seen.batchId as string);
@@ -163,7 +165,7 @@ describe('issue 12: a batch’s settle calls are coalesced by the runner', () =>
     const invoker = invokerOf(async (batch) => {
       answers = await Promise.all(batch.messages.map((m) => outcomeOf(batch.acknowledge(m.id))));
     }, seen);
-    await runBatch(slot, { sqs: d.host.sqs, host, invoker, idleWaitSeconds: 1 });
+    await runBatch(slot, { messages: sqsMessageQueue(d.host.sqs), host, invoker, idleWaitSeconds: 1 });
     expect(counts.settleMany).toBe(1);
     expect(answers).toEqual([
       'backend_unavailable',
@@ -192,7 +194,7 @@ describe('issue 12: a batch’s settle calls are coalesced by the runner', () =>
         answers = await Promise.all(batch.messages.map((m) => outcomeOf(batch.retry(m.id, 0))));
       }, seen);
       await runBatch(slot, {
-        sqs: d.host.sqs,
+        messages: sqsMessageQueue(d.host.sqs),
         host: directBatchHost(d.host.delivery, d.host.loop),
         invoker,
         idleWaitSeconds: 1,

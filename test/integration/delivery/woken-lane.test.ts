@@ -9,9 +9,11 @@
  * with the count it read, so the lane receives again in the same invocation and is woken again
  * only by a later send.
  */
+
 import type { ReceiveMessageCommandInput } from '@aws-sdk/client-sqs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { shardOf } from '../../../lambdas/adapters/aws/slot-shards.ts';
+import { sqsMessageQueue } from '../../../lambdas/adapters/aws/sqs-message-queue.ts';
 import { runLane } from '../../../lambdas/delivery/batch-runner.ts';
 import type { Slot } from '../../../lambdas/delivery/delivery-service.ts';
 import { directBatchHost } from '../../../lambdas/delivery/direct-batch-host.ts';
@@ -58,7 +60,7 @@ const lane = (d: DeliveryHost, slot: Slot, maxBatches = 10) =>
   runLane(
     slot,
     {
-      sqs: d.host.sqs,
+      messages: sqsMessageQueue(d.host.sqs),
       host: directBatchHost(d.host.delivery, d.host.loop),
       idleWaitSeconds: 1,
       invoker: { invoke: async () => 'returned' },

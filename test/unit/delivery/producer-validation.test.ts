@@ -5,6 +5,7 @@ import {
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { sqsMessageQueue } from '../../../lambdas/adapters/aws/sqs-message-queue.ts';
 import { decodeEnvelope, type Envelope } from '../../../lambdas/delivery/envelope.ts';
 import { MAX_RETENTION_SECONDS } from '../../../lambdas/delivery/limits.ts';
 import type { CommitStore, QueueTarget } from '../../../lambdas/delivery/ports.ts';
@@ -77,7 +78,7 @@ function fakes(
   };
   let ids = 0;
   const producer = new QueueProducer({
-    sqs: sqs as unknown as SQSClient,
+    messages: sqsMessageQueue(sqs as unknown as SQSClient),
     commits,
     clock: opts.clock ?? (() => NOW),
     newMessageId: () => `m${String(++ids).padStart(4, '0')}`,
@@ -417,7 +418,7 @@ describe('QueueProducer ids', () => {
     let now = NOW;
     const sent: string[] = [];
     const producer = new QueueProducer({
-      sqs: {
+      messages: sqsMessageQueue({
         send: async (c: unknown) => {
           if (c instanceof SendMessageBatchCommand) {
             for (const e of c.input.Entries ?? []) sent.push(e.MessageBody ?? '');
@@ -425,7 +426,7 @@ describe('QueueProducer ids', () => {
           }
           return { MessageId: 'x' };
         },
-      } as unknown as SQSClient,
+      } as unknown as SQSClient),
       commits: { putCommit: async () => {}, committed: async () => new Set() },
       clock: () => now,
     });

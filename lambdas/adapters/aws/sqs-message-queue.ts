@@ -1,0 +1,137 @@
+/**
+ * The delivery core's `MessageQueue` port over an SQS client: each method is exactly one SQS
+ * request, so the requests the bench counts are the ones the core decides to make.
+ */
+import {
+  ChangeMessageVisibilityBatchCommand,
+  DeleteMessageBatchCommand,
+  GetQueueAttributesCommand,
+  ReceiveMessageCommand,
+  SendMessageBatchCommand,
+  SendMessageCommand,
+  type SQSClient,
+} from '@aws-sdk/client-sqs';
+import {
+  type EntryFailure,
+  type MessageQueue,
+  QueueGoneError,
+  type QueueMessage,
+} from '../../delivery/ports.ts';
+import { isMissingQueue } from './sqs-queue-backend.ts';
+
+type Sqs = Pick<SQSClient, 'send'>;
+
+/** A request's failed entries by index; `indexOf` maps an entry's Id back (by default the Id is it). */
+function failuresOf(
+  out: { Failed?: { Id?: string; SenderFault?: boolean; Code?: string }[] },
+  indexOf: (id: string | undefined) => number = Number,
+): EntryFailure[] {
+  return (out.Failed ?? []).map((f) => ({
+    index: indexOf(f.Id),
+    senderFault: f.SenderFault === true,
+    ...(f.Code ? { code: f.Code } : {}),
+  }));
+}
+
+function sentAtOf(attributes: Record<string, string> | undefined): number | undefined {
+  const sent = Number(attributes?.SentTimestamp);
+  return Number.isFinite(sent) && sent > 0 ? sent : undefined;
+}
+
+async function request<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    if (isMissingQueue(err)) throw new QueueGoneError('the queue does not exist', { cause: err });
+    throw err;
+  }
+}
+
+export function sqsMessageQueue(sqs: Sqs): MessageQueue {
+  return {
+    receive: (url, ask, signal) =>
+      request(async () => {
+        const out = await sqs.send(
+          new ReceiveMessageCommand({
+            QueueUrl: url,
+            MaxNumberOfMessages: ask.max,
+            WaitTimeSeconds: ask.waitSeconds,
+            VisibilityTimeout: ask.visibilitySeconds,
+            MessageSystemAttributeNames: ['SentTimestamp'],
+          }),
+          signal ? { abortSignal: signal } : {},
+        );
+        return (out.Messages ?? []).map((m): QueueMessage => {
+          const sentAt = sentAtOf(m.Attributes);
+          return {
+            ...(m.MessageId !== undefined ? { messageId: m.MessageId } : {}),
+            ...(m.ReceiptHandle !== undefined ? { receiptHandle: m.ReceiptHandle } : {}),
+            ...(m.Body !== undefined ? { body: m.Body } : {}),
+            ...(sentAt !== undefined ? { sentAt } : {}),
+          };
+        });
+      }),
+    changeVisibilityBatch: (url, entries) =>
+      request(async () =>
+        failuresOf(
+          await sqs.send(
+            new ChangeMessageVisibilityBatchCommand({
+              QueueUrl: url,
+              Entries: entries.map((e, n) => ({
+                Id: String(n),
+                ReceiptHandle: e.handle,
+                VisibilityTimeout: e.seconds,
+              })),
+            }),
+          ),
+        ),
+      ),
+    deleteBatch: (url, handles) =>
+      request(async () =>
+        failuresOf(
+          await sqs.send(
+            new DeleteMessageBatchCommand({
+              QueueUrl: url,
+              Entries: handles.map((h, n) => ({ Id: String(n), ReceiptHandle: h })),
+            }),
+          ),
+        ),
+      ),
+    sendBatch: (url, entries) =>
+      request(async () => {
+        const ids = entries.map((e, n) => e.id ?? String(n));
+        const out = await sqs.send(
+          new SendMessageBatchCommand({
+            QueueUrl: url,
+            Entries: entries.map((e, n) => ({
+              Id: ids[n],
+              MessageBody: e.body,
+              DelaySeconds: e.delaySeconds,
+            })),
+          }),
+        );
+        return failuresOf(out, (id) => ids.indexOf(id ?? ''));
+      }),
+    send: (url, body, delaySeconds) =>
+      request(async () => {
+        const out = await sqs.send(
+          new SendMessageCommand({ QueueUrl: url, MessageBody: body, DelaySeconds: delaySeconds }),
+        );
+        if (!out.MessageId) throw new Error('SQS returned no MessageId');
+      }),
+    counts: (url) =>
+      request(async () => {
+        const out = await sqs.send(
+          new GetQueueAttributesCommand({
+            QueueUrl: url,
+            AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesDelayed'],
+          }),
+        );
+        const a = out.Attributes ?? {};
+        return {
+          visible: Number(a.ApproximateNumberOfMessages ?? 0) || 0,
+          delayed: Number(a.ApproximateNumberOfMessagesDelayed ?? 0) || 0,
+        };
+      }),
+  };
+}
