@@ -1,0 +1,132 @@
+/**
+ * A message's attempts record (how often it was delivered, when it may run again) and the
+ * queue's count of outstanding records, which moves with every record created or cleared.
+ */
+import {
+  PutItemCommand,
+  TransactionCanceledException,
+  TransactWriteItemsCommand,
+} from '@aws-sdk/client-dynamodb';
+import { marshall } from '@aws-sdk/util-dynamodb';
+import type { AttemptsRecord } from '../../../delivery/delivery-store.ts';
+import { TABLE_KEYS } from '../../../shared/table-schema.ts';
+import { backoff, CONFLICT_TRIES, isConditionFailure } from '../dynamodb-conditional-update.ts';
+import { cancellationCodes, consistentBatchGet, type DeliveryTable, retryable } from './delivery-table.ts';
+import { deliveryKeys } from './items.ts';
+
+const { pk: PK, ttl: TTL } = TABLE_KEYS;
+
+export async function getAttempts(
+  t: DeliveryTable,
+  queueUid: string,
+  ids: readonly string[],
+): Promise<Map<string, AttemptsRecord>> {
+  const found = new Map<string, AttemptsRecord>();
+  const keys = [...new Set(ids)].map((id) => deliveryKeys.attempts(queueUid, id));
+  for (const v of await consistentBatchGet(t, keys, 'attempts records')) {
+    found.set(v.id, { id: v.id, attempts: v.attempts, notBefore: v.notBefore, acked: v.acked });
+  }
+  return found;
+}
+
+export async function putAttempts(
+  t: DeliveryTable,
+  queueUid: string,
+  r: AttemptsRecord,
+  expiresAtSeconds: number,
+): Promise<void> {
+  const item = marshall(
+    { ...deliveryKeys.attempts(queueUid, r.id), ...r, [TTL]: expiresAtSeconds },
+    { removeUndefinedValues: true },
+  );
+  const replace = () =>
+    t.client.send(
+      new PutItemCommand({
+        TableName: t.table,
+        Item: item,
+        ConditionExpression: 'attribute_exists(#pk)',
+        ExpressionAttributeNames: { '#pk': PK },
+      }),
+    );
+  // Replace an existing record (count unchanged), else create it and count it, in one transaction.
+  for (let round = 0; round < CONFLICT_TRIES; round++) {
+    if (round > 0) await backoff(round);
+    try {
+      await replace();
+      return;
+    } catch (err) {
+      if (!isConditionFailure(err)) throw err; // no record to replace: create it below
+    }
+    try {
+      await t.client.send(
+        new TransactWriteItemsCommand({
+          TransactItems: [
+            {
+              Put: {
+                TableName: t.table,
+                Item: item,
+                ConditionExpression: 'attribute_not_exists(#pk)',
+                ExpressionAttributeNames: { '#pk': PK },
+              },
+            },
+            {
+              Update: {
+                TableName: t.table,
+                Key: marshall(deliveryKeys.queueState(queueUid)),
+                UpdateExpression: 'ADD outstanding :one',
+                ExpressionAttributeValues: marshall({ ':one': 1 }),
+              },
+            },
+          ],
+        }),
+      );
+      return;
+    } catch (err) {
+      // Created meanwhile (replace it), or a conflict or throttle: try again.
+      if (!(err instanceof TransactionCanceledException)) throw err;
+      const codes = cancellationCodes(err) ?? [];
+      if (codes[0] !== 'ConditionalCheckFailed' && !retryable(err, codes)) throw err;
+    }
+  }
+  throw new Error('attempts record kept changing; retry later');
+}
+
+export async function clearAttempts(t: DeliveryTable, queueUid: string, id: string): Promise<void> {
+  for (let round = 1; ; round++) {
+    try {
+      await clearAttemptsOnce(t, queueUid, id);
+      return;
+    } catch (err) {
+      const codes = cancellationCodes(err);
+      if (!codes) throw err;
+      if (codes[0] === 'ConditionalCheckFailed') return; // already cleared
+      if (!retryable(err, codes) || round >= CONFLICT_TRIES) throw err;
+      await backoff(round);
+    }
+  }
+}
+
+async function clearAttemptsOnce(t: DeliveryTable, queueUid: string, id: string): Promise<void> {
+  await t.client.send(
+    new TransactWriteItemsCommand({
+      TransactItems: [
+        {
+          Delete: {
+            TableName: t.table,
+            Key: marshall(deliveryKeys.attempts(queueUid, id)),
+            ConditionExpression: 'attribute_exists(#pk)',
+            ExpressionAttributeNames: { '#pk': PK },
+          },
+        },
+        {
+          Update: {
+            TableName: t.table,
+            Key: marshall(deliveryKeys.queueState(queueUid)),
+            UpdateExpression: 'ADD outstanding :minus',
+            ExpressionAttributeValues: marshall({ ':minus': -1 }),
+          },
+        },
+      ],
+    }),
+  );
+}

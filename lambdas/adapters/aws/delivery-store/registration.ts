@@ -1,0 +1,162 @@
+/**
+ * Registering a batch: its manifest, then its head with the slot's `registered` mark in one
+ * transaction; and the reads registration makes first (queue state, commits, slots) in one batch.
+ */
+import { createHash } from 'node:crypto';
+import {
+  PutItemCommand,
+  TransactWriteItemsCommand,
+  type TransactWriteItemsCommandInput,
+} from '@aws-sdk/client-dynamodb';
+import { marshall } from '@aws-sdk/util-dynamodb';
+import type { BatchHead, Manifest, RegistrationReads } from '../../../delivery/delivery-store.ts';
+import { ManifestNotWritten } from '../../../delivery/delivery-store.ts';
+import { NamedError } from '../../../delivery/limits.ts';
+import { TABLE_KEYS } from '../../../shared/table-schema.ts';
+import { attachmentKey } from '../dynamodb-attachments.ts';
+import { commitIdOf, commitKey } from '../dynamodb-commit-store.ts';
+import { backoff, CONFLICT_TRIES } from '../dynamodb-conditional-update.ts';
+import type { DynamoSlotMap } from '../dynamodb-slot-map.ts';
+import { encodeManifest } from '../manifest-codec.ts';
+import {
+  cancellationCodes,
+  consistentBatchGet,
+  type DeliveryTable,
+  retryable,
+  type StoredItem,
+} from './delivery-table.ts';
+import { BATCH_RETENTION_SECONDS, deliveryKeys } from './items.ts';
+import { RECENT_INDEX, recentPartition } from './recent-batches.ts';
+
+const { pk: PK, ttl: TTL } = TABLE_KEYS;
+
+type TransactItems = NonNullable<TransactWriteItemsCommandInput['TransactItems']>;
+
+export async function createBatch(
+  t: DeliveryTable,
+  slotMap: DynamoSlotMap,
+  batchHead: BatchHead,
+  manifest: Manifest,
+): Promise<boolean> {
+  const bytes = encodeManifest(manifest);
+  const manifestRef = createHash('sha256').update(bytes).digest('base64url').slice(0, 22);
+  const head: BatchHead = { ...batchHead, manifestRef };
+  const expires = Math.ceil(head.invisibleUntil / 1000) + BATCH_RETENTION_SECONDS;
+  const items: TransactItems = [
+    {
+      Put: {
+        TableName: t.table,
+        Item: marshall(
+          {
+            ...deliveryKeys.head(head.batchId),
+            ...head,
+            [RECENT_INDEX.pk]: recentPartition(head.consumerUid),
+            [TTL]: expires,
+          },
+          { removeUndefinedValues: true },
+        ),
+        ConditionExpression: 'attribute_not_exists(#pk)',
+        ExpressionAttributeNames: { '#pk': PK },
+      },
+    },
+    // The stop boundary (QC-08): a slot revoked before this point never holds a batch.
+    slotMap.registerAction(head.consumerUid, head.batchId, head.deadline),
+    {
+      // The consumer generation the slot was sealed for is still the active one: a stop or an
+      // update after the slot was taken starts nothing (the check replaces a read before it).
+      ConditionCheck: {
+        TableName: t.table,
+        Key: marshall(attachmentKey(head.consumerUid)),
+        ConditionExpression: '#state = :active AND generation = :g',
+        ExpressionAttributeNames: { '#state': 'state' },
+        ExpressionAttributeValues: marshall({ ':active': 'active', ':g': head.generation }),
+      },
+    },
+  ];
+  // The manifest (every receipt handle: the largest item of a batch) is a plain write, at half
+  // a transactional write's cost, made before the transaction: a head never exists without its
+  // manifest, and a manifest whose write failed (or whose answer was lost) is named by no head,
+  // so it counts no delivery. Its key is its content's hash, which the head names: a replayed
+  // registration writes another item (or the same bytes again), never over the manifest of a
+  // head that exists. (Written beside the transaction, a lost answer of the manifest's write
+  // left a head naming a manifest of a batch that never ran: chaos seed 30.)
+  try {
+    await t.client.send(
+      new PutItemCommand({
+        TableName: t.table,
+        Item: {
+          ...marshall({
+            ...deliveryKeys.manifest(head.batchId, manifestRef),
+            batchId: head.batchId,
+            [TTL]: expires,
+          }),
+          entries: { B: bytes },
+        },
+      }),
+    );
+  } catch (err) {
+    throw new ManifestNotWritten(head.batchId, err);
+  }
+  return registerHead(t, head, items);
+}
+
+/** The head and the slot's `registered` mark in one transaction (see `createBatch`). */
+async function registerHead(t: DeliveryTable, head: BatchHead, items: TransactItems): Promise<boolean> {
+  // One transaction, so a handler never runs without the records that settle and recover it
+  // (a BatchWriteItem may leave items unprocessed under throttling). The token makes a retry of
+  // a transaction that committed but whose answer was lost (a connection that dropped) succeed
+  // instead of failing its conditions against its own writes.
+  const ClientRequestToken = createHash('sha256').update(head.batchId).digest('base64url').slice(0, 36);
+  for (let round = 1; ; round++) {
+    try {
+      await t.client.send(
+        new TransactWriteItemsCommand({
+          TransactItems: items,
+          ClientRequestToken,
+        }),
+      );
+      return true;
+    } catch (err) {
+      const codes = cancellationCodes(err);
+      // The head exists: registered before (a replayed call, never this call's own retry,
+      // which the token makes succeed).
+      if (
+        codes?.[0] === 'ConditionalCheckFailed' ||
+        (err as Error)?.name === 'IdempotentParameterMismatchException'
+      ) {
+        throw new NamedError('unknown_batch', 'this batch is registered already');
+      }
+      if (codes?.[1] === 'ConditionalCheckFailed' || codes?.[2] === 'ConditionalCheckFailed') return false;
+      if (!retryable(err, codes) || round >= CONFLICT_TRIES) throw err;
+      await backoff(round);
+    }
+  }
+}
+
+export async function registrationReads(
+  t: DeliveryTable,
+  slotMap: DynamoSlotMap,
+  queueUid: string,
+  commitIds: readonly string[],
+  slotsOf?: { consumerUid: string; maxConcurrency: number },
+): Promise<RegistrationReads> {
+  const state = deliveryKeys.queueState(queueUid);
+  const shards = slotsOf ? slotMap.keysFor(slotsOf.consumerUid, slotsOf.maxConcurrency) : [];
+  const keys = [state, ...shards, ...[...new Set(commitIds)].map(commitKey)];
+  const out: RegistrationReads = { outstanding: 0, committed: new Set() };
+  const slotItems: StoredItem[] = [];
+  for (const v of await consistentBatchGet(t, keys, 'registration reads')) {
+    const commit = commitIdOf(v[PK]);
+    if (commit !== undefined) out.committed.add(commit);
+    else if (v[PK] === state[PK]) out.outstanding = Number(v.outstanding ?? 0);
+    else if (slotsOf && v[PK] === shards[0]?.[PK]) slotItems.push(v);
+  }
+  if (slotsOf) {
+    // A consumer without a slot map holds no slots (as `slots` reads it).
+    const slots = await slotMap.fromReads(slotsOf.consumerUid, slotItems, shards.length);
+    out.slots = slots.slots;
+    out.held = Object.keys(slots.slots).length;
+    if (slots.recoveredAt !== undefined) out.recoveredAt = slots.recoveredAt;
+  }
+  return out;
+}
