@@ -13,8 +13,9 @@
  * end, with whatever it does on the way (counted, not assumed). That happens once per lane per
  * burst, not per minute.
  */
+
+import { type SupervisorDeps, superviseOnce } from '../../lambdas/composition/aws-supervisor.ts';
 import { dispatcherInput } from '../../lambdas/delivery/dispatcher-definition.ts';
-import { type SupervisorDeps, superviseOnce } from '../../lambdas/entries/supervisor.ts';
 import { createBenchHost } from '../support/bench-host.ts';
 import { attribute, currentContext, Meter, type Tally } from '../support/meter.ts';
 import type { Endpoints } from '../support/standins.ts';

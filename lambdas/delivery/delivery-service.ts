@@ -2,7 +2,7 @@ import { createHash, createHmac } from 'node:crypto';
 import { newToken } from '../engine/ids.ts';
 import type { AttachmentStore } from '../forms/queue-consumer/attachments.ts';
 import type { ConsumerSpec } from '../forms/queue-consumer/consumer-spec.ts';
-import { crashPoint } from '../shared/fault-points.ts';
+import { crashPoint } from '../shared/crash-points.ts';
 import { log } from '../shared/log.ts';
 import { digestOf } from './batch-digest.ts';
 import { BatchRecovery, laneRootOf, type RecoverOptions } from './batch-recovery.ts';

@@ -1,4 +1,4 @@
-import { crashPoint } from '../shared/fault-points.ts';
+import { crashPoint } from '../shared/crash-points.ts';
 import { log } from '../shared/log.ts';
 import type { FormRegistry, Outcome } from './forms.ts';
 import { newToken } from './ids.ts';

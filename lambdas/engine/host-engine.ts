@@ -1,4 +1,4 @@
-import { crashPoint } from '../shared/fault-points.ts';
+import { crashPoint } from '../shared/crash-points.ts';
 import { canRead, canWrite, type Principal } from './auth.ts';
 import type { CursorCodec } from './cursor.ts';
 import {

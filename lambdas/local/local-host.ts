@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { dynamoDbClient, sqsClient } from '../adapters/aws/clients.ts';
 import { createHostTable } from '../adapters/aws/create-host-table.ts';
 import { sqsMessageQueue } from '../adapters/aws/sqs-message-queue.ts';
 import { composeHost } from '../composition/compose-host.ts';
@@ -15,6 +14,8 @@ import { ConfigError, type LocalHostConfig } from './config.ts';
 import { DataDir } from './data-dir.ts';
 import { deliveryTuning } from './delivery-tuning.ts';
 import { ExecutorLoop } from './executor-loop.ts';
+import { armCrashAt } from './faults/crash-at.ts';
+import { localDynamoDbClient, localSqsClient } from './faults/faulty-clients.ts';
 import { localInvoker } from './lanes/local-invoker.ts';
 import { LocalLanes } from './lanes/local-lanes.ts';
 import { LocalSupervisor } from './lanes/local-supervisor.ts';
@@ -98,6 +99,7 @@ export interface RunningHost {
 
 /** Starts the whole Host on this machine: stand-ins, the HTTP core and background work. */
 export async function startLocalHost(config: LocalHostConfig): Promise<RunningHost> {
+  armCrashAt(process.env);
   const leaseMs = operationLeaseMs(process.env);
   const dir = await DataDir.claim(config.dataDir);
   const standIns: SupervisedStandIn[] = [];
@@ -136,7 +138,7 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
     const standInDied = new Promise<string>(() => {});
 
     const { auth, devKey } = loadAuthenticator(config, dir);
-    const dynamodb = dynamoDbClient(ddb.endpoint);
+    const dynamodb = localDynamoDbClient(ddb.endpoint);
     await createHostTable(dynamodb, LOCAL_TABLE);
     let origin = config.publicOrigin ?? '';
     const workers = new LocalWorkerRegistry(config.workersDir);
@@ -145,7 +147,7 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
     const host = composeHost({
       dynamodb,
       tableName: LOCAL_TABLE,
-      sqs: sqsClient(sqs.endpoint),
+      sqs: localSqsClient(sqs.endpoint),
       queueNamePrefix: 'takoform-',
       workers,
       authenticator: auth,
@@ -175,7 +177,7 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
       maxThreadsPerWorker: 250,
     });
     pool = workerPool;
-    const sqsForDelivery = sqsMessageQueue(sqsClient(sqs.endpoint));
+    const sqsForDelivery = sqsMessageQueue(localSqsClient(sqs.endpoint));
     lanes.attach({
       loop: host.loop,
       host: directBatchHost(host.delivery, host.loop),

@@ -108,7 +108,7 @@ export interface Schedule {
   arms: (string | undefined)[];
   variant: Variant;
   timing: Timing;
-  /** TAKOFORM_FAULTS of every incarnation (lambdas/adapters/aws/fault-injection.ts); undefined: none. */
+  /** TAKOFORM_FAULTS of every incarnation (lambdas/local/faults/); undefined: none. */
   faults: string | undefined;
   /**
    * TAKOFORM_SLOTS_PER_SHARD: 1 for odd seeds, so that a consumer of maxConcurrency 2 or 3 spreads

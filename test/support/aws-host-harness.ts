@@ -4,8 +4,7 @@
  * API Gateway events for the API handler, and the synthesized dispatcher definition.
  *
  * With TAKOFORM_FAULTS set, every SDK client handed to the composition injects AWS's faults
- * (lambdas/adapters/aws/fault-injection.ts): the DynamoDB and SQS clients through clients.ts, a
- * Lambda client given as `lambda` through `withFaults` here.
+ * (lambdas/local/faults/): every client is wrapped by `withFaults` here.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { CloudWatchClient } from '@aws-sdk/client-cloudwatch';
@@ -18,10 +17,10 @@ import { dynamoDbClient, sqsClient } from '../../lambdas/adapters/aws/clients.ts
 import { createHostTable } from '../../lambdas/adapters/aws/create-host-table.ts';
 import { DynamoApiKeys } from '../../lambdas/adapters/aws/dynamodb-api-keys.ts';
 import { registrationItem } from '../../lambdas/adapters/aws/dynamodb-worker-registry.ts';
-import { withFaults } from '../../lambdas/adapters/aws/fault-injection.ts';
 import { type AwsHostOptions, createAwsHost } from '../../lambdas/composition/aws-host.ts';
 import { createApiHandler } from '../../lambdas/entries/api.ts';
 import { API_ROOT } from '../../lambdas/http/origin.ts';
+import { withFaults } from '../../lambdas/local/faults/sdk-faults.ts';
 
 export const TEST_DISPATCHER_ARN = 'arn:aws:states:us-east-1:000000000000:stateMachine:d';
 
@@ -38,7 +37,6 @@ export async function createAwsTestHost(
   } = {},
 ) {
   const { lambda: givenLambda, executorFunction, sfn, cloudwatch, ...opts } = options;
-  // clients.ts adds the faults of TAKOFORM_FAULTS already; withFaults is a no-op on them.
   const dynamodb = withFaults(dynamoDbClient(inject('ddbEndpoint')), 'dynamodb');
   const sqs = withFaults(sqsClient(inject('sqsEndpoint')), 'sqs');
   const lambda = givenLambda instanceof LambdaClient ? withFaults(givenLambda, 'lambda') : givenLambda;

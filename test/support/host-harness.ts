@@ -1,6 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { inject } from 'vitest';
-import { dynamoDbClient, sqsClient } from '../../lambdas/adapters/aws/clients.ts';
 import { createHostTable } from '../../lambdas/adapters/aws/create-host-table.ts';
 import { composeHost } from '../../lambdas/composition/compose-host.ts';
 import type { LaneLauncher } from '../../lambdas/delivery/control-loop.ts';
@@ -8,6 +7,10 @@ import { type Access, hashApiKey, StaticKeyAuthenticator } from '../../lambdas/e
 import type { WorkerCode, WorkerRegistry } from '../../lambdas/forms/module-worker/worker-registry.ts';
 import { API_ROOT } from '../../lambdas/http/origin.ts';
 import type { HttpResponse } from '../../lambdas/http/types.ts';
+import {
+  localDynamoDbClient as dynamoDbClient,
+  localSqsClient as sqsClient,
+} from '../../lambdas/local/faults/faulty-clients.ts';
 import { standInOldestAge } from '../../lambdas/local/standins/sqs-queue-age.ts';
 
 export const FORMS = {

@@ -2,7 +2,6 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { withCallRecorder } from './call-recorder.ts';
-import { withFaults } from './fault-injection.ts';
 import { withStrictSqsLimits } from './strict-sqs.ts';
 
 /** Endpoints of local stand-ins; on AWS both are undefined and the SDK's defaults apply. */
@@ -14,15 +13,15 @@ export interface AwsEndpoints {
 const LOCAL_CREDENTIALS = { accessKeyId: 'local', secretAccessKey: 'local' };
 
 /**
- * Every client below gets fault injection when `TAKOFORM_FAULTS` is set (see fault-injection.ts);
- * without it nothing is added. A malformed value throws here, at composition. With a test's call
- * recorder installed (call-recorder.ts), each also reports its calls.
+ * The Host's SDK clients: with an endpoint, a local stand-in's; without, the runtime's defaults.
+ * With a test's call recorder installed (call-recorder.ts), each also reports its calls. Fault
+ * injection is added by the local Host and the tests (local/faults/), never here.
  */
 export function dynamoDbClient(endpoint?: string): DynamoDBClient {
   const client = endpoint
     ? new DynamoDBClient({ endpoint, region: 'us-east-1', credentials: LOCAL_CREDENTIALS, maxAttempts: 3 })
     : new DynamoDBClient({});
-  return withCallRecorder(withFaults(client, 'dynamodb'), 'dynamodb');
+  return withCallRecorder(client, 'dynamodb');
 }
 
 /** With an endpoint (the local stand-in), also refuses what SQS refuses for size (strict-sqs.ts). */
@@ -39,13 +38,13 @@ export function sqsClient(endpoint?: string): SQSClient {
         }),
       )
     : new SQSClient({});
-  return withCallRecorder(withFaults(client, 'sqs'), 'sqs');
+  return withCallRecorder(client, 'sqs');
 }
 
-/** A Lambda client (for invoking functions), with faults when `TAKOFORM_FAULTS` configures `lambda`. */
+/** A Lambda client (for invoking functions). */
 export function lambdaClient(endpoint?: string): LambdaClient {
   const client = endpoint
     ? new LambdaClient({ endpoint, region: 'us-east-1', credentials: LOCAL_CREDENTIALS, maxAttempts: 3 })
     : new LambdaClient({});
-  return withCallRecorder(withFaults(client, 'lambda'), 'lambda');
+  return withCallRecorder(client, 'lambda');
 }

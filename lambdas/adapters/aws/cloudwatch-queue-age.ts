@@ -1,5 +1,6 @@
 import { type CloudWatchClient, GetMetricDataCommand } from '@aws-sdk/client-cloudwatch';
 import type { QueueTarget } from '../../delivery/ports.ts';
+import { hostQueuesOnly, QUEUE_NAME_LABEL, sqsSearchExpression } from '../../shared/aws-env.ts';
 
 /** SQS publishes its metrics every minute; a queue with no metric in this window reports none. */
 const WINDOW_MS = 15 * 60_000;
@@ -44,4 +45,29 @@ export function cloudWatchOldestAge(
     const latest = out.MetricDataResults?.find((r) => r.Id === 'oldest')?.Values?.[0];
     return latest === undefined ? undefined : Math.round(latest);
   };
+}
+
+/**
+ * The largest `ApproximateAgeOfOldestMessage` over the queues named `<prefix>…` in the last
+ * minutes: one search for all of them, each series labelled with its queue name, so another
+ * Host's queues that the search also finds are dropped (see `sqsSearchExpression`).
+ */
+export async function hostQueuesOldestAge(
+  cloudwatch: Pick<CloudWatchClient, 'send'>,
+  prefix: string,
+  now: number,
+): Promise<number | undefined> {
+  const search = sqsSearchExpression(prefix, 'ApproximateAgeOfOldestMessage', 'Maximum', 300);
+  const out = await cloudwatch.send(
+    new GetMetricDataCommand({
+      StartTime: new Date(now - 15 * 60_000),
+      EndTime: new Date(now),
+      MetricDataQueries: [{ Id: 'queues', Expression: search, Label: QUEUE_NAME_LABEL, ReturnData: true }],
+      ScanBy: 'TimestampDescending',
+    }),
+  );
+  const latest = hostQueuesOnly(out.MetricDataResults ?? [], prefix).flatMap(
+    (r) => r.Values?.slice(0, 1) ?? [],
+  );
+  return latest.length > 0 ? Math.max(...latest) : undefined;
 }

@@ -15,6 +15,19 @@ export function isMissingQueue(err: unknown): boolean {
   return name === 'QueueDoesNotExist' || name === 'AWS.SimpleQueueService.NonExistentQueue';
 }
 
+/** Tags a queue with its Resource uid and Space (queues created before the Space tag get it). */
+export async function tagQueueSpace(
+  sqs: Pick<SQSClient, 'send'>,
+  queue: { sqsUrl: string; queueUid: string; space: string },
+): Promise<void> {
+  await sqs.send(
+    new TagQueueCommand({
+      QueueUrl: queue.sqsUrl,
+      Tags: { [QUEUE_TAGS.resourceUid]: queue.queueUid, [QUEUE_TAGS.space]: queue.space },
+    }),
+  );
+}
+
 /** SQS's approximate message counts of one queue (GetQueueAttributes). */
 export interface QueueStats {
   visible: number;

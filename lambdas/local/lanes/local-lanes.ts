@@ -1,4 +1,3 @@
-import { withLambdaInvokeFaults } from '../../adapters/aws/fault-injection.ts';
 import { type BatchHostPort, type QueueInvoker, runLane } from '../../delivery/batch-runner.ts';
 import {
   type ControlLoop,
@@ -13,6 +12,7 @@ import { DISPATCHER_TASKS, dispatcherDefinition } from '../../delivery/dispatche
 import type { LaneKind } from '../../delivery/lane-kinds.ts';
 import type { MessageQueue } from '../../delivery/ports.ts';
 import { log } from '../../shared/log.ts';
+import { withLambdaInvokeFaults } from '../faults/invoke-faults.ts';
 import { type LocalExecution, LocalStateMachine } from '../standins/local-step-functions.ts';
 
 export interface LocalLanesOptions {

@@ -13,6 +13,7 @@ vi.hoisted(() => {
 
 import { DynamoApiKeys } from '../../../lambdas/adapters/aws/dynamodb-api-keys.ts';
 import { createAwsHost } from '../../../lambdas/composition/aws-host.ts';
+import { superviseOnce } from '../../../lambdas/composition/aws-supervisor.ts';
 import {
   type BatchHostRequest,
   type BatchHostResponse,
@@ -24,7 +25,7 @@ import { hashApiKey } from '../../../lambdas/engine/auth.ts';
 import { createBatchHostHandler } from '../../../lambdas/entries/batch-host.ts';
 import { createDispatcherStepHandler } from '../../../lambdas/entries/dispatcher-step.ts';
 import { runExecutor } from '../../../lambdas/entries/executor.ts';
-import { roundTime, superviseOnce } from '../../../lambdas/entries/supervisor.ts';
+import { roundTime } from '../../../lambdas/entries/supervisor.ts';
 import { createQueueWorkerHandler } from '../../../lambdas/worker-runtime/lambda-adapter.ts';
 import { remoteBatchHost } from '../../../lambdas/worker-runtime/remote-batch-host.ts';
 import { main as admin } from '../../../scripts/admin.ts';

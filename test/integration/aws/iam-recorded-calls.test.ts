@@ -34,10 +34,10 @@ import {
 } from '../../../lambdas/adapters/aws/call-recorder.ts';
 import { QUEUE_TAGS } from '../../../lambdas/adapters/aws/sqs-queue-backend.ts';
 import { type AwsHost, type AwsHostConfig, createAwsHost } from '../../../lambdas/composition/aws-host.ts';
+import { superviseOnce } from '../../../lambdas/composition/aws-supervisor.ts';
 import { createBatchHostHandler } from '../../../lambdas/entries/batch-host.ts';
 import { createDispatcherStepHandler } from '../../../lambdas/entries/dispatcher-step.ts';
 import { runExecutor } from '../../../lambdas/entries/executor.ts';
-import { superviseOnce } from '../../../lambdas/entries/supervisor.ts';
 import { AWS_ENV } from '../../../lambdas/shared/aws-env.ts';
 import { createQueueWorkerHandler } from '../../../lambdas/worker-runtime/lambda-adapter.ts';
 import { lambdaTransport, remoteBatchHost } from '../../../lambdas/worker-runtime/remote-batch-host.ts';

@@ -14,12 +14,13 @@ vi.hoisted(() => {
 });
 
 import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
-import { type FaultConfig, withLambdaInvokeFaults } from '../../../lambdas/adapters/aws/fault-injection.ts';
+import { superviseOnce } from '../../../lambdas/composition/aws-supervisor.ts';
 import type { BatchHostRequest } from '../../../lambdas/delivery/batch-host-protocol.ts';
 import { DISPATCHER_TASKS, dispatcherDefinition } from '../../../lambdas/delivery/dispatcher-definition.ts';
 import { createBatchHostHandler } from '../../../lambdas/entries/batch-host.ts';
 import { createDispatcherStepHandler } from '../../../lambdas/entries/dispatcher-step.ts';
-import { superviseOnce } from '../../../lambdas/entries/supervisor.ts';
+import type { FaultConfig } from '../../../lambdas/local/faults/fault-config.ts';
+import { withLambdaInvokeFaults } from '../../../lambdas/local/faults/invoke-faults.ts';
 import { LocalStateMachine } from '../../../lambdas/local/standins/local-step-functions.ts';
 import { createQueueWorkerHandler } from '../../../lambdas/worker-runtime/lambda-adapter.ts';
 import { remoteBatchHost } from '../../../lambdas/worker-runtime/remote-batch-host.ts';

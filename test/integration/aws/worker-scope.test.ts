@@ -11,11 +11,11 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { DynamoApiKeys } from '../../../lambdas/adapters/aws/dynamodb-api-keys.ts';
 import { workerRegistrationKey } from '../../../lambdas/adapters/aws/dynamodb-worker-registry.ts';
 import { QUEUE_TAGS } from '../../../lambdas/adapters/aws/sqs-queue-backend.ts';
+import { superviseOnce } from '../../../lambdas/composition/aws-supervisor.ts';
 import { REGISTER_ROOM_MS, type Slot } from '../../../lambdas/delivery/delivery-service.ts';
 import { decodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
 import type { QueueTarget } from '../../../lambdas/delivery/ports.ts';
 import { createDispatcherStepHandler } from '../../../lambdas/entries/dispatcher-step.ts';
-import { superviseOnce } from '../../../lambdas/entries/supervisor.ts';
 import { type AwsTestHost, createAwsTestHost } from '../../support/aws-host-harness.ts';
 
 const QUEUE_FORM = 'https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/';

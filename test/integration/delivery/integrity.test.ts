@@ -15,7 +15,6 @@ import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { commitKey } from '../../../lambdas/adapters/aws/dynamodb-commit-store.ts';
 import { deliveryKeys } from '../../../lambdas/adapters/aws/dynamodb-delivery-store.ts';
-import { withFaults } from '../../../lambdas/adapters/aws/fault-injection.ts';
 import { shardOf } from '../../../lambdas/adapters/aws/slot-shards.ts';
 import { sqsMessageQueue } from '../../../lambdas/adapters/aws/sqs-message-queue.ts';
 import { type BatchHostPort, type QueueInvoker, runBatch } from '../../../lambdas/delivery/batch-runner.ts';
@@ -26,6 +25,7 @@ import { decodeEnvelope, encodeEnvelope } from '../../../lambdas/delivery/envelo
 import { MAX_RETENTION_SECONDS } from '../../../lambdas/delivery/limits.ts';
 import type { QueueTarget } from '../../../lambdas/delivery/ports.ts';
 import { QueueProducer } from '../../../lambdas/delivery/producer.ts';
+import { withFaults } from '../../../lambdas/local/faults/sdk-faults.ts';
 import { createQueueBatch } from '../../../lambdas/worker-runtime/queue-batch.ts';
 import {
   createDeliveryHost,

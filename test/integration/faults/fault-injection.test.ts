@@ -33,17 +33,21 @@ import {
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
-import { dynamoDbClient, lambdaClient, sqsClient } from '../../../lambdas/adapters/aws/clients.ts';
+import { dynamoDbClient as deployedDynamoDbClient } from '../../../lambdas/adapters/aws/clients.ts';
 import { createHostTable } from '../../../lambdas/adapters/aws/create-host-table.ts';
+import { SQS_MAX_MESSAGE_BYTES } from '../../../lambdas/adapters/aws/strict-sqs.ts';
 import {
   FAULTS_ENV,
   type FaultConfig,
-  type InjectedFault,
-  onInjectedFault,
   parseFaultConfig,
-  withFaults,
-} from '../../../lambdas/adapters/aws/fault-injection.ts';
-import { SQS_MAX_MESSAGE_BYTES } from '../../../lambdas/adapters/aws/strict-sqs.ts';
+} from '../../../lambdas/local/faults/fault-config.ts';
+import { type InjectedFault, onInjectedFault } from '../../../lambdas/local/faults/fault-reports.ts';
+import {
+  localDynamoDbClient as dynamoDbClient,
+  localLambdaClient as lambdaClient,
+  localSqsClient as sqsClient,
+} from '../../../lambdas/local/faults/faulty-clients.ts';
+import { withFaults } from '../../../lambdas/local/faults/sdk-faults.ts';
 
 const THROTTLES = ['ProvisionedThroughputExceededException', 'ThrottlingException', 'RequestLimitExceeded'];
 
@@ -311,7 +315,7 @@ describe('fault injection against DynamoDB Local', () => {
     expect(other).not.toEqual(first);
   });
 
-  it('RC-04 with TAKOFORM_FAULTS set, the clients of clients.ts inject (the local Host and the tests use them)', async () => {
+  it('RC-04 with TAKOFORM_FAULTS set, the local Host’s clients inject (faulty-clients.ts); the deployed clients never do', async () => {
     const client = withEnv('{"seed":5,"dynamodb":{"operations":{"BatchWriteItem":{"unprocessed":1}}}}', () =>
       dynamoDbClient(inject('ddbEndpoint')),
     );
@@ -319,6 +323,10 @@ describe('fault injection against DynamoDB Local', () => {
       'takoformFaultAttempt - after retryMiddleware',
       'takoformFaultPartial - initialize',
     ]);
+    const deployed = withEnv('{"seed":5,"dynamodb":{"throttle":1}}', () =>
+      deployedDynamoDbClient(inject('ddbEndpoint')),
+    );
+    expect(faultMiddlewares(deployed)).toEqual([]);
     // Inside the retry loop: right after retryMiddleware, before signing and sending.
     const stack = client.middlewareStack.identify();
     expect(stack.indexOf('takoformFaultAttempt - after retryMiddleware')).toBe(

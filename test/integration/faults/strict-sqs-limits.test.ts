@@ -16,8 +16,8 @@ import {
   SQSClient,
 } from '@aws-sdk/client-sqs';
 import { afterEach, beforeAll, describe, expect, inject, it, vi } from 'vitest';
-import { FAULTS_ENV } from '../../../lambdas/adapters/aws/fault-injection.ts';
 import { INFLIGHT_LIMIT_ENV, withStrictSqsLimits } from '../../../lambdas/adapters/aws/strict-sqs.ts';
+import { FAULTS_ENV } from '../../../lambdas/local/faults/fault-config.ts';
 
 const HOUR_MS = 3_600_000;
 

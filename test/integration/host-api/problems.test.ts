@@ -1,6 +1,6 @@
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { withFaults } from '../../../lambdas/adapters/aws/fault-injection.ts';
 import { PROBLEM_STATUS } from '../../../lambdas/http/problem.ts';
+import { withFaults } from '../../../lambdas/local/faults/sdk-faults.ts';
 import { createTestHost, FORMS, type ParsedResponse, type TestHost } from '../../support/host-harness.ts';
 import { customStack, expectProblem, ScriptedForm } from './helpers.ts';
 

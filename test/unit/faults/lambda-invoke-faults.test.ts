@@ -9,11 +9,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import {
   FAULTS_ENV,
   type FaultConfig,
-  type InjectedFault,
-  onInjectedFault,
   parseFaultConfig,
-  withLambdaInvokeFaults,
-} from '../../../lambdas/adapters/aws/fault-injection.ts';
+} from '../../../lambdas/local/faults/fault-config.ts';
+import { type InjectedFault, onInjectedFault } from '../../../lambdas/local/faults/fault-reports.ts';
+import { withLambdaInvokeFaults } from '../../../lambdas/local/faults/invoke-faults.ts';
 import { LocalStateMachine } from '../../../lambdas/local/standins/local-step-functions.ts';
 
 const config = (localInvoke: FaultConfig['localInvoke'], seed = 3): FaultConfig => ({ seed, localInvoke });
