@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { costCloser } from '../../../bench/explain.ts';
-import type { CellCounts } from '../../../bench/report.ts';
+import { costCloser } from '../../../bench/cost-closer.ts';
+import type { CellCounts } from '../../../bench/summary-model.ts';
 
 const one = (median: number) => ({ median, min: median, max: median, runs: 1 });
 const tally = (wru: number, items: Record<string, number>) => ({

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { manifestWruPerBatch } from '../../../bench/explain.ts';
+import { manifestWruPerBatch } from '../../../bench/part-items.ts';
 
 const tally = (wru: number, items: Record<string, number>) => ({
   calls: 1,
