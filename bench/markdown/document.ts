@@ -45,7 +45,7 @@ function headerSection(meta: BenchMeta, config: BenchConfig, summary: Summary, c
     '',
     measuredOn(meta, config),
     '',
-    `**Targets met: ${targets.met} of ${targets.judged}** (issue 13's, and the acknowledge() bound).`,
+    `**Targets met: ${targets.met} of ${targets.judged}** (the bench's targets and the acknowledge() bound).`,
     '',
     `![throughput, cost and latency](${chartFile})`,
     '',
