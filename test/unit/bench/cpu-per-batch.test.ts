@@ -1,5 +1,5 @@
 /**
- * The bench's CPU figures (issue 13: every miss explained with the measured breakdown): CPU
+ * The bench's CPU figures (every miss is explained with the measured breakdown): CPU
  * seconds are read per process from /proc, turned into milliseconds per batch and cores busy,
  * and absent — not zero — for results written before they were measured.
  */

@@ -10,7 +10,7 @@ const tally = (wru: number, items: Record<string, number>) => ({
   items,
 });
 
-// Issue 13: latest.md says how much of a cell's writes the manifest (every receipt handle) is.
+// latest.md says how much of a cell's writes the manifest (every receipt handle) is.
 describe('manifest share of the writes', () => {
   it('counts the writes that name the manifest alone, per batch', () => {
     const b = {
