@@ -3,9 +3,10 @@
  * part (with Cloudflare's price and the targets), and latency p50/p99 beside the bare write.
  */
 
+import { fmt } from './format.ts';
 import { Canvas, type Rgb } from './png.ts';
 import { PRICES } from './pricing.ts';
-import { fmt, type Summary } from './report.ts';
+import type { Summary } from './summary-model.ts';
 
 const INK: Rgb = [30, 30, 30];
 const GRID: Rgb = [225, 225, 225];

@@ -77,7 +77,14 @@ export function partBreakdown(tallies: Tally[], batches: number): PartBreakdown 
   };
 }
 
-const READS = new Set(['GetItem', 'BatchGetItem', 'Query', 'Scan', 'TransactGetItems']);
+/** DynamoDB operations that only read; every other operation is counted as a write. */
+export const READ_OPS: ReadonlySet<string> = new Set([
+  'GetItem',
+  'BatchGetItem',
+  'Query',
+  'Scan',
+  'TransactGetItems',
+]);
 
 /** DynamoDB requests per batch of one part, split into reads and writes. */
 export function dynamoOfPart(b: PartBreakdown, part: string): { reads: number; writes: number } {
@@ -85,7 +92,7 @@ export function dynamoOfPart(b: PartBreakdown, part: string): { reads: number; w
   let writes = 0;
   for (const [key, e] of Object.entries(b.ops[part] ?? {})) {
     if (!key.startsWith('DynamoDB:')) continue;
-    if (READS.has(key.slice('DynamoDB:'.length))) reads += e.calls;
+    if (READ_OPS.has(key.slice('DynamoDB:'.length))) reads += e.calls;
     else writes += e.calls;
   }
   const n = Math.max(1, b.batches);

@@ -17,24 +17,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { measureRun } from './measure-run.ts';
 import type { BenchConfig, BenchMeta, BenchSamples } from './results-model.ts';
-import { laneEndRun, supervisorRun } from './scenarios/idle.ts';
-import { arrivalRun, controlPlaneRun, settleLatencyRun } from './scenarios/latency.ts';
-import { baselineSteady, hostSteady, type SteadySetting } from './scenarios/steady.ts';
-import { baselineDrain, hostDrain } from './scenarios/throughput.ts';
-import { utilisationRun } from './scenarios/utilisation.ts';
-import { closeShared, warmThreads, workerFile } from './support/bench-host.ts';
+import type { SteadySetting } from './scenarios/steady.ts';
 import { machineProbeMs } from './support/cpu.ts';
-import { installStepFunctionsHook } from './support/sfn-hook.ts';
-import { type StandIns, startStandIns } from './support/standins.ts';
-import {
-  ACK_ALL_WORKER,
-  ACK_WORKER,
-  ARRIVAL_WORKER,
-  NOOP_WORKER,
-  SLEEPING_WORKER,
-} from './support/workers.ts';
-import { writeResults } from './write-results.ts';
+import { type Outputs, writeResults } from './write-results.ts';
 
 /**
  * Steady-stream rates a 2-core machine sustains beside the Host: 200 msg/s in batches of 10 and
@@ -108,7 +95,13 @@ const log = (msg: string) =>
     `[bench ${((performance.now() - startedWall) / 1000).toFixed(1).padStart(6)} s] ${msg}\n`,
   );
 
-async function main(): Promise<number> {
+interface Options {
+  quick: boolean;
+  from?: string;
+  outputs: Outputs;
+}
+
+function options(): Options {
   const { values } = parseArgs({
     options: {
       quick: { type: 'boolean', default: false },
@@ -121,194 +114,54 @@ async function main(): Promise<number> {
     dir: values.out ?? path.join(BENCH_DIR, 'results'),
     readme: values.readme ?? path.join(BENCH_DIR, '..', 'README.md'),
   };
-  if (values.from) {
-    // Re-renders the report of an earlier run from its raw samples (no measurement).
-    const saved = JSON.parse(readFileSync(values.from, 'utf8')) as {
-      meta: BenchMeta;
-      config: BenchConfig;
-      samples: BenchSamples;
-    };
-    return writeResults(saved.meta, saved.config, saved.samples, outputs);
-  }
-  const config = values.quick ? QUICK : FULL;
-  const startedAt = new Date();
-  const loadAverageAtStart = os.loadavg();
-  const probeAtStart = machineProbeMs();
-  const commit = checkoutMeasured();
-  const samples: BenchSamples = {
-    throughput: [],
-    steady: [],
-    utilisation: [],
-    settle: [],
-    arrival: [],
-    controlPlane: [],
-    supervisor: [],
-    laneEnd: [],
-    errors: [],
+  return { quick: values.quick, ...(values.from ? { from: values.from } : {}), outputs };
+}
+
+/** Re-renders the report of an earlier run from its raw samples (no measurement). */
+function rerender(from: string, outputs: Outputs): number {
+  const saved = JSON.parse(readFileSync(from, 'utf8')) as {
+    meta: BenchMeta;
+    config: BenchConfig;
+    samples: BenchSamples;
   };
+  return writeResults(saved.meta, saved.config, saved.samples, outputs);
+}
 
-  installStepFunctionsHook();
-  log(`${config.mode} run: starting DynamoDB Local and the SQS stand-in`);
-  let standIns: StandIns | undefined;
-  try {
-    standIns = await startStandIns();
-    const { endpoints } = standIns;
-    log(`stand-ins up (DynamoDB Local pid ${standIns.pids.dynamodb}, SQS pid ${standIns.pids.sqs})`);
+/** What the machine looked like before the run, read before anything starts. */
+function machineAtStart() {
+  return {
+    startedAt: new Date(),
+    loadAverageAtStart: os.loadavg(),
+    probeAtStart: machineProbeMs(),
+    commit: checkoutMeasured(),
+  };
+}
 
-    /** Runs one scenario run; a failure is recorded and the bench goes on with the rest. */
-    const attempt = async <T>(
-      scenario: string,
-      run: number,
-      fn: () => Promise<T>,
-    ): Promise<T | undefined> => {
-      try {
-        return await fn();
-      } catch (err) {
-        const error = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-        samples.errors.push({ scenario, run, error });
-        log(`${scenario} run ${run} failed: ${error}`);
-        return undefined;
-      }
-    };
-
-    const maxConcurrency = Math.max(
-      ...config.cells.map((c) => c.concurrency),
-      config.utilisation.maxConcurrency,
-    );
-    await warmThreads(workerFile(NOOP_WORKER), maxConcurrency);
-    await warmThreads(workerFile(SLEEPING_WORKER), config.utilisation.maxConcurrency);
-    await warmThreads(workerFile(ACK_WORKER), 2);
-    await warmThreads(workerFile(ACK_ALL_WORKER), 2);
-    await warmThreads(workerFile(ARRIVAL_WORKER), 1);
-    log(`worker threads started; warm-up drain`);
-    await attempt('warm-up', 0, () =>
-      hostDrain(endpoints, { batchSize: 10, concurrency: 10, messages: 300 }, config.drainTimeoutMs),
-    );
-
-    // Throughput: Host and baseline back to back for each cell, cells rotated between runs.
-    for (let run = 1; run <= config.runs; run++) {
-      const order = config.cells.map((_, i) => config.cells[(i + run - 1) % config.cells.length]!);
-      for (const cell of order) {
-        const pair = await attempt(`throughput B${cell.batchSize} C${cell.concurrency}`, run, async () => {
-          const host = await hostDrain(endpoints, cell, config.drainTimeoutMs);
-          const baseline = await baselineDrain(endpoints, cell, config.drainTimeoutMs);
-          return { run, cell, host, baseline };
-        });
-        if (pair) {
-          samples.throughput.push(pair);
-          log(
-            `throughput run ${run} B${cell.batchSize} C${cell.concurrency}: Host ${pair.host.perSecond.toFixed(0)} msg/s, baseline ${pair.baseline.perSecond.toFixed(0)} msg/s`,
-          );
-        }
-      }
-    }
-
-    // Steady stream: Host and baseline back to back under the same producer, settings rotated.
-    const steady = config.steady;
-    for (let run = 1; steady && run <= steady.runs; run++) {
-      const order = steady.settings.map((_, i) => steady.settings[(i + run - 1) % steady.settings.length]!);
-      for (const setting of order) {
-        const label = `steady ${setting.rate}/s B${setting.batchSize} C${setting.concurrency}`;
-        const pair = await attempt(label, run, async () => {
-          const host = await hostSteady(endpoints, setting, steady.timing);
-          const baseline = await baselineSteady(endpoints, setting, steady.timing);
-          return { run, host, baseline };
-        });
-        if (pair) {
-          samples.steady?.push(pair);
-          log(
-            `${label} run ${run}: Host ${pair.host.perSecond.toFixed(0)} msg/s (p99 ${pair.host.latency.p99.toFixed(0)} ms), baseline ${pair.baseline.perSecond.toFixed(0)} msg/s (p99 ${pair.baseline.latency.p99.toFixed(0)} ms)`,
-          );
-        }
-      }
-    }
-
-    for (let run = 1; run <= config.runs; run++) {
-      const u = await attempt('utilisation', run, () =>
-        utilisationRun(endpoints, { ...config.utilisation, timeoutMs: config.drainTimeoutMs }),
-      );
-      if (u) {
-        samples.utilisation.push(u);
-        log(
-          `utilisation run ${run}: handlers ${u.handlerUtilisation.toFixed(2)}, slots ${u.slotUtilisation.toFixed(2)}`,
-        );
-      }
-    }
-
-    for (let run = 1; run <= config.runs; run++) {
-      const s = await attempt('settle latency', run, () =>
-        settleLatencyRun(endpoints, { ...config.settle, timeoutMs: config.drainTimeoutMs }),
-      );
-      if (s) {
-        samples.settle.push(s);
-        log(
-          `settle latency run ${run}: ${s.acknowledge.length} acknowledge, ${s.acknowledgeAll.length} acknowledgeAll`,
-        );
-      }
-    }
-
-    // Send-to-handler runs wait most of the time, so they run side by side (one Host each).
-    const arrivals = await Promise.all(
-      Array.from({ length: config.runs }, (_, i) => i + 1).flatMap((run) =>
-        config.arrival.map((a) =>
-          attempt(`send-to-handler t${a.maxBatchTimeoutSeconds}`, run, () =>
-            arrivalRun(endpoints, { ...a, timeoutMs: 30_000 }),
-          ),
-        ),
-      ),
-    );
-    for (const s of arrivals) if (s) samples.arrival.push(s);
-    log(`send-to-handler: ${samples.arrival.reduce((a, s) => a + s.sendToHandler.length, 0)} samples`);
-
-    for (let run = 1; run <= config.runs; run++) {
-      const s = await attempt('control plane', run, () =>
-        controlPlaneRun(endpoints, { ...config.controlPlane, timeoutMs: 30_000 }),
-      );
-      if (s) {
-        samples.controlPlane.push(s);
-        log(`control plane run ${run}: ${s.createToSucceeded.length} creates`);
-      }
-    }
-
-    // Idle: supervisor rounds, with the lane-end runs (mostly a long poll) alongside.
-    const laneEnds = Promise.all(
-      Array.from({ length: config.runs }, (_, i) =>
-        attempt('lane end', i + 1, () =>
-          laneEndRun(endpoints, {
-            ...config.laneEnd,
-            timeoutMs: (config.laneEnd.idleWaitSeconds + 30) * 1000,
-          }),
-        ),
-      ),
-    );
-    for (let run = 1; run <= config.runs; run++) {
-      const s = await attempt('supervisor', run, () => supervisorRun(endpoints, config.supervisor));
-      if (s) samples.supervisor.push(s);
-    }
-    for (const l of await laneEnds) if (l) samples.laneEnd.push(l);
-    log('idle scenarios done');
-  } finally {
-    await closeShared().catch(() => undefined);
-    await standIns?.stop();
-  }
-
+function runMeta(start: ReturnType<typeof machineAtStart>): BenchMeta {
   const finishedAt = new Date();
-  const date = startedAt.toISOString().slice(0, 10);
-  const meta: BenchMeta = {
-    date,
-    ...(commit ? { commit } : {}),
-    startedAt: startedAt.toISOString(),
+  return {
+    date: start.startedAt.toISOString().slice(0, 10),
+    ...(start.commit ? { commit: start.commit } : {}),
+    startedAt: start.startedAt.toISOString(),
     finishedAt: finishedAt.toISOString(),
     wallSeconds: (performance.now() - startedWall) / 1000,
     node: process.versions.node,
     platform: `${os.type()} ${os.release()} ${os.arch()}`,
     cpus: os.cpus().length,
     cpuModel: os.cpus()[0]?.model.trim() ?? 'unknown CPU',
-    loadAverageAtStart,
+    loadAverageAtStart: start.loadAverageAtStart,
     loadAverageAtEnd: os.loadavg(),
-    probeMs: { atStart: probeAtStart, atEnd: machineProbeMs() },
+    probeMs: { atStart: start.probeAtStart, atEnd: machineProbeMs() },
   };
-  return writeResults(meta, config, samples, outputs);
+}
+
+async function main(): Promise<number> {
+  const { quick, from, outputs } = options();
+  if (from) return rerender(from, outputs);
+  const config = quick ? QUICK : FULL;
+  const start = machineAtStart();
+  const samples = await measureRun(config, log);
+  return writeResults(runMeta(start), config, samples, outputs);
 }
 
 /** The commit this run measures, read before the run writes its results into the tree. */

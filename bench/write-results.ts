@@ -2,10 +2,13 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { renderChart } from './chart.ts';
+import { markdown } from './markdown/document.ts';
+import { resultsTable } from './markdown/results-table.ts';
 import { PRICE_SOURCES, PRICES } from './pricing.ts';
 import { costsRegion, replaceCostsRegion } from './readme-costs.ts';
-import { markdown, resultsTable, type Summary, summarise } from './report.ts';
+import { summarise } from './report.ts';
 import type { BenchConfig, BenchMeta, BenchSamples } from './results-model.ts';
+import type { Summary } from './summary-model.ts';
 
 export interface Outputs {
   /** bench/results */

@@ -10,8 +10,8 @@ import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { DeleteTableCommand } from '@aws-sdk/client-dynamodb';
-import { DeleteQueueCommand, ListQueuesCommand } from '@aws-sdk/client-sqs';
+import { DeleteTableCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DeleteQueueCommand, ListQueuesCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { dynamoDbClient, sqsClient } from '../../lambdas/adapters/aws/clients.ts';
 import { createHostTable } from '../../lambdas/adapters/aws/create-host-table.ts';
 import { sqsMessageQueue } from '../../lambdas/adapters/aws/sqs-message-queue.ts';
@@ -132,49 +132,17 @@ const BATCH_HOST_ROLES: Record<string, string> = {
 
 export type BenchHost = Awaited<ReturnType<typeof createBenchHost>>;
 
-export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptions = {}) {
-  const meter = opts.meter ?? new Meter();
-  const dynamodb = meter.instrumentDynamoDb(dynamoDbClient(endpoints.dynamodb));
-  const sqs = meter.instrumentSqs(sqsClient(endpoints.sqs));
-  const tableName = `bench-${randomUUID()}`;
-  await attribute('setup', () => createHostTable(dynamodb, tableName));
-  const token = `bench-${randomBytes(24).toString('hex')}`;
-  const workers = new BenchWorkers();
-  const queueNamePrefix = `b${randomBytes(4).toString('hex')}-`;
-  let onAccepted: () => void = () => {};
-  /** Running delivery sides (lanes + supervisor); sends wake the newest. */
-  const dispatchers: { lanes: LocalLanes; supervisor: LocalSupervisor }[] = [];
-  const wakeLauncher: LaneLauncher = {
-    start: (name, input) => dispatchers.at(-1)?.lanes.start(name, input) ?? Promise.resolve('exists'),
-  };
-  const host = composeHost({
-    lanes: wakeLauncher,
-    dynamodb,
-    tableName,
-    sqs,
-    queueNamePrefix,
-    workers,
-    authenticator: new StaticKeyAuthenticator([
-      { keyHash: hashApiKey(token), principal: 'bench', spaces: { [SPACE]: 'write' } },
-    ]),
-    cursorKey: randomBytes(32),
-    origin: () => 'https://bench.invalid',
-    onAccepted: () => onAccepted(),
-    delivery: {
-      workerTimeoutMs: opts.workerTimeoutMs ?? 30_000,
-      credentialKey: randomBytes(32),
-      workerFunction: async (space, name) => (workers.files.has(`${space}/${name}`) ? 'local' : undefined),
-      graceMs: opts.graceMs ?? 5_000,
-      idleWaitSeconds: opts.idleWaitSeconds ?? 1,
-    },
-  });
+type ComposedHost = ReturnType<typeof composeHost>;
 
-  // The delivery service as the dispatcher sees it: each batch-host call is timed and counted as
-  // one Lambda invocation, and the SDK calls inside it are attributed to it.
+/**
+ * The delivery service as the dispatcher sees it: each batch-host call is timed and counted as
+ * one Lambda invocation, and the SDK calls inside it are attributed to it.
+ */
+function meteredDelivery(delivery: DeliveryService, meter: Meter) {
   const finalizedListeners = new Set<(delivered: number) => void>();
   /** Messages each registered batch delivered, until it is finalised. */
   const delivered = new Map<string, number>();
-  const service = new Proxy(host.delivery, {
+  const service = new Proxy(delivery, {
     get(target, prop) {
       const value = Reflect.get(target, prop, target);
       if (typeof value !== 'function') return value;
@@ -203,8 +171,18 @@ export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptio
       };
     },
   }) as DeliveryService;
+  return {
+    service,
+    onFinalized(listener: (delivered: number) => void): () => void {
+      finalizedListeners.add(listener);
+      return () => finalizedListeners.delete(listener);
+    },
+  };
+}
 
-  const invokerFor = async (slot: { workerSpace: string; workerName: string }): Promise<QueueInvoker> => {
+/** Runs a slot's worker in the shared pool; a worker the bench did not register is abandoned. */
+function poolInvoker(workers: BenchWorkers) {
+  return async (slot: { workerSpace: string; workerName: string }): Promise<QueueInvoker> => {
     const entry = workers.files.get(`${slot.workerSpace}/${slot.workerName}`);
     return {
       invoke: async (delivery, settle) =>
@@ -221,10 +199,10 @@ export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptio
           : 'abandoned',
     };
   };
+}
 
-  const consumers: string[] = [];
-  let loop: ExecutorLoop | undefined;
-
+/** The Host's HTTP API as a client sees it, with the bench's key; its calls count as control plane. */
+function controlPlaneClient(host: ComposedHost, token: string) {
   async function request(r: {
     method?: string;
     path: string;
@@ -273,6 +251,146 @@ export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptio
     return target;
   }
 
+  return { request, create, settle, createQueue };
+}
+
+/** Queue, worker and consumer created through the API and settled, in that order. */
+async function createConsumer(
+  api: ReturnType<typeof controlPlaneClient>,
+  workers: BenchWorkers,
+  o: { name: string; workerSource: string; settings: ConsumerSettings; vars: Record<string, unknown> },
+) {
+  const { name, settings: s } = o;
+  const queue = await api.createQueue(`${name}-q`);
+  workers.files.set(`${SPACE}/${name}-w`, { file: workerFile(o.workerSource), vars: o.vars });
+  const w = await api.create({ form: FORMS.moduleWorker, space: SPACE, name: `${name}-w`, spec: {} });
+  if (w.status !== 202) throw new Error(`worker create answered ${w.status}`);
+  await api.settle();
+  const c = await api.create({
+    form: FORMS.consumer,
+    space: SPACE,
+    name,
+    spec: {
+      queue: { resourceUid: queue.queueUid },
+      worker: { resourceUid: w.body.resourceUid },
+      maxBatchSize: s.maxBatchSize,
+      maxBatchTimeoutSeconds: s.maxBatchTimeoutSeconds,
+      maxConcurrency: s.maxConcurrency,
+      maxRetries: s.maxRetries ?? 3,
+      retryDelaySeconds: s.retryDelaySeconds ?? 0,
+    },
+  });
+  if (c.status !== 202) throw new Error(`consumer create answered ${c.status}: ${JSON.stringify(c.body)}`);
+  await api.settle();
+  return { queue, consumerUid: c.body.resourceUid as string };
+}
+
+/** Lanes under a control loop, and its supervisor, not yet started. */
+function localDispatcher(
+  deps: {
+    host: ComposedHost;
+    service: DeliveryService;
+    sqs: SQSClient;
+    invokerFor: ReturnType<typeof poolInvoker>;
+  },
+  idleWaitSeconds: number,
+  supervisorMs: number,
+): { lanes: LocalLanes; supervisor: LocalSupervisor } {
+  const { host, service, sqs, invokerFor } = deps;
+  const lanes = new LocalLanes();
+  const loop = new ControlLoop({ service, launcher: lanes });
+  const messages = sqsMessageQueue(sqs);
+  lanes.attach({ loop, host: directBatchHost(service, loop), messages, idleWaitSeconds, invokerFor });
+  const supervisor = new LocalSupervisor(
+    { loop, attachments: host.attachments, queueDirectory: host.queueDirectory, messages },
+    supervisorMs,
+  );
+  return { lanes, supervisor };
+}
+
+/** Sends `count` messages in sendBatch calls of ≤100, `parallel` at a time (producer context). */
+async function prefillQueue(
+  host: ComposedHost,
+  target: QueueTarget,
+  count: number,
+  bodyBytes: number,
+  parallel: number,
+): Promise<void> {
+  const body = new Uint8Array(bodyBytes).fill(97);
+  let left = count;
+  const one = async () => {
+    while (left > 0) {
+      const n = Math.min(100, left);
+      left -= n;
+      await attribute('producer', () =>
+        host.producer.sendBatch(
+          target,
+          Array.from({ length: n }, () => ({ body })),
+        ),
+      );
+    }
+  };
+  await Promise.all(Array.from({ length: parallel }, one));
+}
+
+/** Removes what a bench Host created on the stand-ins; what is already gone is not an error. */
+async function dropResources(
+  clients: { dynamodb: DynamoDBClient; sqs: SQSClient },
+  names: { tableName: string; queueNamePrefix: string },
+): Promise<void> {
+  const { dynamodb, sqs } = clients;
+  await attribute('teardown', async () => {
+    const listed = await sqs
+      .send(new ListQueuesCommand({ QueueNamePrefix: names.queueNamePrefix }))
+      .catch(() => ({ QueueUrls: [] as string[] }));
+    for (const url of listed.QueueUrls ?? [])
+      await sqs.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => undefined);
+    await dynamodb.send(new DeleteTableCommand({ TableName: names.tableName })).catch(() => undefined);
+  });
+}
+
+export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptions = {}) {
+  const meter = opts.meter ?? new Meter();
+  const dynamodb = meter.instrumentDynamoDb(dynamoDbClient(endpoints.dynamodb));
+  const sqs = meter.instrumentSqs(sqsClient(endpoints.sqs));
+  const tableName = `bench-${randomUUID()}`;
+  await attribute('setup', () => createHostTable(dynamodb, tableName));
+  const token = `bench-${randomBytes(24).toString('hex')}`;
+  const workers = new BenchWorkers();
+  const queueNamePrefix = `b${randomBytes(4).toString('hex')}-`;
+  let onAccepted: () => void = () => {};
+  /** Running delivery sides (lanes + supervisor); sends wake the newest. */
+  const dispatchers: { lanes: LocalLanes; supervisor: LocalSupervisor }[] = [];
+  const wakeLauncher: LaneLauncher = {
+    start: (name, input) => dispatchers.at(-1)?.lanes.start(name, input) ?? Promise.resolve('exists'),
+  };
+  const host = composeHost({
+    lanes: wakeLauncher,
+    dynamodb,
+    tableName,
+    sqs,
+    queueNamePrefix,
+    workers,
+    authenticator: new StaticKeyAuthenticator([
+      { keyHash: hashApiKey(token), principal: 'bench', spaces: { [SPACE]: 'write' } },
+    ]),
+    cursorKey: randomBytes(32),
+    origin: () => 'https://bench.invalid',
+    onAccepted: () => onAccepted(),
+    delivery: {
+      workerTimeoutMs: opts.workerTimeoutMs ?? 30_000,
+      credentialKey: randomBytes(32),
+      workerFunction: async (space, name) => (workers.files.has(`${space}/${name}`) ? 'local' : undefined),
+      graceMs: opts.graceMs ?? 5_000,
+      idleWaitSeconds: opts.idleWaitSeconds ?? 1,
+    },
+  });
+  const { service, onFinalized } = meteredDelivery(host.delivery, meter);
+  const invokerFor = poolInvoker(workers);
+  const api = controlPlaneClient(host, token);
+  const consumers: string[] = [];
+  let loop: ExecutorLoop | undefined;
+
   /**
    * Queue + worker + consumer, all settled; the dispatcher is not started. `vars` reach the
    * worker as `env` (record paths, timings), so one source keeps one module file and its threads.
@@ -283,31 +401,10 @@ export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptio
     s: ConsumerSettings,
     vars: Record<string, unknown> = {},
   ) {
-    const queue = await createQueue(`${name}-q`);
-    workers.files.set(`${SPACE}/${name}-w`, { file: workerFile(workerSource), vars });
-    const w = await create({ form: FORMS.moduleWorker, space: SPACE, name: `${name}-w`, spec: {} });
-    if (w.status !== 202) throw new Error(`worker create answered ${w.status}`);
-    await settle();
-    const c = await create({
-      form: FORMS.consumer,
-      space: SPACE,
-      name,
-      spec: {
-        queue: { resourceUid: queue.queueUid },
-        worker: { resourceUid: w.body.resourceUid },
-        maxBatchSize: s.maxBatchSize,
-        maxBatchTimeoutSeconds: s.maxBatchTimeoutSeconds,
-        maxConcurrency: s.maxConcurrency,
-        maxRetries: s.maxRetries ?? 3,
-        retryDelaySeconds: s.retryDelaySeconds ?? 0,
-      },
-    });
-    if (c.status !== 202) throw new Error(`consumer create answered ${c.status}: ${JSON.stringify(c.body)}`);
-    await settle();
-    const consumerUid = c.body.resourceUid as string;
-    watchConsumer(consumerUid, meter);
-    consumers.push(consumerUid);
-    return { queue, consumerUid };
+    const created = await createConsumer(api, workers, { name, workerSource, settings: s, vars });
+    watchConsumer(created.consumerUid, meter);
+    consumers.push(created.consumerUid);
+    return created;
   }
 
   /**
@@ -315,29 +412,16 @@ export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptio
    * dispatcher definition) and its supervisor round every `supervisorMs` (AWS: every minute).
    */
   function startDispatcher(o: { idleWaitSeconds?: number; supervisorMs?: number } = {}): LocalLanes {
-    const lanes = new LocalLanes();
-    const loop = new ControlLoop({ service, launcher: lanes });
-    lanes.attach({
-      loop,
-      host: directBatchHost(service, loop),
-      messages: sqsMessageQueue(sqs),
-      idleWaitSeconds: o.idleWaitSeconds ?? opts.idleWaitSeconds ?? 1,
-      invokerFor,
-    });
-    const supervisor = new LocalSupervisor(
-      {
-        loop,
-        attachments: host.attachments,
-        queueDirectory: host.queueDirectory,
-        messages: sqsMessageQueue(sqs),
-      },
+    const dispatcher = localDispatcher(
+      { host, service, sqs, invokerFor },
+      o.idleWaitSeconds ?? opts.idleWaitSeconds ?? 1,
       o.supervisorMs ?? 60_000,
     );
-    dispatchers.push({ lanes, supervisor });
+    dispatchers.push(dispatcher);
     // Its rounds (timers started here) run in this context, so none of their calls count as
     // delivery; the lanes it starts are attributed by their Task states.
-    attribute('supervisor', () => supervisor.start());
-    return lanes;
+    attribute('supervisor', () => dispatcher.supervisor.start());
+    return dispatcher.lanes;
   }
 
   /** The executor as `npm start` runs it: woken on acceptance, else every 250 ms. */
@@ -345,25 +429,6 @@ export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptio
     loop = new ExecutorLoop(host.executor);
     onAccepted = () => loop?.poke();
     attribute('control-plane', () => loop?.start());
-  }
-
-  /** Sends `count` messages in sendBatch calls of ≤100, `parallel` at a time (producer context). */
-  async function prefill(target: QueueTarget, count: number, bodyBytes = 64, parallel = 4): Promise<void> {
-    const body = new Uint8Array(bodyBytes).fill(97);
-    let left = count;
-    const one = async () => {
-      while (left > 0) {
-        const n = Math.min(100, left);
-        left -= n;
-        await attribute('producer', () =>
-          host.producer.sendBatch(
-            target,
-            Array.from({ length: n }, () => ({ body })),
-          ),
-        );
-      }
-    };
-    await Promise.all(Array.from({ length: parallel }, one));
   }
 
   async function close(): Promise<void> {
@@ -375,14 +440,7 @@ export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptio
     );
     await loop?.stop();
     for (const c of consumers.splice(0)) unwatchConsumer(c);
-    await attribute('teardown', async () => {
-      const listed = await sqs
-        .send(new ListQueuesCommand({ QueueNamePrefix: queueNamePrefix }))
-        .catch(() => ({ QueueUrls: [] as string[] }));
-      for (const url of listed.QueueUrls ?? [])
-        await sqs.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => undefined);
-      await dynamodb.send(new DeleteTableCommand({ TableName: tableName })).catch(() => undefined);
-    });
+    await dropResources({ dynamodb, sqs }, { tableName, queueNamePrefix });
     dynamodb.destroy();
     sqs.destroy();
   }
@@ -395,18 +453,13 @@ export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptio
     tableName,
     queueNamePrefix,
     service,
-    request,
-    create,
-    settle,
-    createQueue,
+    ...api,
     setupConsumer,
     startDispatcher,
     startExecutorLoop,
-    prefill,
-    onFinalized(listener: (delivered: number) => void): () => void {
-      finalizedListeners.add(listener);
-      return () => finalizedListeners.delete(listener);
-    },
+    prefill: (target: QueueTarget, count: number, bodyBytes = 64, parallel = 4) =>
+      prefillQueue(host, target, count, bodyBytes, parallel),
+    onFinalized,
     close,
   };
 }

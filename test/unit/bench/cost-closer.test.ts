@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { costCloser } from '../../../bench/explain.ts';
-import type { CellCounts } from '../../../bench/report.ts';
+import { costCloser } from '../../../bench/cost-closer.ts';
+import type { CellCounts } from '../../../bench/summary-model.ts';
 
 const one = (median: number) => ({ median, min: median, max: median, runs: 1 });
 const tally = (wru: number, items: Record<string, number>) => ({
@@ -35,7 +35,7 @@ const counts = {
   },
 } as unknown as CellCounts;
 
-// Issue 13: latest.md says, per missed cost cell, what it would cost without its two design parts.
+// latest.md says, per missed cost cell, what it would cost without its two design parts.
 describe('what would close a cost miss', () => {
   it('prices the manifest and the lanes from the counts, and the write budget the target leaves', () => {
     // Per million messages: writes 43 WRU / 100 msgs × $0.625 = $0.26875 (+ the producer's 2 WRU per 100).

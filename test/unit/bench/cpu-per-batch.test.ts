@@ -1,10 +1,12 @@
 /**
- * The bench's CPU figures (issue 13: every miss explained with the measured breakdown): CPU
+ * The bench's CPU figures (every miss is explained with the measured breakdown): CPU
  * seconds are read per process from /proc, turned into milliseconds per batch and cores busy,
  * and absent — not zero — for results written before they were measured.
  */
 import { describe, expect, it } from 'vitest';
-import { cpuPerBatch, cpuTable, type Summary } from '../../../bench/report.ts';
+import { cpuTable } from '../../../bench/markdown/tables.ts';
+import { cpuPerBatch } from '../../../bench/summary/cpu-per-batch.ts';
+import type { Summary } from '../../../bench/summary-model.ts';
 import { cpuMark, cpuSince, measureStandIns } from '../../../bench/support/cpu.ts';
 
 /** Busy until this process has used `ms` more CPU (by CPU time, not wall time: the machine may be loaded). */

@@ -4,7 +4,7 @@ import { foldKinds, itemKind } from '../../../bench/support/meter.ts';
 const key = (pk: string, sk?: string) => ({ pk: { S: pk }, ...(sk !== undefined ? { sk: { S: sk } } : {}) });
 
 // The bench's per-batch breakdown groups DynamoDB items by kind; a kind must not split into one
-// entry per item (issue 13: latest.md listed every RECENT# item of a run on its own).
+// entry per item (latest.md once listed every RECENT# item of a run on its own).
 describe('bench item kinds', () => {
   it('names a kind by the partition prefix and a word sort key', () => {
     expect(itemKind(key('ATTACH#r01', '_'))).toBe('ATTACH');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { manifestWruPerBatch } from '../../../bench/explain.ts';
+import { manifestWruPerBatch } from '../../../bench/part-items.ts';
 
 const tally = (wru: number, items: Record<string, number>) => ({
   calls: 1,
@@ -10,7 +10,7 @@ const tally = (wru: number, items: Record<string, number>) => ({
   items,
 });
 
-// Issue 13: latest.md says how much of a cell's writes the manifest (every receipt handle) is.
+// latest.md says how much of a cell's writes the manifest (every receipt handle) is.
 describe('manifest share of the writes', () => {
   it('counts the writes that name the manifest alone, per batch', () => {
     const b = {

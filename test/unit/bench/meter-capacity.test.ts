@@ -2,7 +2,7 @@
  * The bench prices DynamoDB by the units a call consumes. For a transaction DynamoDB Local reports
  * less than AWS bills (2 WRU per started KB of every item written or checked, a ConditionCheck
  * included): the meter prices transactions item by item from the sizes it has seen, so the
- * registration is not priced below AWS (issue 13's cost figures).
+ * registration is not priced below AWS (the bench's cost figures).
  */
 import {
   type AttributeValue,

@@ -4,7 +4,7 @@ import type { Tally } from '../../../bench/support/meter.ts';
 
 const tally = (t: Partial<Tally>): Tally => ({ sdk: {}, lambda: {}, transitions: {}, executions: 0, ...t });
 
-// Issue 13: lanes on the Express dispatcher are billed per execution and duration, not per transition.
+// Lanes on the Express dispatcher are billed per execution and duration, not per transition.
 describe('Step Functions pricing', () => {
   it('Standard lanes per transition; Express lanes per request and per 100 ms of 64 MB', () => {
     // 10 transitions in Standard lanes, 5 more in one Express lane that ran 2 s.
