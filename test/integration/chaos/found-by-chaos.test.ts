@@ -8,6 +8,7 @@
  * 2. An exhausted message whose removal failed (SQS briefly down) came back with no attempts
  *    record and was delivered again as attempt 1, past `1 + maxRetries` (DL-07).
  */
+
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -20,6 +21,7 @@ import {
   SQSClient,
 } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { MessageQueue } from '../../../lambdas/delivery/ports.ts';
 import { startSqsServer } from '../../../lambdas/local/standins/sqs-server.ts';
 import {
   createDeliveryHost,
@@ -65,7 +67,7 @@ describe('found by the chaos suite', () => {
     beforeAll(async () => {
       d = await createDeliveryHost({ workerTimeoutMs: 2_000, graceMs: 500 });
       // The slot margin is shortened (as the chaos suite does), so the undeleted copy returns in seconds.
-      (d.host.delivery as unknown as { o: { slotMarginMs: number } }).o.slotMarginMs = 1_000;
+      (d.host.delivery as unknown as { c: { o: { slotMarginMs: number } } }).c.o.slotMarginMs = 1_000;
     });
     afterAll(async () => d.close());
 
@@ -81,17 +83,18 @@ describe('found by the chaos suite', () => {
         },
       );
       // The first DeleteMessageBatch of the delivery service fails, as when the SQS stand-in is down.
-      const o = (d.host.delivery as unknown as { o: { sqs: Pick<SQSClient, 'send'> } }).o;
-      const real = o.sqs;
+      const o = (d.host.delivery as unknown as { c: { o: { messages: MessageQueue } } }).c.o;
+      const real = o.messages;
       let failures = 0;
-      o.sqs = {
-        send: ((command: unknown) => {
-          if (command instanceof DeleteMessageBatchCommand && failures === 0) {
+      o.messages = {
+        ...real,
+        deleteBatch: (url, handles) => {
+          if (failures === 0) {
             failures++;
             return Promise.reject(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }));
           }
-          return real.send(command as never);
-        }) as SQSClient['send'],
+          return real.deleteBatch(url, handles);
+        },
       };
       try {
         const [id] = await d.host.producer.sendBatch(queue, [{ body: 'exhausted' }]);
@@ -110,7 +113,7 @@ describe('found by the chaos suite', () => {
         const deliveries = readEvents(log).filter((e) => e.ev === 'msg');
         expect(deliveries.map((e) => [e.id, e.attempts])).toEqual([[id, 1]]);
       } finally {
-        o.sqs = real;
+        o.messages = real;
       }
     });
   });

@@ -184,7 +184,7 @@ export async function attemptsRecord(d: DeliveryHost, queueUid: string, id: stri
 
 /** The DeliveryStore instance inside the Host's DeliveryService (to inject a failure). */
 export function storeOf(d: DeliveryHost): DeliveryStore {
-  return (d.host.delivery as unknown as { o: { store: DeliveryStore } }).o.store;
+  return (d.host.delivery as unknown as { c: { o: { store: DeliveryStore } } }).c.o.store;
 }
 
 /** Rejection name of a promise, or `resolved`. */

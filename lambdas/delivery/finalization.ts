@@ -1,0 +1,255 @@
+/**
+ * Finalisation: a batch closes once, and every decision is applied with the receipt handles
+ * registration recorded — acknowledged messages deleted, retried ones hidden for their delay with
+ * their attempts recorded first, those out of retries owed a dead-letter move.
+ */
+
+import { crashPoint } from '../shared/crash-points.ts';
+import { log } from '../shared/log.ts';
+import { type DeliveryContext, hashCredential, visibilityLeft } from './delivery-context.ts';
+import type { BatchHead, Manifest, ManifestEntry, SettlementCode } from './delivery-store.ts';
+import { NamedError, recordExpiry } from './limits.ts';
+import { returnNow, type Visibility } from './queue-requests.ts';
+import type { SealedManifest } from './registration.ts';
+import type { HandlerError, InvocationOutcome } from './settlement-protocol.ts';
+import { manifestSealValid } from './slot-seal.ts';
+import type { AcquireResult, Slot, SlotDesk } from './slots.ts';
+
+export interface FinalizeOptions {
+  /** The batch's sealed slot (the runner's copy): the Host then need not read its records. */
+  slot?: Slot;
+  /** The lane goes on: hand the slot to its next batch (`Finalized.next`). */
+  next?: boolean;
+  /** The manifest registration handed to the runner, sealed: read from the table without it. */
+  manifest?: SealedManifest;
+  /** The handler's error, when it threw (for the consumer's recent batches; never its stack). */
+  error?: HandlerError;
+}
+
+export interface Finalized {
+  /** Ids of messages to move to the dead-letter queue (the runner sends their bodies). */
+  deadLetter: string[];
+  /** The lane's next slot, when asked for and nothing is owed a move. */
+  next?: AcquireResult;
+}
+
+export class Finalizer {
+  private readonly c: DeliveryContext;
+  private readonly slots: SlotDesk;
+
+  constructor(c: DeliveryContext, slots: SlotDesk) {
+    this.c = c;
+    this.slots = slots;
+  }
+
+  /**
+   * Finalisation requested by a runner: only with the batch's credential. Returns the ids of the
+   * messages to move to the dead-letter queue, whose bodies the runner then sends (`deadLetter`).
+   */
+  async finalizeAsRunner(
+    batchId: string,
+    credential: string,
+    outcome: InvocationOutcome,
+    opts: FinalizeOptions = {},
+  ): Promise<Finalized> {
+    // A sealed slot brings the consumer's settings and queue; without one they are read.
+    const slot = opts.slot ? this.c.trusted(opts.slot) : undefined;
+    if (slot && slot.batchId !== batchId) throw new NamedError('unknown_batch', 'not a batch of this runner');
+    const manifest = this.trustedManifest(batchId, opts.manifest);
+    // Closing is conditional on the credential: the write that checks ownership is the close.
+    const head = await this.c.o.store.closeBatch(batchId, outcome, {
+      at: this.c.now(),
+      credentialHash: hashCredential(credential),
+      error: opts.error,
+    });
+    if (!head || !this.c.ownsBatch(head, credential))
+      throw new NamedError('unknown_batch', 'not a batch of this runner');
+    return this.apply(head, 'live', slot, opts.next === true, manifest);
+  }
+
+  /** The runner's copy of a manifest if the Host sealed it for this batch, else undefined (read it). */
+  private trustedManifest(batchId: string, sealed: SealedManifest | undefined): Manifest | undefined {
+    if (!sealed) return undefined;
+    const { seal, ...manifest } = sealed;
+    if (!manifestSealValid(this.c.o.credentialKey, batchId, manifest, seal)) {
+      throw new NamedError('unknown_batch', 'not a manifest of this batch');
+    }
+    return manifest;
+  }
+
+  /**
+   * Closes the batch and applies every decision with the receipt handles registration recorded.
+   * `live`: the runner still holds the bodies, so messages out of retries (and the batch's moves)
+   * are returned as ids to move. `recovery` (the runner is gone): they are returned to the queue
+   * instead, their attempts recorded, so registration moves them when they come back. Once the
+   * messages may be visible again, handles may be stale: decisions are then written as attempts
+   * records only, which take effect when the messages are received again.
+   */
+  async finalize(
+    batchId: string,
+    outcome: InvocationOutcome,
+    mode: 'live' | 'recovery',
+    error?: HandlerError,
+  ): Promise<{ deadLetter: string[] }> {
+    const closed = await this.c.o.store.closeBatch(batchId, outcome, { at: this.c.now(), error });
+    // A recovery fences the batch before it acts, and decides from the head as of the fence: a
+    // runner whose finalisation outlived the slot's deadline can then take no move on that
+    // recovery also returns, and keeps the records of moves it made (`moveToDeadLetter`).
+    const head = closed && mode === 'recovery' ? await this.c.o.store.fenceRecovery(batchId) : closed;
+    if (!head) return { deadLetter: [] };
+    return this.apply(head, mode, undefined, false);
+  }
+
+  /**
+   * Applies a closed batch's decisions (see `finalize`). `slot`, when the runner brought its
+   * sealed slot, stands in for reading the consumer and queue. `next`: the lane goes on, so the
+   * batch's slot is handed to its next batch in the same write that frees it.
+   */
+  private async apply(
+    head: BatchHead,
+    mode: 'live' | 'recovery',
+    slot: Slot | undefined,
+    next: boolean,
+    known?: Manifest,
+  ): Promise<Finalized> {
+    const batchId = head.batchId;
+    const manifest: Manifest = known ??
+      (await this.c.o.store.getManifest(head)) ?? { entries: [], moves: [] };
+    if (head.applied) {
+      if (mode === 'live') return { deadLetter: pendingIds(head, manifest) };
+      await this.returnPending(head, manifest);
+      return { deadLetter: [] };
+    }
+    const spec = slot ?? (await this.c.consumer(head.consumerUid))?.spec;
+    const queue = slot ?? (await this.c.queueTarget(head.queueUid));
+    const now = this.c.now();
+    const usable = queue !== undefined && this.c.handlesValid(head, now);
+    const handlesOf = (m: ManifestEntry) => (usable ? (m.handles ?? []) : []);
+    const expires = recordExpiry(now);
+    const effective = head.outcome === 'returned' && !head.doubtful ? 'returned' : 'retry-rest';
+    const toDelete: { entry: ManifestEntry; handle: string }[] = [];
+    const toHide: Visibility[] = [];
+    const deadLetter: string[] = [];
+    const owesMove = (m: ManifestEntry, handles: string[]) => {
+      if (mode === 'live' && handles.length > 0) deadLetter.push(m.id);
+      else toHide.push(...returnNow([{ ...m, handles }]));
+    };
+
+    for (const [i, m] of manifest.entries.entries()) {
+      const code: SettlementCode =
+        head.settled[String(i)] ?? head.all ?? (effective === 'returned' ? 'a' : 'r');
+      const handles = handlesOf(m);
+      if (code === 'a') {
+        if (handles.length > 0) for (const handle of handles) toDelete.push({ entry: m, handle });
+        else
+          await this.c.o.store.putAttempts(
+            head.queueUid,
+            { id: m.id, attempts: m.attempts, acked: true },
+            expires,
+          );
+        continue;
+      }
+      // The attempts record is durable before the message can be seen again (exact attempts).
+      if (m.attempts >= 1 + (spec?.maxRetries ?? 0)) {
+        // Out of retries: the next step is the dead-letter move, which needs the body.
+        await this.c.o.store.putAttempts(head.queueUid, { id: m.id, attempts: m.attempts }, expires);
+        owesMove(m, handles);
+        continue;
+      }
+      const delay = code.length > 1 ? Number(code.slice(1)) : (spec?.retryDelaySeconds ?? 0);
+      await this.c.o.store.putAttempts(
+        head.queueUid,
+        { id: m.id, attempts: m.attempts, notBefore: delay > 0 ? now + delay * 1000 : undefined },
+        expires,
+      );
+      const seconds = Math.max(0, Math.min(delay, visibilityLeft(m.receivedAt ?? now, now)));
+      for (const handle of handles) toHide.push({ handle, seconds });
+      log.info('message retried', {
+        consumerUid: head.consumerUid,
+        messageId: m.id,
+        attempts: m.attempts,
+        delaySeconds: delay,
+        ...(mode === 'recovery' ? { recovery: true } : {}),
+      });
+    }
+    for (const m of manifest.moves) owesMove(m, handlesOf(m));
+    if (queue) {
+      const { failed, unsent } = await this.c.deletions(
+        queue.sqsUrl,
+        toDelete.map((d) => d.handle),
+      );
+      // The runner finalises again (then the recovery): an acknowledged copy SQS kept in an
+      // outage would otherwise stay in flight until the batch's hold ends (16 minutes at the
+      // defaults; the oldest-message alarm counts it). Recovery, with no runner to try again,
+      // leaves such a copy to be deleted on sight.
+      if (unsent > 0 && mode === 'live') {
+        throw new Error(`SQS did not take ${unsent} deletes of acknowledged messages; applied again`);
+      }
+      let acknowledged = 0;
+      for (const m of new Set(toDelete.map((d) => d.entry))) {
+        if ((m.handles ?? []).some((h) => failed.has(h))) {
+          await this.c.o.store.putAttempts(
+            head.queueUid,
+            { id: m.id, attempts: m.attempts, acked: true },
+            expires,
+          );
+        } else {
+          acknowledged += 1;
+          if (m.hadRecord) await this.c.o.store.clearAttempts(head.queueUid, m.id);
+        }
+      }
+      this.c.o.delivery.acknowledged?.(head.queueUid, acknowledged);
+      crashPoint('delivery.mid-finalize');
+      await this.c.releaseVisibility(queue.sqsUrl, toHide, 'retried messages');
+      await this.c.o.delivery.hidden(
+        head.consumerUid,
+        head.generation,
+        toHide.map((h) => h.seconds),
+      );
+    }
+    if (deadLetter.length > 0) {
+      // The moves still need the bodies: the slot stays until the runner sent them — unless a
+      // recovery took the batch over meanwhile; it returns them (moved on return) and frees the slot.
+      if (!(await this.c.o.store.markApplied(batchId, deadLetter, { unlessRecovering: true }))) {
+        return { deadLetter: [] };
+      }
+      return { deadLetter };
+    }
+    // Nothing is owed: freeing the slot ends the batch, and nothing reads `applied` of a batch
+    // without a slot (were this call repeated, its writes are the same ones again).
+    if (mode === 'recovery' || !slot) await this.c.o.store.markApplied(batchId, []);
+    if (next && slot) {
+      const handed = await this.slots.handOver(slot);
+      return { deadLetter, next: handed };
+    }
+    await this.c.o.store.releaseSlot(
+      head.consumerUid,
+      batchId,
+      mode === 'recovery' ? { recoveredAt: now } : {},
+    );
+    return { deadLetter };
+  }
+
+  /**
+   * The runner left before moving these: back to the queue (attempts recorded), moved on return.
+   * The head is fenced (`finalize`) before they go back: a runner still moving them (its move
+   * outlived the slot's deadline) reads that after its delete and keeps their records.
+   */
+  private async returnPending(head: BatchHead, manifest: Manifest): Promise<void> {
+    const pending = new Set(pendingIds(head, manifest));
+    const queue = await this.c.queueTarget(head.queueUid);
+    if (queue && pending.size > 0 && this.c.handlesValid(head, this.c.now())) {
+      const owed = [...manifest.entries, ...manifest.moves].filter((m) => pending.has(m.id));
+      await this.c.releaseVisibility(queue.sqsUrl, returnNow(owed), 'owed moves');
+    }
+    await this.c.o.store.markApplied(head.batchId, []);
+    await this.c.o.store.releaseSlot(head.consumerUid, head.batchId, { recoveredAt: this.c.now() });
+  }
+}
+
+/** The ids still owed a dead-letter move (heads of older Host versions kept manifest indexes). */
+export function pendingIds(head: BatchHead, manifest: Manifest): string[] {
+  return head.pendingDeadLetter.flatMap((p: string | number) =>
+    typeof p === 'number' ? (manifest.entries[p]?.id ?? []) : p,
+  );
+}

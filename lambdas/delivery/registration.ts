@@ -1,0 +1,443 @@
+/**
+ * Registration: what a lane received becomes a batch — each message delivered now with its exact
+ * attempt number, hidden until later, or owed a dead-letter move — in one transaction that holds
+ * only while the consumer generation is the active one.
+ */
+
+import { crashPoint } from '../shared/crash-points.ts';
+import { log } from '../shared/log.ts';
+import { digestOf } from './batch-digest.ts';
+import {
+  type DeliveryContext,
+  hashCredential,
+  SKEW_ALLOWANCE_MS,
+  visibilityLeft,
+} from './delivery-context.ts';
+import {
+  type AttemptsRecord,
+  type BatchHead,
+  type Manifest,
+  type ManifestEntry,
+  ManifestNotWritten,
+} from './delivery-store.ts';
+import type { Envelope } from './envelope.ts';
+import { NamedError } from './limits.ts';
+import { returnNow, type Visibility } from './queue-requests.ts';
+import { manifestSeal } from './slot-seal.ts';
+import { type AcquireResult, laneContextOf, nextBatchId, type Slot, type SlotDesk } from './slots.ts';
+
+/** A message as the runner received it from SQS. */
+export interface Received {
+  receiptHandle: string;
+  receivedAt: number;
+  /** SQS's SentTimestamp: when the queue accepted the message, by SQS's clock, not a producer's. */
+  sentAt?: number;
+  envelope: Omit<Envelope, 'body'>;
+}
+
+export interface Registration {
+  /** The batch credential, handed only to the runner (never through the state machine). */
+  credential: string;
+  /** The slot's deadline from registration on: the handler must end before it. */
+  deadline?: number;
+  /** Indexes into the received list, in batch order, with their attempt numbers. */
+  deliver: { received: number; attempts: number }[];
+  /** The queue was empty, but a send through the Host came after the slot was taken. */
+  woken?: boolean;
+  /**
+   * Woken, for a lane that goes on: its next slot, taken in the same call. It knows the wake
+   * count read then, so its own empty receive is woken only by a later send (exactly, in any shard).
+   */
+  next?: AcquireResult;
+  /**
+   * Fewer than maxConcurrency slots were held when it registered: another lane may start.
+   * Decided for a full receive (maxBatchSize messages), the only case the control loop asks.
+   */
+  room?: boolean;
+  /**
+   * Every slot was held, by the latest count registration had: no other lane could start on
+   * more messages now, so the runner may receive its next batch while this one runs.
+   */
+  saturated?: boolean;
+  /**
+   * Received messages that already had their last delivery. They belong to the batch and are
+   * moved when it is finalised (the runner holds their bodies).
+   */
+  moves: number;
+  /** What registration recorded, sealed: the runner hands it back to `finalize` (no read then). */
+  manifest?: SealedManifest;
+}
+
+/** A batch's manifest with the Host's seal (`slot-seal.ts`). */
+export type SealedManifest = Manifest & { seal: string };
+
+/** A registration's reads (`registrationReads`), with every slot when they were asked for. */
+interface RegistrationRead {
+  committed: Set<string>;
+  outstanding: number;
+  held?: number;
+  slots?: Record<string, number>;
+  recoveredAt?: number;
+}
+
+/** Complete commits a Host process remembers (ids of about 20 bytes: well under 1 MB). */
+const COMMITS_REMEMBERED = 20_000;
+export class Registrar {
+  /** Commits known to be complete (see `registrationReads`). */
+  private readonly commitsSeen = new Set<string>();
+
+  private readonly c: DeliveryContext;
+  private readonly slots: SlotDesk;
+
+  constructor(c: DeliveryContext, slots: SlotDesk) {
+    this.c = c;
+    this.slots = slots;
+  }
+
+  /**
+   * The consumer's slots a registration must recover before it reads attempts records. Within
+   * half the grace of the take, the slot's sealed snapshot says it (the grace argument in
+   * ARCHITECTURE.md): a batch whose messages can be back in the queue now was registered before
+   * the take, and its deadline had passed by then. Later, the slot map is read after the receive,
+   * and a slot no longer in it (revoked: its consumer is stopping) gives its messages back. A
+   * snapshot of one shard (`partial`) says nothing of the others: then every shard is read, with
+   * the attempts count and commits in the same request (`reads`), which stand unless a recovery
+   * may have written records between the items' reads (`register`).
+   */
+  private async slotsAtRegistration(
+    slot: Slot,
+    now: number,
+    received: Received[],
+    giveBack: () => Promise<unknown>,
+  ): Promise<{ held: number; due: Record<string, number>; read: boolean; reads?: RegistrationRead }> {
+    if (slot.taken !== undefined && !slot.taken.partial && now - slot.taken.at <= this.c.o.graceMs / 2)
+      return { ...slot.taken, read: false };
+    let slots: Record<string, number>;
+    let reads: RegistrationRead | undefined;
+    if (slot.taken?.partial) {
+      const startedAt = this.c.now();
+      const read = await this.registrationReads(slot.queueUid, received, {
+        consumerUid: slot.consumerUid,
+        maxConcurrency: slot.maxConcurrency,
+      });
+      slots = read.slots ?? {};
+      // A recovery that freed a slot after this read began may have written attempts records
+      // after the count was read (the items of one read are not read at one instant).
+      const raced = read.recoveredAt !== undefined && read.recoveredAt >= startedAt - SKEW_ALLOWANCE_MS;
+      if (!raced) reads = read;
+    } else {
+      slots = await this.c.o.store.slots(slot.consumerUid);
+    }
+    if (slots[slot.batchId] === undefined) {
+      await giveBack();
+      throw new NamedError('unknown_batch', 'no such slot is open');
+    }
+    const due = Object.entries(slots).filter(([id, d]) => id !== slot.batchId && d <= now);
+    return {
+      held: Object.keys(slots).length,
+      due: Object.fromEntries(due),
+      read: true,
+      ...(reads && due.length === 0 ? { reads } : {}),
+    };
+  }
+
+  /**
+   * Whether another lane may start (the control loop asks only after a full receive). A snapshot
+   * from before the gathering can be stale by the lanes started meanwhile, so where it shows room
+   * a full batch confirms it with the slot map as read after the receive (`heldAfterReceive`,
+   * read with the registration's other reads), as the loop had before the snapshot. A cohort's
+   * first batch has none: the lanes started with it may not all hold their slot yet.
+   */
+  private roomFor(
+    slot: Slot,
+    slots: { held: number; read: boolean },
+    received: number,
+    heldAfterReceive: number | undefined,
+  ): boolean {
+    if (slots.held >= slot.maxConcurrency || slot.cohort) return false;
+    if (slots.read) return true;
+    if (received < slot.maxBatchSize) return false;
+    return heldAfterReceive !== undefined && heldAfterReceive < slot.maxConcurrency;
+  }
+
+  /**
+   * Decides, for each received message, whether it is delivered now, later, or dead-lettered.
+   * The slot is trusted only with its seal (DL-09); that its consumer generation is still the
+   * active one is a condition of the registration's transaction, not a read before it.
+   */
+  async register(claimed: Slot, received: Received[], opts: { goOn?: boolean } = {}): Promise<Registration> {
+    const nothing: Registration = { credential: '', deliver: [], moves: 0 };
+    const sealed = this.c.trusted(claimed);
+    const giveBack = () =>
+      this.c.changeVisibility(
+        sealed.sqsUrl,
+        received.map((r) => ({ handle: r.receiptHandle, seconds: 0 })),
+      );
+    if (received.length === 0) return this.releaseEmpty(sealed, opts.goOn === true);
+    const now = this.c.now();
+    // Late recovery: a batch abandoned by a lost runner has its messages back in the queue from
+    // its deadline + grace on. Recovering such slots before reading attempts records means such a
+    // message is never counted from records its recovery has not written yet.
+    const slots = await this.slotsAtRegistration(sealed, now, received, giveBack);
+    for (const [batchId, d] of Object.entries(slots.due)) {
+      await this.c.recoverBatch(sealed.consumerUid, batchId, { expired: d });
+    }
+    // From registration on the slot lasts as long as the handler may run, and its messages stay
+    // hidden a grace period longer (only the Host's own records decide how long).
+    const running = now + sealed.handlerMs + this.c.o.slotMarginMs;
+    // Not sealed (an empty seal never verifies): this copy with the new deadline stays in here.
+    const slot: Slot = { ...sealed, deadline: running, invisibleUntil: running + this.c.o.graceMs, seal: '' };
+    const spec = { maxRetries: sealed.maxRetries, maxConcurrency: sealed.maxConcurrency };
+    // Whether another lane may start is asked only after a full receive whose snapshot showed
+    // room (`roomFor`); the slot map is then read in the same request as the reads below.
+    const askRoom =
+      !slots.read && !slot.cohort && slots.held < slot.maxConcurrency && received.length >= slot.maxBatchSize;
+    const { committed, outstanding, held } =
+      slots.reads ??
+      (await this.registrationReads(
+        slot.queueUid,
+        received,
+        askRoom ? { consumerUid: slot.consumerUid, maxConcurrency: slot.maxConcurrency } : undefined,
+      ));
+    const records =
+      outstanding > 0
+        ? await this.c.o.store.getAttempts(
+            slot.queueUid,
+            received.map((r) => r.envelope.id),
+          )
+        : new Map<string, AttemptsRecord>();
+
+    // An SQS duplicate of a message in this batch rides with its first copy: one decision, and
+    // every copy is deleted, hidden or returned with it.
+    const copies = new Map<string, { first: number; handles: string[] }>();
+    for (const [i, r] of received.entries()) {
+      const c = copies.get(r.envelope.id);
+      if (c) c.handles.push(r.receiptHandle);
+      else copies.set(r.envelope.id, { first: i, handles: [r.receiptHandle] });
+    }
+    const hide: Visibility[] = [];
+    const remove: string[] = [];
+    /** Acknowledged messages seen again: their records go once their copies are deleted. */
+    const removeAcked: { id: string; handles: string[] }[] = [];
+    const deliver: Registration['deliver'] = [];
+    const entries: ManifestEntry[] = [];
+    const moves: ManifestEntry[] = [];
+    for (const { first, handles } of copies.values()) {
+      const r = received[first] as Received;
+      const e = r.envelope;
+      if (e.commit && !committed.has(e.commit)) {
+        // Timed by SQS's clock: a producer's clock (the customer's machine) may be off.
+        if (now - (r.sentAt ?? e.ts) > this.c.o.commitTimeoutMs) remove.push(...handles);
+        else for (const handle of handles) hide.push({ handle, seconds: 2 });
+        continue;
+      }
+      const rec = records.get(e.id);
+      if (rec?.acked) {
+        remove.push(...handles);
+        removeAcked.push({ id: e.id, handles });
+        continue;
+      }
+      const notBefore = Math.max(e.notBefore ?? 0, rec?.notBefore ?? 0);
+      if (notBefore > now) {
+        const seconds = Math.min(visibilityLeft(r.receivedAt, now), Math.ceil((notBefore - now) / 1000));
+        for (const handle of handles) hide.push({ handle, seconds });
+        continue;
+      }
+      const attempts = (rec?.attempts ?? 0) + 1;
+      const entry = { id: e.id, ts: e.ts, hadRecord: rec !== undefined, handles, receivedAt: r.receivedAt };
+      if (attempts > 1 + spec.maxRetries) {
+        moves.push({ ...entry, attempts: rec?.attempts ?? 0 });
+        continue;
+      }
+      deliver.push({ received: first, attempts });
+      entries.push({ ...entry, attempts });
+    }
+    await this.c.changeVisibility(slot.sqsUrl, hide);
+    await this.c.o.delivery.hidden(
+      slot.consumerUid,
+      slot.generation,
+      hide.map((h) => h.seconds),
+    );
+    const notRemoved = await this.c.deleteMessages(slot.sqsUrl, remove);
+    for (const d of removeAcked) {
+      // A copy that could not be deleted comes back: its record must still say it is done.
+      if (!d.handles.some((h) => notRemoved.has(h))) await this.c.o.store.clearAttempts(slot.queueUid, d.id);
+    }
+    const delivered = entries;
+    const moved = moves;
+    if (delivered.length === 0 && moved.length === 0) return this.releaseEmpty(sealed, false);
+    const credential = this.c.credentialOf(slot.batchId);
+    const head: BatchHead = {
+      batchId: slot.batchId,
+      consumerUid: slot.consumerUid,
+      queueUid: slot.queueUid,
+      generation: slot.generation,
+      credentialHash: hashCredential(credential),
+      size: delivered.length,
+      closed: false,
+      outcome: undefined,
+      applied: false,
+      settled: {},
+      all: undefined,
+      deadline: slot.deadline,
+      invisibleUntil: slot.invisibleUntil,
+      doubtful: false,
+      pendingDeadLetter: [],
+      digest: digestOf({ entries: delivered, moves: moved }, spec.maxRetries),
+    };
+    // Head, manifest and the slot's `registered` mark in one transaction, on condition that the
+    // consumer generation is still active. A slot revoked at the stop boundary (QC-08), a stop or
+    // an update of the consumer, or a head that exists already make it fail, and then this batch
+    // never starts.
+    let created: boolean;
+    try {
+      created = await this.c.o.store.createBatch(head, { entries: delivered, moves: moved });
+    } catch (err) {
+      // The batch was registered before (a replayed call): refused, and its messages stay with it.
+      if (err instanceof NamedError) throw err;
+      if (err instanceof ManifestNotWritten) {
+        // Nothing of the batch was registered: its messages go back as they came, and its slot,
+        // which holds no batch, is freed now rather than when gathering would have ended.
+        await this.c.changeVisibility(slot.sqsUrl, returnNow([...delivered, ...moved]));
+        await this.c.recoverBatch(slot.consumerUid, slot.batchId, { ended: true }).catch(() => undefined);
+        throw err;
+      }
+      // The transaction may have committed with its answer lost: then the batch exists and its
+      // messages must not go back (another batch would deliver them with the same attempt).
+      const committed = await this.batchExists(slot.batchId);
+      if (!committed) {
+        // Not registered (or not known to be): what was held for this batch goes back now, so
+        // it is not hidden until the deadline of a batch that may not exist.
+        await this.c.changeVisibility(slot.sqsUrl, returnNow([...delivered, ...moved]));
+        throw err;
+      }
+      created = true;
+    }
+    if (!created) {
+      await this.c.changeVisibility(slot.sqsUrl, returnNow([...delivered, ...moved]));
+      // A slot the consumer's stop or update left behind: freed now (a no-op if it was revoked).
+      await this.c.o.store.releaseSlot(slot.consumerUid, slot.batchId);
+      return nothing;
+    }
+    // The runner received with a short visibility, so the messages of a runner that dies before
+    // registration return by themselves. Registered, they are held past the deadline — after the
+    // records exist, so that a crash between the two leaves a batch recovery can return at once,
+    // never messages hidden for a whole worker timeout with nothing that knows them.
+    const lost = await this.holdUntil(slot, [...delivered, ...moved], now);
+    if (lost.size > 0) {
+      // SQS refused even the retries: such a copy may come back while its handler runs (a
+      // duplicate delivery, which at-least-once allows; recovery still knows its handles).
+      log.warn('could not hold messages of a registered batch', {
+        batchId: slot.batchId,
+        messages: lost.size,
+      });
+    }
+    crashPoint('delivery.after-register');
+    const manifest: Manifest = { entries: delivered, moves: moved };
+    return {
+      credential,
+      deadline: slot.deadline,
+      deliver,
+      moves: moved.length,
+      room: this.roomFor(slot, slots, received.length, held),
+      saturated: (slots.read || held === undefined ? slots.held : held) >= slot.maxConcurrency,
+      manifest: { ...manifest, seal: manifestSeal(this.c.o.credentialKey, slot.batchId, manifest) },
+    };
+  }
+
+  /**
+   * A slot whose receive brought nothing to deliver: freed in one write. A send through the Host
+   * after the slot was taken may have missed this receive: the lane then takes another slot
+   * instead of ending (`woken`) — here, for a lane that goes on, so it receives again in the same
+   * invocation rather than through another round of the state machine.
+   */
+  private async releaseEmpty(slot: Slot, goOn: boolean): Promise<Registration> {
+    const after = await this.c.o.store.releaseIdle(slot.consumerUid, slot.batchId);
+    // A slot that knows the wake count (taken in the first shard, or after a woken release)
+    // compares counts; one in another shard, whose take did not see the count, the last wake's
+    // time with the take's (a wake just before it only costs one more receive).
+    const woken =
+      slot.wakeSeq !== undefined && after.wakes !== undefined
+        ? after.wakes > slot.wakeSeq
+        : slot.taken !== undefined &&
+          after.lastWakeAt !== undefined &&
+          after.lastWakeAt >= slot.taken.at - SKEW_ALLOWANCE_MS;
+    const nothing: Registration = { credential: '', deliver: [], moves: 0, ...(woken ? { woken } : {}) };
+    if (!woken || !goOn || !(await this.slots.stillActive(slot))) return nothing;
+    // Without a count to compare, a slot outside the first shard is woken by any send within the
+    // skew allowance before its take; its successor carries the count read now instead, so the
+    // same send does not wake the lane again and again.
+    const next = await this.slots.take(
+      laneContextOf(slot),
+      nextBatchId(slot.batchId),
+      undefined,
+      after.wakes,
+    );
+    return { ...nothing, next };
+  }
+
+  /**
+   * The queue's count of attempts records, and the commits of multi-message sends among
+   * `received` that are complete, in one read. A commit, once written, stays: those seen are
+   * remembered (a bounded set), so the batches of one large send read its commit once.
+   */
+  private async registrationReads(
+    queueUid: string,
+    received: Received[],
+    slotsOf: { consumerUid: string; maxConcurrency: number } | undefined,
+  ): Promise<RegistrationRead> {
+    const ids = [...new Set(received.flatMap((r) => (r.envelope.commit ? [r.envelope.commit] : [])))];
+    const committed = new Set(ids.filter((c) => this.commitsSeen.has(c)));
+    const missing = () => ids.filter((c) => !committed.has(c));
+    const read = await this.c.o.store.registrationReads(queueUid, missing(), slotsOf);
+    for (const c of read.committed) committed.add(c);
+    if (committed.size < ids.length) {
+      // A receive can overtake the producer's commit write by milliseconds: look once more.
+      await new Promise((r) => setTimeout(r, 250));
+      for (const c of await this.c.o.commits.committed(missing())) committed.add(c);
+    }
+    if (this.commitsSeen.size + committed.size > COMMITS_REMEMBERED) this.commitsSeen.clear();
+    for (const c of committed) this.commitsSeen.add(c);
+    return {
+      committed,
+      outstanding: read.outstanding,
+      ...(read.held !== undefined ? { held: read.held } : {}),
+      ...(read.slots !== undefined ? { slots: read.slots } : {}),
+      ...(read.recoveredAt !== undefined ? { recoveredAt: read.recoveredAt } : {}),
+    };
+  }
+
+  /**
+   * Whether a batch’s head exists, asked a few times over ~12 s: after a lost answer the table
+   * may be unreachable for a moment (a restarting stand-in, a network blip). False when it
+   * cannot be told.
+   */
+  private async batchExists(batchId: string): Promise<boolean> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      try {
+        return (await this.c.o.store.getHead(batchId)) !== undefined;
+      } catch {
+        await new Promise((r) => setTimeout(r, 400 * 2 ** attempt));
+      }
+    }
+    return false;
+  }
+
+  /**
+   * Extends the visibility of a batch's messages to the slot's `invisibleUntil`. Returns the ids
+   * whose copies could not all be extended (they may return early).
+   */
+  private async holdUntil(slot: Slot, owned: ManifestEntry[], now: number): Promise<Set<string>> {
+    const lost = new Set<string>();
+    const items = owned.flatMap((m) => {
+      const seconds = Math.min(
+        visibilityLeft(m.receivedAt ?? now, now),
+        Math.ceil((slot.invisibleUntil - now) / 1000),
+      );
+      return (m.handles ?? []).map((handle) => ({ handle, seconds: Math.max(1, seconds), id: m.id }));
+    });
+    const failed = await this.c.changeVisibility(slot.sqsUrl, items);
+    for (const i of items) if (failed.has(i.handle)) lost.add(i.id);
+    return lost;
+  }
+}
