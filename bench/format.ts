@@ -1,4 +1,4 @@
-/** Number formatting shared by the report, the chart and the README region. */
+/** Number formatting shared by the report, the chart and the cost region of docs/costs.md. */
 import type { Spread } from './support/stats.ts';
 
 export function fmt(v: number, digits: number): string {

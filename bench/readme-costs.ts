@@ -1,7 +1,7 @@
 /**
- * The README's cost table, regenerated from a bench run: the text between the two markers in
- * "Costs and limits" is replaced by `npm run bench` (full runs only) and by `--from`, so the
- * README never carries hand-written per-batch figures that the data path has outgrown.
+ * The cost table of docs/costs.md, regenerated from a bench run: the text between the two markers
+ * is replaced by `npm run bench` (full runs only) and by `--from`, so the page never carries
+ * hand-written per-batch figures that the data path has outgrown.
  */
 import { dynamoByPart, referenceCells } from './explain.ts';
 import { fmt } from './format.ts';
@@ -12,14 +12,14 @@ import type { BenchMeta } from './results-model.ts';
 export const COSTS_START = '<!-- bench:costs:start -->';
 export const COSTS_END = '<!-- bench:costs:end -->';
 
-/** The Markdown between the markers (without them). `resultsLink` is relative to the README. */
+/** The Markdown between the markers (without them). `resultsLink` is relative to the page. */
 export function costsRegion(meta: BenchMeta, summary: Summary, resultsLink: string): string {
   const verdictOf = (key: string) => {
     const r = summary.rows.find((x) => x.key === key);
     return r?.target ? `${r.target} ${r.verdict}` : '—';
   };
   const lines = [
-    `Measured by \`npm run bench\`${meta.commit ? ` at \`${meta.commit}\`` : ''} on ${meta.date} ([results](${resultsLink})) on the local stand-ins, per finalised batch on the happy path (the handler returns; no explicit ack). USD per million messages include the producer and, for a drain (one burst), its lanes' ends after the last message (each lane's last idle wait at the bench's 1 s, and its execution's end), at list prices (${PRICES.region}; checked ${PRICES.checked}). Generated: \`npm run bench\` rewrites this part of the README and \`npm run bench -- --from bench/results/<date>.json\` re-renders it; edits here are lost.`,
+    `Measured by \`npm run bench\`${meta.commit ? ` at \`${meta.commit}\`` : ''} on ${meta.date} ([results](${resultsLink})) on the local stand-ins, per finalised batch on the happy path (the handler returns; no explicit ack). USD per million messages include the producer and, for a drain (one burst), its lanes' ends after the last message (each lane's last idle wait at the bench's 1 s, and its execution's end), at list prices (${PRICES.region}; checked ${PRICES.checked}). Generated: \`npm run bench\` rewrites this part of the page and \`npm run bench -- --from bench/results/<date>.json\` re-renders it; edits here are lost.`,
     '',
     '| Cell | Messages / batch | Step Functions transitions / batch | Lambda invocations / batch | DynamoDB requests / batch (WRU, RRU) | SQS requests / batch | USD per million messages |',
     '|---|---|---|---|---|---|---|',
@@ -50,15 +50,15 @@ export function costsRegion(meta: BenchMeta, summary: Summary, resultsLink: stri
   return lines.join('\n');
 }
 
-/** `readme` with its marked region replaced; throws when the markers are missing or repeated. */
-export function replaceCostsRegion(readme: string, region: string): string {
+/** `page` with its marked region replaced; throws when the markers are missing or repeated. */
+export function replaceCostsRegion(page: string, region: string): string {
   // Markers count only as whole lines, so prose may name them.
-  const lines = readme.split('\n');
+  const lines = page.split('\n');
   const starts = lines.flatMap((l, i) => (l.trim() === COSTS_START ? [i] : []));
   const ends = lines.flatMap((l, i) => (l.trim() === COSTS_END ? [i] : []));
   const [start] = starts;
   const [end] = ends;
   if (starts.length !== 1 || ends.length !== 1 || start === undefined || end === undefined || end < start)
-    throw new Error(`the README needs exactly one ${COSTS_START} … ${COSTS_END} region`);
+    throw new Error(`the costs page needs exactly one ${COSTS_START} … ${COSTS_END} region`);
   return [...lines.slice(0, start + 1), region, ...lines.slice(end)].join('\n');
 }

@@ -8,8 +8,9 @@
  * files are <date>-quick.* and latest.md is left alone.
  * --from <results.json>: re-renders the Markdown, chart and summary of an earlier run from its
  * raw samples, without measuring anything.
- * A full run (measured or re-rendered) also rewrites the README's cost table (readme-costs.ts).
- * --out <dir> and --readme <file> write elsewhere (the unit test of the README region uses them).
+ * A full run (measured or re-rendered) also rewrites the cost table of docs/costs.md
+ * (readme-costs.ts). --out <dir> and --costs-page <file> write elsewhere (the unit test of the
+ * cost region uses them).
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -107,12 +108,12 @@ function options(): Options {
       quick: { type: 'boolean', default: false },
       from: { type: 'string' },
       out: { type: 'string' },
-      readme: { type: 'string' },
+      'costs-page': { type: 'string' },
     },
   });
   const outputs = {
     dir: values.out ?? path.join(BENCH_DIR, 'results'),
-    readme: values.readme ?? path.join(BENCH_DIR, '..', 'README.md'),
+    costsPage: values['costs-page'] ?? path.join(BENCH_DIR, '..', 'docs', 'costs.md'),
   };
   return { quick: values.quick, ...(values.from ? { from: values.from } : {}), outputs };
 }

@@ -1,4 +1,4 @@
-/** Writes one run's files (JSON, Markdown, chart, latest.md) and, for a full run, the README's cost table. */
+/** Writes one run's files (JSON, Markdown, chart, latest.md) and, for a full run, the cost table of docs/costs.md. */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { renderChart } from './chart.ts';
@@ -13,22 +13,22 @@ import type { Summary } from './summary-model.ts';
 export interface Outputs {
   /** bench/results */
   dir: string;
-  /** The README whose cost region a full run rewrites. */
-  readme: string;
+  /** The page whose cost region a full run rewrites (docs/costs.md). */
+  costsPage: string;
 }
 
-/** Rewrites the README's cost region; false (and a message) when the README has none. */
-function rewriteReadme(meta: BenchMeta, summary: Summary, base: string, out: Outputs): boolean {
+/** Rewrites the page's cost region; false (and a message) when the page has none. */
+function rewriteCostsPage(meta: BenchMeta, summary: Summary, base: string, out: Outputs): boolean {
   try {
     const link = path
-      .relative(path.dirname(out.readme), path.join(out.dir, `${base}.md`))
+      .relative(path.dirname(out.costsPage), path.join(out.dir, `${base}.md`))
       .split(path.sep)
       .join('/');
-    const readme = readFileSync(out.readme, 'utf8');
-    writeFileSync(out.readme, replaceCostsRegion(readme, costsRegion(meta, summary, link)));
+    const page = readFileSync(out.costsPage, 'utf8');
+    writeFileSync(out.costsPage, replaceCostsRegion(page, costsRegion(meta, summary, link)));
     return true;
   } catch (err) {
-    process.stderr.write(`the README's cost table was not rewritten: ${(err as Error).message}\n`);
+    process.stderr.write(`the cost table of ${out.costsPage} was not rewritten: ${(err as Error).message}\n`);
     return false;
   }
 }
@@ -55,15 +55,15 @@ export function writeResults(
     path.join(out.dir, `${base}.json`),
     `${JSON.stringify({ meta, config, prices: PRICES, priceSources: PRICE_SOURCES, summary, samples }, null, 1)}\n`,
   );
-  // Last, so that a README without its region never costs the run's own files.
-  const readmeOk = config.mode !== 'full' || rewriteReadme(meta, summary, base, out);
+  // Last, so that a page without its region never costs the run's own files.
+  const costsOk = config.mode !== 'full' || rewriteCostsPage(meta, summary, base, out);
   process.stdout.write(`\n${resultsTable(summary, true)}\n\n`);
   process.stdout.write(
-    `Wall time ${meta.wallSeconds.toFixed(0)} s. Results: ${out.dir}/${base}.{json,md,png}${config.mode === 'full' ? ` and latest.md; cost table in ${out.readme}` : ''}\n`,
+    `Wall time ${meta.wallSeconds.toFixed(0)} s. Results: ${out.dir}/${base}.{json,md,png}${config.mode === 'full' ? ` and latest.md; cost table in ${out.costsPage}` : ''}\n`,
   );
   if (samples.errors.length > 0) {
     process.stdout.write(`${samples.errors.length} scenario run(s) failed; see "errors" in the JSON.\n`);
     return 1;
   }
-  return readmeOk ? 0 : 1;
+  return costsOk ? 0 : 1;
 }

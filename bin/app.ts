@@ -4,7 +4,7 @@
  * Optional context: `-c domainName=api.example.com -c certificateArn=arn:aws:acm:…` (custom domain
  * mapped at the root), `-c publicOrigin=https://…`, `-c queueNamePrefix=…`, and
  * `-c exampleWorker=true` to add the example worker of the README (examples/workers/default/echo.mjs).
- * Landing-zone context (README): `-c hostedZoneId=… -c hostedZoneName=…`, `-c webAclArn=…`,
+ * Landing-zone context (docs/deploy.md): `-c hostedZoneId=… -c hostedZoneName=…`, `-c webAclArn=…`,
  * `-c disableExecuteApiEndpoint=true`, `-c cloudWatchRole=false`, `-c tracing=false`,
  * `-c tableKeyArn=…`, `-c queueKeyArn=…` (a table key needs CDK_DEFAULT_REGION), and
  * `-c queueTags='{"cost-center":"cc-42"}'`.

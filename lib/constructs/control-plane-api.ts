@@ -140,7 +140,7 @@ export class ControlPlaneApi extends Construct {
       Validations.of(this.api.deploymentStage).acknowledge({
         id: 'AwsSolutions-APIG3',
         reason:
-          'No webAclArn was given: the TakoformHost webAclArn prop associates a regional WAFv2 web ACL with this stage (README, "WAF").',
+          'No webAclArn was given: the TakoformHost webAclArn prop associates a regional WAFv2 web ACL with this stage (docs/deploy.md, "WAF").',
       });
     }
     for (const method of this.api.methods) {

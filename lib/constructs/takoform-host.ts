@@ -384,7 +384,7 @@ export class TakoformHost extends Construct {
     return send.combine(commits);
   }
 
-  /** The URL clients use: the custom domain's, else the stage URL (non-conformant, see README). */
+  /** The URL clients use: the custom domain's, else the stage URL (non-conformant, see docs/deploy.md). */
   get url(): string {
     return this.domainName ? `https://${this.domainName}/` : this.api.api.url;
   }

@@ -1,7 +1,7 @@
 /**
  * The checkers of a chaos run: pure functions from what was recorded (the workers' own logs,
  * the ids the Host accepted, the Host's batch heads and manifests read from DynamoDB) to
- * verdicts. See README §Reliability for what each one proves.
+ * verdicts. docs/reliability.md says what each one proves.
  */
 import type { SettleKind, WorkerRecord } from './chaos-worker.ts';
 import type { BatchView, HeadItem, ManifestItem } from './host-state.ts';

@@ -1,7 +1,7 @@
 /**
- * The integration files `npm run test:moto` runs in single-endpoint mode (see the README's
- * LocalStack section): those whose subject is what DynamoDB and SQS answer — the engine and its
- * store, queue creation and settings, the AWS Lambda entries over the AWS composition, SQS's
+ * The integration files `npm run test:moto` runs in single-endpoint mode (docs/single-endpoint.md):
+ * those whose subject is what DynamoDB and SQS answer — the engine and its store, queue creation
+ * and settings, the AWS Lambda entries over the AWS composition, SQS's
  * limits, a batch's sealed slot and its hand-over (the slot map's conditional writes) and the
  * message paths that finish in seconds — under two minutes on 2 cores, moto's start and stop
  * included, so `.ci/run` stays near 12 minutes with `npm test`.

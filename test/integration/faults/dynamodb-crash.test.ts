@@ -2,7 +2,7 @@
  * The chaos suite's DynamoDB outage (RC-04): SIGHUP to the Host's DynamoDB Local cuts its sockets
  * and every open connection at once, then closes the database and halts. It must fail requests
  * the way an outage does (connections reset, answers lost) while keeping every write it
- * acknowledged, as DynamoDB does. SIGKILL does not (README › Reliability › Limits: it lost the
+ * acknowledged, as DynamoDB does. SIGKILL does not (docs/reliability.md, Limits: it lost the
  * last acknowledged writes), so a chaos failure after it would say nothing about the Host.
  */
 

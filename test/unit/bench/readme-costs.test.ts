@@ -1,5 +1,5 @@
 /**
- * The README's cost table is generated from a bench run (issue 13): the renderer turns a results
+ * The cost table of docs/costs.md is generated from a bench run: the renderer turns a results
  * JSON into the marked region, and `npm run bench -- --from <json>` rewrites exactly that region.
  * The fixture is a trimmed copy of a real full run (bench/results/2026-12-01.json, raw
  * utilisation traces dropped); nothing here runs the bench or times anything.
@@ -33,7 +33,7 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-describe('README cost table from the bench', () => {
+describe('the cost table of docs/costs.md from the bench', () => {
   const summary = summarise(saved.config, saved.samples);
   const region = costsRegion(saved.meta, summary, 'bench/results/2026-12-01.md');
 
@@ -46,7 +46,7 @@ describe('README cost table from the bench', () => {
       expect(row).toContain(`| ${fmt(c.perBatch.transitions.median, 2)} |`);
       expect(row).toContain(`${fmt(c.perBatch.dynamoRequests.median, 1)} (`);
     }
-    // The run's figure for batch 10 / concurrency 1, against issue 13's target: $1.22 as published
+    // The run's figure for batch 10 / concurrency 1, against the bench's cost target: $1.22 as published
     // then, $1.34 since a burst is priced until its lanes have ended (their last idle wait and end).
     expect(region).toMatch(/\| drain, batch 10 \/ concurrency 1 \|.*\$1\.33\d \(≤ \$0\.60 missed\) \|/);
     expect(region).toContain('[results](bench/results/2026-12-01.md)');
@@ -60,8 +60,8 @@ describe('README cost table from the bench', () => {
   });
 
   it('replaces only the marked region, and the same run renders the same text', () => {
-    const readme = `# T\n\nbefore\n${COSTS_START}\nold table\n${COSTS_END}\nafter\n`;
-    const once = replaceCostsRegion(readme, region);
+    const page = `# T\n\nbefore\n${COSTS_START}\nold table\n${COSTS_END}\nafter\n`;
+    const once = replaceCostsRegion(page, region);
     expect(between(once)).toBe(region);
     expect(once.startsWith('# T\n\nbefore\n')).toBe(true);
     expect(once.endsWith(`${COSTS_END}\nafter\n`)).toBe(true);
@@ -69,9 +69,11 @@ describe('README cost table from the bench', () => {
     expect(() => replaceCostsRegion('no markers', region)).toThrow(/exactly one/);
   });
 
-  it('the repository README carries exactly one region', () => {
+  it('docs/costs.md carries exactly one region, and the README none', () => {
+    const page = readFileSync(path.join(root, 'docs/costs.md'), 'utf8');
+    expect(() => replaceCostsRegion(page, region)).not.toThrow();
     const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
-    expect(() => replaceCostsRegion(readme, region)).not.toThrow();
+    expect(readme).not.toContain(COSTS_START);
   });
 
   it('`npm run bench -- --from <json>` re-renders the region from the saved run', async () => {
@@ -79,16 +81,16 @@ describe('README cost table from the bench', () => {
     dirs.push(dir);
     const json = path.join(dir, 'saved.json');
     copyFileSync(fixture, json);
-    const readmeFile = path.join(dir, 'README.md');
-    const outside = ['# Host\n\n### Costs and limits\n\n', '\n\nIdle cost: hand-written.\n'];
-    writeFileSync(readmeFile, `${outside[0]}${COSTS_START}\nstale\n${COSTS_END}${outside[1]}`);
+    const pageFile = path.join(dir, 'costs.md');
+    const outside = ['# Costs and limits\n\n', '\n\nIdle cost: hand-written.\n'];
+    writeFileSync(pageFile, `${outside[0]}${COSTS_START}\nstale\n${COSTS_END}${outside[1]}`);
     const out = path.join(dir, 'results');
     await promisify(execFile)(
       process.execPath,
-      [path.join(root, 'bench/run-bench.ts'), '--from', json, '--out', out, '--readme', readmeFile],
+      [path.join(root, 'bench/run-bench.ts'), '--from', json, '--out', out, '--costs-page', pageFile],
       { cwd: root },
     );
-    const rewritten = readFileSync(readmeFile, 'utf8');
+    const rewritten = readFileSync(pageFile, 'utf8');
     expect(between(rewritten)).toBe(costsRegion(saved.meta, summary, 'results/2026-12-01.md'));
     expect(rewritten.startsWith(`${outside[0]}${COSTS_START}\n`)).toBe(true);
     expect(rewritten.endsWith(`${COSTS_END}${outside[1]}`)).toBe(true);

@@ -1,6 +1,6 @@
 /**
  * `workers/` holds users' own worker code (npm start's default --workers-dir): lint and format must
- * not judge it, or copying the README's worker there would fail `npm test` (issue 14, Deliver 6).
+ * not judge it, or copying the README's worker there would fail `npm test`.
  * The repository's biome.json is applied to a scratch folder with the same layout: a badly
  * formatted worker under `workers/` passes, the same file anywhere else is reported.
  */
