@@ -22,7 +22,8 @@ import {
 } from './delivery-store.ts';
 import type { Envelope } from './envelope.ts';
 import { NamedError } from './limits.ts';
-import { returnNow, type Visibility } from './queue-requests.ts';
+import { returnNow } from './queue-requests.ts';
+import { classifyReceived, type ReceiveDecisions } from './receive-classification.ts';
 import { manifestSeal } from './slot-seal.ts';
 import { type AcquireResult, laneContextOf, nextBatchId, type Slot, type SlotDesk } from './slots.ts';
 
@@ -166,28 +167,15 @@ export class Registrar {
    * active one is a condition of the registration's transaction, not a read before it.
    */
   async register(claimed: Slot, received: Received[], opts: { goOn?: boolean } = {}): Promise<Registration> {
-    const nothing: Registration = { credential: '', deliver: [], moves: 0 };
     const sealed = this.c.trusted(claimed);
-    const giveBack = () =>
-      this.c.changeVisibility(
-        sealed.sqsUrl,
-        received.map((r) => ({ handle: r.receiptHandle, seconds: 0 })),
-      );
     if (received.length === 0) return this.releaseEmpty(sealed, opts.goOn === true);
     const now = this.c.now();
-    // Late recovery: a batch abandoned by a lost runner has its messages back in the queue from
-    // its deadline + grace on. Recovering such slots before reading attempts records means such a
-    // message is never counted from records its recovery has not written yet.
-    const slots = await this.slotsAtRegistration(sealed, now, received, giveBack);
-    for (const [batchId, d] of Object.entries(slots.due)) {
-      await this.c.recoverBatch(sealed.consumerUid, batchId, { expired: d });
-    }
+    const slots = await this.recoverDue(sealed, now, received);
     // From registration on the slot lasts as long as the handler may run, and its messages stay
     // hidden a grace period longer (only the Host's own records decide how long).
     const running = now + sealed.handlerMs + this.c.o.slotMarginMs;
     // Not sealed (an empty seal never verifies): this copy with the new deadline stays in here.
     const slot: Slot = { ...sealed, deadline: running, invisibleUntil: running + this.c.o.graceMs, seal: '' };
-    const spec = { maxRetries: sealed.maxRetries, maxConcurrency: sealed.maxConcurrency };
     // Whether another lane may start is asked only after a full receive whose snapshot showed
     // room (`roomFor`); the slot map is then read in the same request as the reads below.
     const askRoom =
@@ -206,67 +194,86 @@ export class Registrar {
             received.map((r) => r.envelope.id),
           )
         : new Map<string, AttemptsRecord>();
+    const decisions = classifyReceived(received, {
+      committed,
+      records,
+      now,
+      maxRetries: sealed.maxRetries,
+      commitTimeoutMs: this.c.o.commitTimeoutMs,
+    });
+    await this.hideAndRemove(slot, decisions);
+    const { entries: delivered, moves: moved } = decisions;
+    if (delivered.length === 0 && moved.length === 0) return this.releaseEmpty(sealed, false);
+    const credential = this.c.credentialOf(slot.batchId);
+    const manifest: Manifest = { entries: delivered, moves: moved };
+    if (!(await this.createBatch(slot, credential, manifest)))
+      return { credential: '', deliver: [], moves: 0 };
+    // The runner received with a short visibility, so the messages of a runner that dies before
+    // registration return by themselves. Registered, they are held past the deadline — after the
+    // records exist, so that a crash between the two leaves a batch recovery can return at once,
+    // never messages hidden for a whole worker timeout with nothing that knows them.
+    const lost = await this.holdUntil(slot, [...delivered, ...moved], now);
+    if (lost.size > 0) {
+      // SQS refused even the retries: such a copy may come back while its handler runs (a
+      // duplicate delivery, which at-least-once allows; recovery still knows its handles).
+      log.warn('could not hold messages of a registered batch', {
+        batchId: slot.batchId,
+        messages: lost.size,
+      });
+    }
+    crashPoint('delivery.after-register');
+    return {
+      credential,
+      deadline: slot.deadline,
+      deliver: decisions.deliver,
+      moves: moved.length,
+      room: this.roomFor(slot, slots, received.length, held),
+      saturated: (slots.read || held === undefined ? slots.held : held) >= slot.maxConcurrency,
+      manifest: { ...manifest, seal: manifestSeal(this.c.o.credentialKey, slot.batchId, manifest) },
+    };
+  }
 
-    // An SQS duplicate of a message in this batch rides with its first copy: one decision, and
-    // every copy is deleted, hidden or returned with it.
-    const copies = new Map<string, { first: number; handles: string[] }>();
-    for (const [i, r] of received.entries()) {
-      const c = copies.get(r.envelope.id);
-      if (c) c.handles.push(r.receiptHandle);
-      else copies.set(r.envelope.id, { first: i, handles: [r.receiptHandle] });
+  /**
+   * Late recovery: a batch abandoned by a lost runner has its messages back in the queue from
+   * its deadline + grace on. Recovering such slots before reading attempts records means such a
+   * message is never counted from records its recovery has not written yet.
+   */
+  private async recoverDue(sealed: Slot, now: number, received: Received[]) {
+    const giveBack = () =>
+      this.c.changeVisibility(
+        sealed.sqsUrl,
+        received.map((r) => ({ handle: r.receiptHandle, seconds: 0 })),
+      );
+    const slots = await this.slotsAtRegistration(sealed, now, received, giveBack);
+    for (const [batchId, d] of Object.entries(slots.due)) {
+      await this.c.recoverBatch(sealed.consumerUid, batchId, { expired: d });
     }
-    const hide: Visibility[] = [];
-    const remove: string[] = [];
-    /** Acknowledged messages seen again: their records go once their copies are deleted. */
-    const removeAcked: { id: string; handles: string[] }[] = [];
-    const deliver: Registration['deliver'] = [];
-    const entries: ManifestEntry[] = [];
-    const moves: ManifestEntry[] = [];
-    for (const { first, handles } of copies.values()) {
-      const r = received[first] as Received;
-      const e = r.envelope;
-      if (e.commit && !committed.has(e.commit)) {
-        // Timed by SQS's clock: a producer's clock (the customer's machine) may be off.
-        if (now - (r.sentAt ?? e.ts) > this.c.o.commitTimeoutMs) remove.push(...handles);
-        else for (const handle of handles) hide.push({ handle, seconds: 2 });
-        continue;
-      }
-      const rec = records.get(e.id);
-      if (rec?.acked) {
-        remove.push(...handles);
-        removeAcked.push({ id: e.id, handles });
-        continue;
-      }
-      const notBefore = Math.max(e.notBefore ?? 0, rec?.notBefore ?? 0);
-      if (notBefore > now) {
-        const seconds = Math.min(visibilityLeft(r.receivedAt, now), Math.ceil((notBefore - now) / 1000));
-        for (const handle of handles) hide.push({ handle, seconds });
-        continue;
-      }
-      const attempts = (rec?.attempts ?? 0) + 1;
-      const entry = { id: e.id, ts: e.ts, hadRecord: rec !== undefined, handles, receivedAt: r.receivedAt };
-      if (attempts > 1 + spec.maxRetries) {
-        moves.push({ ...entry, attempts: rec?.attempts ?? 0 });
-        continue;
-      }
-      deliver.push({ received: first, attempts });
-      entries.push({ ...entry, attempts });
-    }
-    await this.c.changeVisibility(slot.sqsUrl, hide);
+    return slots;
+  }
+
+  /** Applies what the receive's classification hides and removes, before the batch is created. */
+  private async hideAndRemove(slot: Slot, decisions: ReceiveDecisions): Promise<void> {
+    await this.c.changeVisibility(slot.sqsUrl, decisions.hide);
     await this.c.o.delivery.hidden(
       slot.consumerUid,
       slot.generation,
-      hide.map((h) => h.seconds),
+      decisions.hide.map((h) => h.seconds),
     );
-    const notRemoved = await this.c.deleteMessages(slot.sqsUrl, remove);
-    for (const d of removeAcked) {
+    const notRemoved = await this.c.deleteMessages(slot.sqsUrl, decisions.remove);
+    for (const d of decisions.removeAcked) {
       // A copy that could not be deleted comes back: its record must still say it is done.
       if (!d.handles.some((h) => notRemoved.has(h))) await this.c.o.store.clearAttempts(slot.queueUid, d.id);
     }
-    const delivered = entries;
-    const moved = moves;
-    if (delivered.length === 0 && moved.length === 0) return this.releaseEmpty(sealed, false);
-    const credential = this.c.credentialOf(slot.batchId);
+  }
+
+  /**
+   * Head, manifest and the slot's `registered` mark in one transaction, on condition that the
+   * consumer generation is still active. A slot revoked at the stop boundary (QC-08), a stop or
+   * an update of the consumer, or a head that exists already make it fail, and then this batch
+   * never starts: false, with its messages back in the queue. Throws when it cannot be told.
+   */
+  private async createBatch(slot: Slot, credential: string, manifest: Manifest): Promise<boolean> {
+    const { entries: delivered, moves: moved } = manifest;
     const head: BatchHead = {
       batchId: slot.batchId,
       consumerUid: slot.consumerUid,
@@ -283,12 +290,8 @@ export class Registrar {
       invisibleUntil: slot.invisibleUntil,
       doubtful: false,
       pendingDeadLetter: [],
-      digest: digestOf({ entries: delivered, moves: moved }, spec.maxRetries),
+      digest: digestOf({ entries: delivered, moves: moved }, slot.maxRetries),
     };
-    // Head, manifest and the slot's `registered` mark in one transaction, on condition that the
-    // consumer generation is still active. A slot revoked at the stop boundary (QC-08), a stop or
-    // an update of the consumer, or a head that exists already make it fail, and then this batch
-    // never starts.
     let created: boolean;
     try {
       created = await this.c.o.store.createBatch(head, { entries: delivered, moves: moved });
@@ -299,7 +302,14 @@ export class Registrar {
         // Nothing of the batch was registered: its messages go back as they came, and its slot,
         // which holds no batch, is freed now rather than when gathering would have ended.
         await this.c.changeVisibility(slot.sqsUrl, returnNow([...delivered, ...moved]));
-        await this.c.recoverBatch(slot.consumerUid, slot.batchId, { ended: true }).catch(() => undefined);
+        await this.c.recoverBatch(slot.consumerUid, slot.batchId, { ended: true }).catch((cause: unknown) =>
+          // Its gathering deadline frees it then (within about a minute) if this did not.
+          log.warn('could not free the slot of a batch that was not registered', {
+            consumerUid: slot.consumerUid,
+            batchId: slot.batchId,
+            err: cause,
+          }),
+        );
         throw err;
       }
       // The transaction may have committed with its answer lost: then the batch exists and its
@@ -317,32 +327,8 @@ export class Registrar {
       await this.c.changeVisibility(slot.sqsUrl, returnNow([...delivered, ...moved]));
       // A slot the consumer's stop or update left behind: freed now (a no-op if it was revoked).
       await this.c.o.store.releaseSlot(slot.consumerUid, slot.batchId);
-      return nothing;
     }
-    // The runner received with a short visibility, so the messages of a runner that dies before
-    // registration return by themselves. Registered, they are held past the deadline — after the
-    // records exist, so that a crash between the two leaves a batch recovery can return at once,
-    // never messages hidden for a whole worker timeout with nothing that knows them.
-    const lost = await this.holdUntil(slot, [...delivered, ...moved], now);
-    if (lost.size > 0) {
-      // SQS refused even the retries: such a copy may come back while its handler runs (a
-      // duplicate delivery, which at-least-once allows; recovery still knows its handles).
-      log.warn('could not hold messages of a registered batch', {
-        batchId: slot.batchId,
-        messages: lost.size,
-      });
-    }
-    crashPoint('delivery.after-register');
-    const manifest: Manifest = { entries: delivered, moves: moved };
-    return {
-      credential,
-      deadline: slot.deadline,
-      deliver,
-      moves: moved.length,
-      room: this.roomFor(slot, slots, received.length, held),
-      saturated: (slots.read || held === undefined ? slots.held : held) >= slot.maxConcurrency,
-      manifest: { ...manifest, seal: manifestSeal(this.c.o.credentialKey, slot.batchId, manifest) },
-    };
+    return created;
   }
 
   /**
