@@ -1,14 +1,18 @@
 /**
  * Powertools for AWS Lambda, set up once per function: structured JSON logs (with the request
- * id and whatever keys a handler appends: operation ids, batch ids, message ids) and metrics as
- * CloudWatch embedded metric format (EMF) lines, which need no PutMetricData permission.
+ * id, function name and cold start, and the keys a handler scopes with `log.withKeys`: consumer,
+ * batch, operation) and metrics as CloudWatch embedded metric format (EMF) lines, which need no
+ * PutMetricData permission. Every line of the function, the core's included, goes through the
+ * Host's one logger (`shared/log.ts`), whose sink this makes Powertools Logger.
  *
- * Nothing secret is ever logged: errors are reduced to their name and code (as `shared/log.ts`
- * does), and batch credentials, API keys and message bodies are never passed to the logger.
+ * Nothing secret is ever logged: errors are reduced to their name and code, and batch
+ * credentials, API keys and message bodies are never passed to the logger.
  */
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { AWS_ENV, HOST_DIMENSION, METRICS_NAMESPACE } from '../shared/aws-env.ts';
+import { setLogSink } from '../shared/log.ts';
+import { powertoolsSink } from './powertools-log.ts';
 
 export { MetricUnit };
 
@@ -42,4 +46,13 @@ export function errorFields(err: unknown): { name: string; code?: string } {
   if (!(err instanceof Error)) return { name: typeof err };
   const code = (err as { code?: unknown }).code;
   return typeof code === 'string' ? { name: err.name, code } : { name: err.name };
+}
+
+/**
+ * Makes `obs.logger` the sink of every line of this function, the core's included. Called by a
+ * Lambda entry's handler when it composes the Host (at cold start), not on import, so tests that
+ * drive the entries in process keep their lines on stderr.
+ */
+export function logThroughPowertools(obs: Observability): void {
+  setLogSink(powertoolsSink(obs.logger));
 }

@@ -9,8 +9,8 @@ import { hostQueuesOldestAge } from '../adapters/aws/cloudwatch-queue-age.ts';
 import { tagQueueSpace } from '../adapters/aws/sqs-queue-backend.ts';
 import type { QueueTarget } from '../delivery/ports.ts';
 import { type SupervisionResult, superviseRound } from '../delivery/supervision.ts';
+import { log } from '../shared/log.ts';
 import type { AwsHost } from './aws-host.ts';
-import { errorFields, type Observability } from './aws-observability.ts';
 
 export interface SupervisorDeps {
   host: AwsHost;
@@ -55,11 +55,7 @@ async function ensureSpaceTag(host: AwsHost, queue: QueueTarget): Promise<void> 
  * One supervision round over every active consumer; `roundAt` (epoch ms, default the clock's
  * now) names the lanes it starts.
  */
-export async function superviseOnce(
-  deps: SupervisorDeps,
-  obs?: Observability,
-  roundAt?: number,
-): Promise<SupervisorResult> {
+export async function superviseOnce(deps: SupervisorDeps, roundAt?: number): Promise<SupervisorResult> {
   const { host } = deps;
   const now = (deps.clock ?? Date.now)();
   const round = await superviseRound(
@@ -76,13 +72,13 @@ export async function superviseOnce(
   try {
     oldestMessageAgeSeconds = await oldestMessageAge(deps, now);
   } catch (err) {
-    obs?.logger.warn('could not read the oldest message age', { err: errorFields(err) });
+    log.warn('could not read the oldest message age', { err });
   }
   let observed = { seen: 0, refreshed: 0 };
   try {
     observed = await host.host.observer.observeOnce();
   } catch (err) {
-    obs?.logger.warn('could not refresh observed', { err: errorFields(err) });
+    log.warn('could not refresh observed', { err });
   }
   return { ...round, oldestMessageAgeSeconds, observed };
 }

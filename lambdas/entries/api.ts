@@ -7,10 +7,11 @@ import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult } from 'aws-lambda';
 import { type AwsHost, awsHostFromEnv } from '../composition/aws-host.ts';
-import { observability } from '../composition/aws-observability.ts';
+import { logThroughPowertools, observability } from '../composition/aws-observability.ts';
 import { apiGatewayAdapter } from '../http/api-gateway.ts';
+import { log } from '../shared/log.ts';
 
-const { logger } = observability('takoform-api');
+const obs = observability('takoform-api');
 
 /** The API handler over a composed Host (also what the tests drive). */
 export function createApiHandler(host: AwsHost) {
@@ -25,10 +26,13 @@ export function createApiHandler(host: AwsHost) {
 let ready: Promise<ReturnType<typeof createApiHandler>> | undefined;
 
 export const handler = middy<APIGatewayProxyEvent, APIGatewayProxyResult>()
-  .use(injectLambdaContext(logger))
+  .use(injectLambdaContext(obs.logger))
   .handler(async (event) => {
     ready ??= awsHostFromEnv({
-      onAccepted: (operationId) => logger.info('operation accepted', { operationId }),
-    }).then(createApiHandler);
+      onAccepted: (operationId) => log.info('operation accepted', { operationId }),
+    }).then((host) => {
+      logThroughPowertools(obs);
+      return createApiHandler(host);
+    });
     return (await ready)(event);
   });

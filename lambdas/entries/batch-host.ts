@@ -8,8 +8,14 @@
  */
 import type { Context } from 'aws-lambda';
 import { type AwsHost, awsHostFromEnv } from '../composition/aws-host.ts';
-import { errorFields, MetricUnit, observability } from '../composition/aws-observability.ts';
 import {
+  errorFields,
+  logThroughPowertools,
+  MetricUnit,
+  observability,
+} from '../composition/aws-observability.ts';
+import {
+  type BatchHostRequest,
   type BatchHostResponse,
   batchHostRequestSchema,
   PRODUCE_ERRORS,
@@ -17,6 +23,7 @@ import {
   wireError,
 } from '../delivery/batch-host-protocol.ts';
 import { HOST_METRICS } from '../shared/aws-env.ts';
+import { log } from '../shared/log.ts';
 
 /** Errors of the runner's own calls (register, finalize, deadLetter). */
 const RUNNER_ERRORS: Readonly<Record<string, string>> = {
@@ -51,7 +58,7 @@ export function createBatchHostHandler(host: AwsHost) {
     const action = (event as { action?: unknown } | null)?.action;
     const parsed = batchHostRequestSchema.safeParse(event);
     if (!parsed.success) {
-      obs.logger.warn('malformed batch-host call', { action: String(action).slice(0, 32) });
+      log.warn('malformed batch-host call', { action: String(action).slice(0, 32) });
       return malformed(action);
     }
     const request = parsed.data;
@@ -61,34 +68,47 @@ export function createBatchHostHandler(host: AwsHost) {
         : 'previous' in request
           ? request.previous.batchId
           : request.batchId;
-    try {
-      const value = await host.batchHost.handle(request);
-      if (request.action === 'register') {
-        const r = value as { deliver: { received: number }[] };
-        obs.logger.info('batch registered', {
-          batchId,
-          consumerUid: request.slot.consumerUid,
-          messageIds: r.deliver.map((d) => request.received[d.received]?.envelope.id),
-        });
-      } else if (!isSettlement(request.action)) {
-        obs.logger.info(`batch ${request.action}`, {
-          batchId,
-          ...(request.action === 'finalize' ? { outcome: request.outcome } : {}),
-          ...(request.action === 'deadLetter' ? { messageIds: request.items.map((i) => i.id) } : {}),
-        });
-      }
-      return { ok: true, value: value ?? null };
-    } catch (err) {
-      const error = wireError(err, errorTable(request.action));
-      obs.logger.warn('batch-host call refused', {
-        action: request.action,
-        batchId,
-        error: error.name,
-        cause: errorFields(err),
-      });
-      return { ok: false, error };
-    }
+    const consumerUid =
+      'slot' in request
+        ? request.slot.consumerUid
+        : 'previous' in request
+          ? request.previous.consumerUid
+          : undefined;
+    return log.withKeys({ batchId, ...(consumerUid ? { consumerUid } : {}) }, () =>
+      answer(host, request, batchId),
+    );
   };
+}
+
+/** One validated call, answered; its log lines carry the batch (and consumer) as keys. */
+async function answer(host: AwsHost, request: BatchHostRequest, batchId: string): Promise<BatchHostResponse> {
+  try {
+    const value = await host.batchHost.handle(request);
+    if (request.action === 'register') {
+      const r = value as { deliver: { received: number }[] };
+      log.info('batch registered', {
+        batchId,
+        consumerUid: request.slot.consumerUid,
+        messageIds: r.deliver.map((d) => request.received[d.received]?.envelope.id),
+      });
+    } else if (!isSettlement(request.action)) {
+      log.info(`batch ${request.action}`, {
+        batchId,
+        ...(request.action === 'finalize' ? { outcome: request.outcome } : {}),
+        ...(request.action === 'deadLetter' ? { messageIds: request.items.map((i) => i.id) } : {}),
+      });
+    }
+    return { ok: true, value: value ?? null };
+  } catch (err) {
+    const error = wireError(err, errorTable(request.action));
+    log.warn('batch-host call refused', {
+      action: request.action,
+      batchId,
+      error: error.name,
+      cause: errorFields(err),
+    });
+    return { ok: false, error };
+  }
 }
 
 let ready: Promise<ReturnType<typeof createBatchHostHandler>> | undefined;
@@ -103,7 +123,10 @@ export const handler = async (event: unknown, context: Context) => {
     },
     onDeadLettered: (count) =>
       obs.metrics.addMetric(HOST_METRICS.messagesDeadLettered, MetricUnit.Count, count),
-  }).then(createBatchHostHandler);
+  }).then((host) => {
+    logThroughPowertools(obs);
+    return createBatchHostHandler(host);
+  });
   try {
     return await (await ready)(event);
   } finally {

@@ -6,8 +6,9 @@
 import type { Context } from 'aws-lambda';
 import { z } from 'zod';
 import { type AwsHost, awsHostFromEnv } from '../composition/aws-host.ts';
-import { observability } from '../composition/aws-observability.ts';
+import { logThroughPowertools, observability } from '../composition/aws-observability.ts';
 import { inheritedLaneSchema } from '../delivery/batch-host-protocol.ts';
+import { log } from '../shared/log.ts';
 
 const uid = z.string().min(1).max(128);
 // The starting lane's sealed context (its seal is checked by the service), or {}.
@@ -57,18 +58,24 @@ const obs = observability('takoform-dispatcher-step');
 export function createDispatcherStepHandler(host: AwsHost) {
   return async (event: unknown) => {
     const input = stepInput.parse(event);
-    const result = await host.host.loop.step(input);
-    const batchId =
-      'slot' in result ? result.slot.batchId : input.action === 'recover' ? input.batchId : undefined;
-    obs.logger.info('dispatcher step', {
-      action: input.action,
-      consumerUid: 'lane' in input ? input.lane.consumerUid : input.consumerUid,
-      ...('status' in result ? { status: result.status } : {}),
-      ...('waitSeconds' in result ? { waitSeconds: result.waitSeconds } : {}),
-      ...('handedOver' in result ? { handedOver: result.handedOver } : {}),
-      ...(batchId ? { batchId } : {}),
-    });
-    return result;
+    const consumerUid = 'lane' in input ? input.lane.consumerUid : input.consumerUid;
+    return log.withKeys(
+      { consumerUid, ...(input.action === 'recover' ? { batchId: input.batchId } : {}) },
+      async () => {
+        const result = await host.host.loop.step(input);
+        const batchId =
+          'slot' in result ? result.slot.batchId : input.action === 'recover' ? input.batchId : undefined;
+        log.info('dispatcher step', {
+          action: input.action,
+          consumerUid,
+          ...('status' in result ? { status: result.status } : {}),
+          ...('waitSeconds' in result ? { waitSeconds: result.waitSeconds } : {}),
+          ...('handedOver' in result ? { handedOver: result.handedOver } : {}),
+          ...(batchId ? { batchId } : {}),
+        });
+        return result;
+      },
+    );
   };
 }
 
@@ -76,6 +83,9 @@ let ready: Promise<ReturnType<typeof createDispatcherStepHandler>> | undefined;
 
 export const handler = async (event: unknown, context: Context) => {
   obs.logger.addContext(context);
-  ready ??= awsHostFromEnv().then(createDispatcherStepHandler);
+  ready ??= awsHostFromEnv().then((host) => {
+    logThroughPowertools(obs);
+    return createDispatcherStepHandler(host);
+  });
   return (await ready)(event);
 };

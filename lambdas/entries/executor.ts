@@ -6,9 +6,15 @@
  */
 import type { Context } from 'aws-lambda';
 import { type AwsHost, awsHostFromEnv } from '../composition/aws-host.ts';
-import { MetricUnit, type Observability, observability } from '../composition/aws-observability.ts';
+import {
+  logThroughPowertools,
+  MetricUnit,
+  type Observability,
+  observability,
+} from '../composition/aws-observability.ts';
 import { type ExecutorRunOptions, type ExecutorRunResult, runDueOperations } from '../engine/executor-run.ts';
 import { HOST_METRICS } from '../shared/aws-env.ts';
+import { log } from '../shared/log.ts';
 
 export type { ExecutorRunOptions, ExecutorRunResult };
 
@@ -31,16 +37,24 @@ export function runExecutor(
 export function createExecutorHandler(host: AwsHost, obs: Observability, opts: ExecutorRunOptions = {}) {
   return async (event: unknown, context: Pick<Context, 'getRemainingTimeInMillis'>) => {
     const trigger = (event as { operationId?: unknown } | null)?.operationId;
-    if (typeof trigger === 'string') obs.logger.appendKeys({ operationId: trigger.slice(0, 64) });
-    const result = await runExecutor(host, () => context.getRemainingTimeInMillis(), opts);
-    obs.metrics.addMetric(HOST_METRICS.operationSteps, MetricUnit.Count, result.steps);
-    obs.metrics.addMetric(HOST_METRICS.operationsReconciling, MetricUnit.Count, result.reconciling);
-    obs.metrics.addMetric(HOST_METRICS.operationsStuckReconciling, MetricUnit.Count, result.stuckReconciling);
-    obs.metrics.publishStoredMetrics();
-    obs.logger.info('executor run', { ...result });
-    obs.logger.removeKeys(['operationId']);
-    return result;
+    const keys = typeof trigger === 'string' ? { operationId: trigger.slice(0, 64) } : {};
+    return log.withKeys(keys, () => runAndReport(host, obs, context, opts));
   };
+}
+
+async function runAndReport(
+  host: AwsHost,
+  obs: Observability,
+  context: Pick<Context, 'getRemainingTimeInMillis'>,
+  opts: ExecutorRunOptions,
+): Promise<ExecutorRunResult> {
+  const result = await runExecutor(host, () => context.getRemainingTimeInMillis(), opts);
+  obs.metrics.addMetric(HOST_METRICS.operationSteps, MetricUnit.Count, result.steps);
+  obs.metrics.addMetric(HOST_METRICS.operationsReconciling, MetricUnit.Count, result.reconciling);
+  obs.metrics.addMetric(HOST_METRICS.operationsStuckReconciling, MetricUnit.Count, result.stuckReconciling);
+  obs.metrics.publishStoredMetrics();
+  log.info('executor run', { ...result });
+  return result;
 }
 
 const obs = observability('takoform-executor');
@@ -48,6 +62,9 @@ let ready: Promise<ReturnType<typeof createExecutorHandler>> | undefined;
 
 export const handler = async (event: unknown, context: Context) => {
   obs.logger.addContext(context);
-  ready ??= awsHostFromEnv().then((host) => createExecutorHandler(host, obs));
+  ready ??= awsHostFromEnv().then((host) => {
+    logThroughPowertools(obs);
+    return createExecutorHandler(host, obs);
+  });
   return (await ready)(event, context);
 };

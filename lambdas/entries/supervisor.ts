@@ -13,9 +13,15 @@ import { CloudWatchClient } from '@aws-sdk/client-cloudwatch';
 import type { Context } from 'aws-lambda';
 import { withCallRecorder } from '../adapters/aws/call-recorder.ts';
 import { awsHostFromEnv } from '../composition/aws-host.ts';
-import { MetricUnit, type Observability, observability } from '../composition/aws-observability.ts';
+import {
+  logThroughPowertools,
+  MetricUnit,
+  type Observability,
+  observability,
+} from '../composition/aws-observability.ts';
 import { type SupervisorDeps, superviseOnce } from '../composition/aws-supervisor.ts';
 import { HOST_METRICS } from '../shared/aws-env.ts';
+import { log } from '../shared/log.ts';
 
 /** A scheduled event older than this is not trusted to name a round (its lanes are long over). */
 const ROUND_TIME_MAX_AGE_MS = 60 * 60_000;
@@ -33,7 +39,7 @@ export function roundTime(event: unknown, now: number): number {
 
 export function createSupervisorHandler(deps: SupervisorDeps, obs: Observability) {
   return async (event?: unknown) => {
-    const r = await superviseOnce(deps, obs, roundTime(event, (deps.clock ?? Date.now)()));
+    const r = await superviseOnce(deps, roundTime(event, (deps.clock ?? Date.now)()));
     obs.metrics.addMetric(HOST_METRICS.dispatcherStarts, MetricUnit.Count, r.started);
     obs.metrics.addMetric(HOST_METRICS.backlogMessages, MetricUnit.Count, r.backlog);
     obs.metrics.addMetric(HOST_METRICS.deadLetterMessages, MetricUnit.Count, r.deadLetter);
@@ -45,7 +51,7 @@ export function createSupervisorHandler(deps: SupervisorDeps, obs: Observability
       );
     }
     obs.metrics.publishStoredMetrics();
-    obs.logger.info('supervision round', { ...r });
+    log.info('supervision round', { ...r });
     return r;
   };
 }
@@ -58,6 +64,7 @@ export const handler = async (event: unknown, context: Context) => {
   ready ??= awsHostFromEnv().then((host) => {
     if (!host.config.dispatcherArn)
       throw new Error('invalid Takoform Host configuration: TAKOFORM_DISPATCHER_ARN is not set');
+    logThroughPowertools(obs);
     return createSupervisorHandler(
       { host, cloudwatch: withCallRecorder(new CloudWatchClient({}), 'cloudwatch') },
       obs,

@@ -28,6 +28,7 @@ import type { AcquireResult, Slot } from '../delivery/delivery-service.ts';
 import { NamedError } from '../delivery/limits.ts';
 import type { InvocationOutcome } from '../delivery/settlement-protocol.ts';
 import { AWS_ENV } from '../shared/aws-env.ts';
+import { log } from '../shared/log.ts';
 import { errorReport, handlerError } from './error-report.ts';
 import { createInvocationContext } from './invocation-context.ts';
 import { createQueueBatch } from './queue-batch.ts';
@@ -115,8 +116,7 @@ export function runtimeFromEnv(env: NodeJS.ProcessEnv): QueueWorkerRuntime {
       ssm: once(() => withCallRecorder(new SSMClient({}), 'ssm')),
     },
     idleWaitSeconds: Number.isInteger(idle) && idle >= 0 && idle <= 20 ? idle : 20,
-    log: (message, fields) =>
-      process.stderr.write(`${JSON.stringify({ level: 'info', message, ...fields })}\n`),
+    log: (message, fields) => log.info(message, fields),
   };
 }
 
@@ -265,7 +265,7 @@ export function createQueueWorkerHandler(
     const lambdaEnd = startedAt + context.getRemainingTimeInMillis();
     const margin = rt.marginMs ?? 5_000;
     const host = rt.host();
-    const log = rt.log ?? (() => {});
+    const runtimeLog = rt.log ?? (() => {});
     const exit = rt.exit ?? ((code: number) => process.exit(code));
     // A handler must end before the Lambda does and before its slot's deadline, after which
     // recovery would finish the batch on its own.
@@ -294,7 +294,7 @@ export function createQueueWorkerHandler(
             host,
             deadlineOf,
             clock,
-            log,
+            runtimeLog,
             (batchId) => {
               cutOff ??= batchId;
             },
@@ -304,6 +304,7 @@ export function createQueueWorkerHandler(
             Math.min(rt.idleWaitSeconds, Math.floor((deadlineOf(slot) - clock()) / 1000) - 1),
           ),
           clock,
+          log: runtimeLog,
         },
         // Batches start only in the first half of the Lambda's time, so each has time to finish.
         {
@@ -331,7 +332,7 @@ export function createQueueWorkerHandler(
       // finalize itself failed (`failure`), the cut-off batch keeps its slot until its deadline:
       // RecoverBatch (when it is that batch) closes it as abandoned, and recovery after the
       // deadline applies it — unsettled messages retried, never acknowledged.
-      log('ending the worker process after a cut-off', {
+      runtimeLog('ending the worker process after a cut-off', {
         batchId: cutOff,
         consumerUid: slot.consumerUid,
         ...(failure !== undefined ? { error: errorName(failure) } : {}),
@@ -342,7 +343,7 @@ export function createQueueWorkerHandler(
       });
     }
     const done = result as NonNullable<typeof result>;
-    log('batch done', { batchId: slot.batchId, consumerUid: slot.consumerUid, ...done });
+    runtimeLog('batch done', { batchId: slot.batchId, consumerUid: slot.consumerUid, ...done });
     return done;
   };
 }

@@ -568,9 +568,7 @@ describe('the AWS entries', () => {
       time: new Date(second * 1000).toISOString().replace('.000Z', 'Z'),
     };
     expect(roundTime(event, now + 90_000)).toBe(second * 1000);
-    expect(
-      (await superviseOnce(redelivered as never, undefined, roundTime(event, now + 90_000))).started,
-    ).toBe(0);
+    expect((await superviseOnce(redelivered as never, roundTime(event, now + 90_000))).started).toBe(0);
     expect(starts).toHaveLength(3);
     // A lane is receiving (its slot is not registered yet): neither the minute nor a send starts one.
     const later = { ...deps, clock: () => now + 60_000 };
