@@ -396,7 +396,13 @@ export class ControlLoop {
     // slots of the others, still starting, free), and their takes begin in different shards.
     const cohort =
       count > 1
-        ? await this.o.service.sealedCohort(c.consumerUid, c.generation, count).catch(() => undefined)
+        ? await this.o.service.sealedCohort(c.consumerUid, c.generation, count).catch((err: unknown) => {
+            log.warn('could not seal a cohort; each of its lanes reads its own context', {
+              consumerUid: c.consumerUid,
+              err,
+            });
+            return undefined;
+          })
         : undefined;
     if (cohort) {
       // A cohort of lanes fills the map at once: its shards exist before the lanes' takes.

@@ -23,7 +23,7 @@ export class Settlements {
     } catch (err) {
       if (err instanceof NamedError) throw err;
       log.warn('settlement could not be recorded', { batchId, err });
-      await this.c.o.store.markDoubtful(batchId).catch(() => undefined);
+      await this.markDoubtful(batchId);
       throw new NamedError(
         'backend_unavailable',
         'the settlement could not be recorded; it is not in effect',
@@ -55,9 +55,24 @@ export class Settlements {
     const failed = results.filter((r) => r === 'write_failed').length;
     if (failed > 0) {
       log.warn('settlements could not be recorded', { batchId, failed, ...(cause ? { err: cause } : {}) });
-      await this.c.o.store.markDoubtful(batchId).catch(() => undefined);
+      await this.markDoubtful(batchId);
     }
     if (results.includes('ok')) crashPoint('delivery.after-settle');
     return results.map((r) => (r === 'write_failed' ? 'backend_unavailable' : r));
+  }
+
+  /**
+   * Marks the batch doubtful, so its finalisation never acknowledges implicitly (DL-08). If even
+   * that write fails, the runner, which saw the settlement fail, finalises as after a throw.
+   */
+  private async markDoubtful(batchId: string): Promise<void> {
+    await this.c.o.store
+      .markDoubtful(batchId)
+      .catch((err: unknown) =>
+        log.warn('could not mark a batch doubtful; its runner finalises it as after a throw', {
+          batchId,
+          err,
+        }),
+      );
   }
 }

@@ -75,6 +75,7 @@ export class ResourceObserver {
     const form = this.o.forms.get(r.form);
     if (!settled || !form?.observe) return false;
     const at = this.o.clock();
+    // A backend that cannot be read now gives no answer; `observed` stays as it was until a later round.
     const observed = await form.observe(r).catch(() => undefined);
     if (!observed) return false;
     const age = r.observedAt ? at - Date.parse(r.observedAt) : Number.POSITIVE_INFINITY;

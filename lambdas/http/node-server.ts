@@ -63,6 +63,7 @@ export async function startNodeServer(handler: HttpHandler, port: number): Promi
     close: async () => {
       server.closeAllConnections();
       server.close();
+      // Rejects only if 'close' already fired: the server is closed either way.
       await once(server, 'close').catch(() => undefined);
     },
   };

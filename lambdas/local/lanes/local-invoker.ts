@@ -3,6 +3,7 @@ import type { QueueInvoker } from '../../delivery/batch-runner.ts';
 import type { Slot } from '../../delivery/delivery-service.ts';
 import { NamedError } from '../../delivery/limits.ts';
 import type { ProduceCall } from '../../delivery/settlement-protocol.ts';
+import { log } from '../../shared/log.ts';
 import type { LocalWorkerRegistry } from '../workers/local-worker-registry.ts';
 import type { WorkerPool } from '../workers/worker-pool.ts';
 
@@ -17,7 +18,14 @@ export async function localInvoker(
   deps: { workers: LocalWorkerRegistry; pool: WorkerPool; host: Host },
 ): Promise<QueueInvoker> {
   const found = await deps.workers.moduleFile(slot.workerSpace, slot.workerName);
-  const config = await deps.workers.config(slot.workerSpace, slot.workerName).catch(() => undefined);
+  const config = await deps.workers.config(slot.workerSpace, slot.workerName).catch((err: unknown) => {
+    // The handler still runs; its producer bindings answer backend_unavailable.
+    log.warn('could not read the worker configuration', {
+      worker: `${slot.workerSpace}/${slot.workerName}`,
+      err,
+    });
+    return undefined;
+  });
   const produce = async (call: ProduceCall): Promise<string[]> => {
     const queueName = config?.queueProducers?.[call.binding]?.queue;
     const uid = queueName ? await deps.host.store.uidByName(slot.workerSpace, queueName) : undefined;

@@ -235,6 +235,7 @@ class PooledThread {
   /** Ends the thread (a hung loop included) and, with it, every call it could still make. */
   kill(): void {
     this.die();
+    // Rejects only for a thread that is gone already: what kill wants.
     this.worker.terminate().catch(() => undefined);
   }
 
@@ -443,6 +444,7 @@ export class WorkerPool {
     await Promise.all(
       threads.map(async (t) => {
         t.kill();
+        // Rejects only for a thread that is gone already.
         await t.worker.terminate().catch(() => undefined);
       }),
     );
