@@ -1,5 +1,5 @@
 /**
- * The words the explanations of a run are written in, shared by the report and the README's cost
+ * The words the explanations of a run are written in, shared by the report and the cost page's
  * region: which cells they quote, DynamoDB requests by part with the items they named, and where
  * a drain's CPU went. Only this run's numbers are quoted, so that no sentence can describe code
  * the run did not measure; where a cause is not measured, only the number is stated.

@@ -98,7 +98,7 @@ export class Registrar {
   /**
    * The consumer's slots a registration must recover before it reads attempts records. Within
    * half the grace of the take, the slot's sealed snapshot says it (the grace argument in
-   * ARCHITECTURE.md): a batch whose messages can be back in the queue now was registered before
+   * docs/design/control-loop.md): a batch whose messages can be back in the queue now was registered before
    * the take, and its deadline had passed by then. Later, the slot map is read after the receive,
    * and a slot no longer in it (revoked: its consumer is stopping) gives its messages back. A
    * snapshot of one shard (`partial`) says nothing of the others: then every shard is read, with

@@ -66,13 +66,11 @@ export class Settlements {
    * that write fails, the runner, which saw the settlement fail, finalises as after a throw.
    */
   private async markDoubtful(batchId: string): Promise<void> {
-    await this.c.o.store
-      .markDoubtful(batchId)
-      .catch((err: unknown) =>
-        log.warn('could not mark a batch doubtful; its runner finalises it as after a throw', {
-          batchId,
-          err,
-        }),
-      );
+    await this.c.o.store.markDoubtful(batchId).catch((err: unknown) =>
+      log.warn('could not mark a batch doubtful; its runner finalises it as after a throw', {
+        batchId,
+        err,
+      }),
+    );
   }
 }

@@ -39,7 +39,7 @@ export interface Slot {
   wakeSeq?: number;
   /**
    * The slot map as the take's write answered it, as far as registration needs it, if it
-   * registers within half the grace (the grace argument in ARCHITECTURE.md). Absent on slots
+   * registers within half the grace (the grace argument in docs/design/control-loop.md). Absent on slots
    * sealed by an older Host: registration reads the map.
    */
   taken?: SlotSnapshot;
