@@ -15,7 +15,6 @@ import path from 'node:path';
 import {
   ChangeMessageVisibilityCommand,
   CreateQueueCommand,
-  DeleteMessageBatchCommand,
   ReceiveMessageCommand,
   SendMessageCommand,
   SQSClient,

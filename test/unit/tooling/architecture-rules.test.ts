@@ -26,7 +26,7 @@ const OUTSIDE_CORE = [
 ];
 
 /** Every module specifier of a file: static and dynamic imports, re-exports, `vi.mock`. */
-export function specifiersOf(source: string): string[] {
+function specifiersOf(source: string): string[] {
   const out: string[] = [];
   const patterns = [
     /\bimport\s+(?:type\s+)?(?:[\w*{}\s,]+\s+from\s+)?['"]([^'"]+)['"]/g,
@@ -38,13 +38,13 @@ export function specifiersOf(source: string): string[] {
 }
 
 /** A specifier as the rules see it: a repository path for a relative one, else the package name. */
-export function targetOf(file: string, specifier: string): string {
+function targetOf(file: string, specifier: string): string {
   if (!specifier.startsWith('.')) return specifier;
   return relative(ROOT, resolve(dirname(join(ROOT, file)), specifier));
 }
 
 /** The imports of `files` that break the core rule, as `file -> target`. */
-export function coreViolations(files: { path: string; source: string }[]): string[] {
+function coreViolations(files: { path: string; source: string }[]): string[] {
   const broken: string[] = [];
   for (const { path, source } of files) {
     if (!CORE.some((c) => path.startsWith(c))) continue;
