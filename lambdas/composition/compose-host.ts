@@ -13,7 +13,7 @@ import { type QueueSettings, SqsQueueBackend } from '../adapters/aws/sqs-queue-b
 import { createConsoleRoutes } from '../console/console-routes.ts';
 import { type ConsumerOfQueue, ControlLoop, type LaneLauncher } from '../delivery/control-loop.ts';
 import { DeliveryService } from '../delivery/delivery-service.ts';
-import type { QueueTarget } from '../delivery/ports.ts';
+import type { MessageQueue, QueueTarget } from '../delivery/ports.ts';
 import { QueueProducer } from '../delivery/producer.ts';
 import { createDocsRoutes } from '../docs/docs-routes.ts';
 import type { Authenticator } from '../engine/auth.ts';
@@ -28,7 +28,7 @@ import type { WorkerRegistry } from '../forms/module-worker/worker-registry.ts';
 import { consumerClaimKey, createQueueConsumerForm } from '../forms/queue-consumer/queue-consumer-form.ts';
 import { createApiRoutes } from '../http/api-routes.ts';
 import { LIMITS } from '../http/discovery.ts';
-import { createHttpHandler } from '../http/handler.ts';
+import { createHttpHandler, type HttpCoreOptions, type HttpHandler } from '../http/handler.ts';
 import { createOperatorRoutes } from '../http/operator-routes.ts';
 import { createProducerRoutes } from '../http/producer-routes.ts';
 import type { QueueHistorySource } from '../operator/queue-history.ts';
@@ -97,36 +97,12 @@ export function composeHost(deps: HostDeps) {
   const deliveryStore = new DynamoDeliveryStore(deps.dynamodb, deps.tableName, {
     slotsPerShard: deps.delivery.slotsPerShard,
   });
-  const lanes = deps.lanes;
-  const now = deps.clock ?? Date.now;
   const messages = sqsMessageQueue(deps.sqs);
-  const delivery = new DeliveryService({
-    delivery: {
-      hidden: async (consumerUid, generation, seconds) =>
-        lanes ? loopRef?.wakeLater(consumerUid, generation, seconds) : undefined,
-      sent: async (queueUid) => (lanes ? loopRef?.wake(queueUid) : undefined),
-      acknowledged: (queueUid, count) => deps.history?.acknowledged?.(queueUid, count),
-    },
-    store: deliveryStore,
-    messages,
-    directory: queueDirectory,
-    commits,
-    attachments,
-    getWorker: async (uid) => {
-      const r = await store.getResource(uid);
-      return r ? { space: r.space, name: r.name, deleted: r.deletedAt !== undefined } : undefined;
-    },
-    workerFunction: deps.delivery.workerFunction,
-    credentialKey: deps.delivery.credentialKey,
-    workerTimeoutMs: deps.delivery.workerTimeoutMs,
-    ...(deps.delivery.workerTimeoutMsOf ? { workerTimeoutMsOf: deps.delivery.workerTimeoutMsOf } : {}),
-    ...(deps.delivery.graceMs !== undefined ? { graceMs: deps.delivery.graceMs } : {}),
-    ...(deps.delivery.slotMarginMs !== undefined ? { slotMarginMs: deps.delivery.slotMarginMs } : {}),
-    ...(deps.delivery.idleWaitSeconds !== undefined
-      ? { idleWaitSeconds: deps.delivery.idleWaitSeconds }
-      : {}),
-    ...(deps.clock ? { clock: deps.clock } : {}),
-  });
+  const delivery = composeDeliveryService(
+    deps,
+    { store, deliveryStore, messages, queueDirectory, commits, attachments },
+    () => loopRef,
+  );
   const forms = formRegistry([
     createAtLeastOnceQueueForm(queues),
     createModuleWorkerForm(deps.workers),
@@ -173,23 +149,13 @@ export function composeHost(deps: HostDeps) {
     targetOf: (r) => queueDirectory.targetOf(r),
     sendBatch: (target, messages) => producer.sendBatch(target, messages),
   });
-  const deadLetterRecords = new DynamoDeadLetterRecords(deps.dynamodb, deps.tableName);
-  const operator = new QueueOperator({
-    stats: (uid) => queues.stats(uid),
-    ...(deps.oldestMessageAgeSeconds ? { oldestAgeSeconds: deps.oldestMessageAgeSeconds } : {}),
-    reader: new SqsMessageReader(deps.sqs),
-    sendBatch: (target, messages) => producer.sendBatch(target, messages),
-    committed: (ids) => commits.committed(ids),
-    deadLetterRecords: (uid, ids) => deadLetterRecords.get(uid, ids),
-    consumerOf: async (queueUid) =>
-      (await store.getClaim(consumerClaimKey(queueUid)))?.attributes.consumer ?? undefined,
-    attachment: (uid) => attachments.get(uid),
-    dispatchState: (uid) => deliveryStore.dispatchState(uid),
-    // The close lists a batch (its head in the recent index): no write of its own per batch.
-    recentBatches: async (uid, limit) =>
-      (await deliveryStore.recentlyClosed(uid, limit, now() - RECENT_BATCHES_KEPT_MS)).flatMap(
-        (head) => summarizeHead(head) ?? [],
-      ),
+  const operator = composeQueueOperator(deps, {
+    store,
+    queues,
+    attachments,
+    commits,
+    deliveryStore,
+    producer,
   });
   const operatorRoutes = createOperatorRoutes({
     authenticator: deps.authenticator,
@@ -198,27 +164,9 @@ export function composeHost(deps: HostDeps) {
     operator,
     ...(deps.history ? { history: deps.history } : {}),
   });
-  const http = createHttpHandler({
-    get origin() {
-      return deps.origin();
-    },
+  const http = composeHttpHandler(deps, store, {
     api,
-    console: createConsoleRoutes(),
-    docs: createDocsRoutes(),
     extensions: async (req) => (await operatorRoutes(req)) ?? producerRoutes(req),
-    health: () =>
-      withinMs(
-        HEALTH_CHECK_MS,
-        store.getResource('healthz').then(() => undefined),
-      ),
-    onError: (err, req, transient) =>
-      transient
-        ? log.warn('a backing store did not answer; answered 503', {
-            method: req.method,
-            path: req.path,
-            err,
-          })
-        : log.error('unexpected error', { method: req.method, path: req.path, err }),
   });
   return {
     store,
@@ -238,6 +186,117 @@ export function composeHost(deps: HostDeps) {
     /** SQS as the delivery core reaches it (runners and supervision take it from here). */
     messages,
   };
+}
+
+/**
+ * The delivery service on the Host's stores. `loop` answers the control loop once it is built
+ * (it is built on this service); until then, and without lanes, hides and sends wake nothing.
+ */
+function composeDeliveryService(
+  deps: HostDeps,
+  parts: {
+    store: DynamoHostStore;
+    deliveryStore: DynamoDeliveryStore;
+    messages: MessageQueue;
+    queueDirectory: DynamoQueueDirectory;
+    commits: DynamoCommitStore;
+    attachments: DynamoAttachments;
+  },
+  loop: () => ControlLoop | undefined,
+): DeliveryService {
+  const { store } = parts;
+  const lanes = deps.lanes;
+  return new DeliveryService({
+    delivery: {
+      hidden: async (consumerUid, generation, seconds) =>
+        lanes ? loop()?.wakeLater(consumerUid, generation, seconds) : undefined,
+      sent: async (queueUid) => (lanes ? loop()?.wake(queueUid) : undefined),
+      acknowledged: (queueUid, count) => deps.history?.acknowledged?.(queueUid, count),
+    },
+    store: parts.deliveryStore,
+    messages: parts.messages,
+    directory: parts.queueDirectory,
+    commits: parts.commits,
+    attachments: parts.attachments,
+    getWorker: async (uid) => {
+      const r = await store.getResource(uid);
+      return r ? { space: r.space, name: r.name, deleted: r.deletedAt !== undefined } : undefined;
+    },
+    workerFunction: deps.delivery.workerFunction,
+    credentialKey: deps.delivery.credentialKey,
+    workerTimeoutMs: deps.delivery.workerTimeoutMs,
+    ...(deps.delivery.workerTimeoutMsOf ? { workerTimeoutMsOf: deps.delivery.workerTimeoutMsOf } : {}),
+    ...(deps.delivery.graceMs !== undefined ? { graceMs: deps.delivery.graceMs } : {}),
+    ...(deps.delivery.slotMarginMs !== undefined ? { slotMarginMs: deps.delivery.slotMarginMs } : {}),
+    ...(deps.delivery.idleWaitSeconds !== undefined
+      ? { idleWaitSeconds: deps.delivery.idleWaitSeconds }
+      : {}),
+    ...(deps.clock ? { clock: deps.clock } : {}),
+  });
+}
+
+/** The operator's view of queues: stats, peek, redrive, purge, dispatch state, recent batches. */
+function composeQueueOperator(
+  deps: HostDeps,
+  parts: {
+    store: DynamoHostStore;
+    queues: SqsQueueBackend;
+    attachments: DynamoAttachments;
+    commits: DynamoCommitStore;
+    deliveryStore: DynamoDeliveryStore;
+    producer: QueueProducer;
+  },
+): QueueOperator {
+  const { store, queues, attachments, commits, deliveryStore, producer } = parts;
+  const now = deps.clock ?? Date.now;
+  const deadLetterRecords = new DynamoDeadLetterRecords(deps.dynamodb, deps.tableName);
+  return new QueueOperator({
+    stats: (uid) => queues.stats(uid),
+    ...(deps.oldestMessageAgeSeconds ? { oldestAgeSeconds: deps.oldestMessageAgeSeconds } : {}),
+    reader: new SqsMessageReader(deps.sqs),
+    sendBatch: (target, messages) => producer.sendBatch(target, messages),
+    committed: (ids) => commits.committed(ids),
+    deadLetterRecords: (uid, ids) => deadLetterRecords.get(uid, ids),
+    consumerOf: async (queueUid) =>
+      (await store.getClaim(consumerClaimKey(queueUid)))?.attributes.consumer ?? undefined,
+    attachment: (uid) => attachments.get(uid),
+    dispatchState: (uid) => deliveryStore.dispatchState(uid),
+    // The close lists a batch (its head in the recent index): no write of its own per batch.
+    recentBatches: async (uid, limit) =>
+      (await deliveryStore.recentlyClosed(uid, limit, now() - RECENT_BATCHES_KEPT_MS)).flatMap(
+        (head) => summarizeHead(head) ?? [],
+      ),
+  });
+}
+
+/** The HTTP edge: the API, console, docs and extension routes, the health check and error logging. */
+function composeHttpHandler(
+  deps: HostDeps,
+  store: DynamoHostStore,
+  routes: Pick<HttpCoreOptions, 'api' | 'extensions'>,
+): HttpHandler {
+  return createHttpHandler({
+    get origin() {
+      return deps.origin();
+    },
+    api: routes.api,
+    console: createConsoleRoutes(),
+    docs: createDocsRoutes(),
+    extensions: routes.extensions,
+    health: () =>
+      withinMs(
+        HEALTH_CHECK_MS,
+        store.getResource('healthz').then(() => undefined),
+      ),
+    onError: (err, req, transient) =>
+      transient
+        ? log.warn('a backing store did not answer; answered 503', {
+            method: req.method,
+            path: req.path,
+            err,
+          })
+        : log.error('unexpected error', { method: req.method, path: req.path, err }),
+  });
 }
 
 /** A health check that takes longer than this reports the Host unavailable. */

@@ -47,28 +47,33 @@ function fail(reason: StrictJsonReason = 'invalid JSON'): never {
   throw new StrictJsonError(reason);
 }
 
-function parseText(s: string, maxDepth: number): unknown {
-  let i = 0;
+/** The text and a position in it; each reader consumes one token and leaves `i` just past it. */
+class Reader {
+  readonly s: string;
+  i = 0;
+  constructor(s: string) {
+    this.s = s;
+  }
 
-  const ws = (): void => {
-    let c = s.charCodeAt(i);
-    while (c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d) c = s.charCodeAt(++i);
-  };
+  ws(): void {
+    let c = this.s.charCodeAt(this.i);
+    while (c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d) c = this.s.charCodeAt(++this.i);
+  }
 
-  const hex4 = (): number => {
+  hex4(): number {
     let v = 0;
-    for (const end = i + 4; i < end; i++) {
-      const c = s.charCodeAt(i);
+    for (const end = this.i + 4; this.i < end; this.i++) {
+      const c = this.s.charCodeAt(this.i);
       const l = c | 0x20; // ASCII lower case; NaN (end of input) becomes 0x20 and is refused
       const d = c >= 0x30 && c <= 0x39 ? c - 0x30 : l >= 0x61 && l <= 0x66 ? l - 0x57 : fail();
       v = v * 16 + d;
     }
     return v;
-  };
+  }
 
-  const readEscape = (): string => {
-    const c = s.charCodeAt(i + 1);
-    i += 2;
+  escape(): string {
+    const c = this.s.charCodeAt(this.i + 1);
+    this.i += 2;
     switch (c) {
       case 0x22:
         return '"';
@@ -87,115 +92,119 @@ function parseText(s: string, maxDepth: number): unknown {
       case 0x74:
         return '\t';
       case 0x75: {
-        const u = hex4();
+        const u = this.hex4();
         if (u < 0xd800 || u > 0xdfff) return String.fromCharCode(u);
         // Only a high surrogate escape directly followed by a low one denotes a Unicode scalar value.
-        if (u >= 0xdc00 || s.charCodeAt(i) !== 0x5c || s.charCodeAt(i + 1) !== 0x75)
+        if (u >= 0xdc00 || this.s.charCodeAt(this.i) !== 0x5c || this.s.charCodeAt(this.i + 1) !== 0x75)
           fail('invalid Unicode escape');
-        i += 2;
-        const lo = hex4();
+        this.i += 2;
+        const lo = this.hex4();
         if (lo < 0xdc00 || lo > 0xdfff) fail('invalid Unicode escape');
         return String.fromCharCode(u, lo);
       }
       default:
         return fail();
     }
-  };
+  }
 
-  const str = (): string => {
-    if (s.charCodeAt(i) !== 0x22) fail();
+  str(): string {
+    const s = this.s;
+    if (s.charCodeAt(this.i) !== 0x22) fail();
     let out = '';
-    let start = ++i;
+    let start = ++this.i;
     for (;;) {
-      const c = s.charCodeAt(i);
+      const c = s.charCodeAt(this.i);
       if (c === 0x22) break;
       if (c === 0x5c) {
-        out += s.slice(start, i) + readEscape();
-        start = i;
-      } else if (c >= 0x20) i++;
+        out += s.slice(start, this.i) + this.escape();
+        start = this.i;
+      } else if (c >= 0x20) this.i++;
       else fail(); // raw control character, or NaN at end of input
     }
-    return out + s.slice(start, i++);
-  };
+    return out + s.slice(start, this.i++);
+  }
 
-  const num = (): number => {
-    NUMBER.lastIndex = i;
-    if (!NUMBER.test(s)) fail();
-    const token = s.slice(i, NUMBER.lastIndex);
-    i = NUMBER.lastIndex;
+  num(): number {
+    NUMBER.lastIndex = this.i;
+    if (!NUMBER.test(this.s)) fail();
+    const token = this.s.slice(this.i, NUMBER.lastIndex);
+    this.i = NUMBER.lastIndex;
     const n = Number(token);
     const shortest = String(n);
     // Fast path: a token spelled exactly as its shortest form is exact; otherwise compare values.
     if (token !== shortest && (!Number.isFinite(n) || decimalKey(token) !== decimalKey(shortest)))
       fail('lossy number');
     return n;
-  };
+  }
 
-  const scalar = (c: number): unknown => {
-    if (c === 0x22) return str();
-    if (c === 0x2d || (c >= 0x30 && c <= 0x39)) return num();
+  scalar(c: number): unknown {
+    if (c === 0x22) return this.str();
+    if (c === 0x2d || (c >= 0x30 && c <= 0x39)) return this.num();
     for (const [word, value] of LITERALS) {
-      if (s.startsWith(word, i)) {
-        i += word.length;
+      if (this.s.startsWith(word, this.i)) {
+        this.i += word.length;
         return value;
       }
     }
     return fail();
-  };
+  }
 
-  // Reads `"key" :` for the object on top of the stack, refusing a key it already holds.
-  const key = (obj: Record<string, unknown>): string => {
-    const k = str();
+  /** Reads `"key" :` for the object on top of the stack, refusing a key it already holds. */
+  key(obj: Record<string, unknown>): string {
+    const k = this.str();
     if (Object.hasOwn(obj, k)) fail('duplicate object key');
-    ws();
-    if (s.charCodeAt(i++) !== 0x3a) fail();
-    ws();
+    this.ws();
+    if (this.s.charCodeAt(this.i++) !== 0x3a) fail();
+    this.ws();
     return k;
-  };
+  }
+}
 
+function parseText(s: string, maxDepth: number): unknown {
+  const r = new Reader(s);
   const stack: Frame[] = [];
   let value: unknown;
-  ws();
+  r.ws();
   for (;;) {
     // Start one value; a non-empty container pushes a frame and loops back for its first member.
-    const c = s.charCodeAt(i);
+    const c = s.charCodeAt(r.i);
     if (c === 0x5b || c === 0x7b) {
       if (stack.length >= maxDepth) fail('nesting too deep');
-      i++;
-      ws();
+      r.i++;
+      r.ws();
       if (c === 0x5b) {
         const arr: unknown[] = [];
-        if (s.charCodeAt(i) !== 0x5d) {
+        if (s.charCodeAt(r.i) !== 0x5d) {
           stack.push({ arr, obj: null, key: '' });
           continue;
         }
         value = arr;
       } else {
         const obj: Record<string, unknown> = {};
-        if (s.charCodeAt(i) !== 0x7d) {
-          stack.push({ arr: null, obj, key: key(obj) });
+        if (s.charCodeAt(r.i) !== 0x7d) {
+          stack.push({ arr: null, obj, key: r.key(obj) });
           continue;
         }
         value = obj;
       }
-      i++;
+      r.i++;
     } else {
-      value = scalar(c);
+      value = r.scalar(c);
     }
     // Attach the finished value to its container, closing every container that ends right here.
     for (;;) {
-      ws();
+      r.ws();
       const top = stack.at(-1);
       if (top === undefined) {
-        if (i !== s.length) fail();
+        if (r.i !== s.length) fail();
         return value;
       }
       if (top.obj === null) top.arr.push(value);
       else setMember(top.obj, top.key, value);
-      const d = s.charCodeAt(i++);
+      const d = s.charCodeAt(r.i++);
       if (d === 0x2c) {
-        ws();
-        if (top.obj !== null) top.key = key(top.obj);
+        r.ws();
+        if (top.obj !== null) top.key = r.key(top.obj);
         break;
       }
       if (d !== (top.obj === null ? 0x5d : 0x7d)) fail();

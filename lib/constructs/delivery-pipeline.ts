@@ -81,6 +81,16 @@ export interface DeliveryPipelineProps {
   };
 }
 
+/** `arn:…:states:<region>:<account>:stateMachine:<name>`. */
+function stateMachineArn(stack: Stack, name: string): string {
+  return stack.formatArn({
+    service: 'states',
+    resource: 'stateMachine',
+    resourceName: name,
+    arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+  });
+}
+
 /**
  * Delivery on AWS: the dispatcher state machine (the exact `dispatcherDefinition` the local Host
  * runs), its Host-step function, the batch-host function worker runtimes call, the Operation
@@ -119,6 +129,7 @@ export class DeliveryPipeline extends Construct {
     super(scope, id);
     const stack = Stack.of(this);
     const retention = props.logRetention ?? RetentionDays.ONE_MONTH;
+    const tracing = props.tracing ?? true;
     this.queueNamePrefix = props.queueNamePrefix;
     this.hostName = props.hostName;
     this.idleWaitSeconds = props.idleWaitSeconds ?? 20;
@@ -129,100 +140,19 @@ export class DeliveryPipeline extends Construct {
       arnFormat: ArnFormat.NO_RESOURCE_NAME,
     });
     this.dispatcherName = `${props.queueNamePrefix}dispatcher`;
-    this.dispatcherArn = stack.formatArn({
-      service: 'states',
-      resource: 'stateMachine',
-      resourceName: this.dispatcherName,
-      arnFormat: ArnFormat.COLON_RESOURCE_NAME,
-    });
+    this.dispatcherArn = stateMachineArn(stack, this.dispatcherName);
     this.expressDispatcherName = `${props.queueNamePrefix}dispatcher-express`;
-    this.expressDispatcherArn = stack.formatArn({
-      service: 'states',
-      resource: 'stateMachine',
-      resourceName: this.expressDispatcherName,
-      arnFormat: ArnFormat.COLON_RESOURCE_NAME,
-    });
-    const workerTimeout = props.workerTimeout ?? Duration.minutes(14);
-    this.workerTimeoutSeconds = workerTimeout.toSeconds();
+    this.expressDispatcherArn = stateMachineArn(stack, this.expressDispatcherName);
+    this.workerTimeoutSeconds = (props.workerTimeout ?? Duration.minutes(14)).toSeconds();
 
-    const common = {
-      logRetention: retention,
-      removalPolicy: props.removalPolicy,
-    };
-    const environment = {
-      [AWS_ENV.queuePrefix]: props.queueNamePrefix,
-      [AWS_ENV.hostName]: props.hostName,
-      [AWS_ENV.publicOrigin]: props.publicOrigin,
-      [AWS_ENV.workerTimeoutSeconds]: String(workerTimeout.toSeconds()),
-      [AWS_ENV.idleWaitSeconds]: String(this.idleWaitSeconds),
-      [AWS_ENV.metricsNamespace]: METRICS_NAMESPACE,
-    };
-    const tracing = props.tracing ?? true;
-    const hostFunction = (
-      fid: string,
-      path: string,
-      description: string,
-      timeout: Duration,
-      sizing: FunctionSizing | undefined,
-      defaultMemory = 512,
-    ) => {
-      const f = new HostFunction(this, fid, {
-        ...common,
-        entry: lambdaEntry(path),
-        description,
-        timeout,
-        memorySize: sizing?.memorySize ?? defaultMemory,
-        reservedConcurrentExecutions: sizing?.reservedConcurrentExecutions,
-        tracing,
-        environment,
-      });
-      props.table.bind(f.fn);
-      return f;
-    };
-
-    this.stepFunction = hostFunction(
-      'StepFunction',
-      'entries/dispatcher-step.ts',
-      'Takoform dispatcher steps (AcquireSlot, RecoverBatch, HandOver)',
-      Duration.seconds(60),
-      props.functions?.step,
-    );
-    this.batchHostFunction = hostFunction(
-      'BatchHostFunction',
-      'entries/batch-host.ts',
-      'Takoform batch host (register, settle, finalize, deadLetter, produce)',
-      Duration.seconds(60),
-      props.functions?.batchHost,
-      1024,
-    );
-    this.executorFunction = hostFunction(
-      'ExecutorFunction',
-      'entries/executor.ts',
-      'Takoform Operation executor',
-      Duration.minutes(5),
-      props.functions?.executor,
-    );
-    this.supervisorFunction = hostFunction(
-      'SupervisorFunction',
-      'entries/supervisor.ts',
-      'Takoform dispatcher supervisor',
-      Duration.minutes(2),
-      props.functions?.supervisor,
-    );
+    const functions = this.createHostFunctions(props, retention, tracing);
+    this.stepFunction = functions.step;
+    this.batchHostFunction = functions.batchHost;
+    this.executorFunction = functions.executor;
+    this.supervisorFunction = functions.supervisor;
 
     this.queueEncryptionKey = props.queueEncryptionKey;
-    // Queues are created at run time, so their encryption, TLS-only policy and tags travel to the
-    // executor (the one function that creates and updates them) as configuration.
-    const executor = this.executorFunction.fn;
-    executor.addEnvironment(
-      AWS_ENV.queueArnPrefix,
-      stack.formatArn({ service: 'sqs', resource: '', arnFormat: ArnFormat.NO_RESOURCE_NAME }),
-    );
-    if (props.queueEncryptionKey)
-      executor.addEnvironment(AWS_ENV.queueKmsKey, props.queueEncryptionKey.keyArn);
-    if (props.queueTags && Object.keys(props.queueTags).length > 0) {
-      executor.addEnvironment(AWS_ENV.queueTags, JSON.stringify(props.queueTags));
-    }
+    this.configureQueueCreation(props);
     this.grantQueueKey(this.batchHostFunction.fn, 'send'); // dead-letter moves and produce
 
     this.grantQueues(this.stepFunction.fn, SQS_ACTIONS.step);
@@ -238,46 +168,13 @@ export class DeliveryPipeline extends Construct {
     // Two machines of the same states (lane-kinds.ts): Standard (billed per transition, no time
     // limit) and Express (billed per request and duration, five minutes), which lanes of
     // consumers whose batches fit its window start on.
-    const dispatcher = (cid: string, name: string, kind: LaneKind) => {
-      const machine = new StateMachine(this, cid, {
-        // Named, so the functions that start lanes know its ARN without a reference cycle (the
-        // definition names the step function, and the step function starts lanes).
-        stateMachineName: name,
-        comment: `Takoform QueueConsumer dispatcher (${kind})`,
-        definitionBody: DefinitionBody.fromString(
-          stack.toJsonString(dispatcherDefinition({ stepFunction: this.stepFunction.fn.functionArn }, kind)),
-        ),
-        stateMachineType: kind === 'express' ? StateMachineType.EXPRESS : StateMachineType.STANDARD,
-        // Errors only and no execution data: slots (queue URLs, receipt-free ids) pass through
-        // every state, and ALL would log each transition of every batch.
-        logs: { destination: this.stateMachineLogs, level: LogLevel.ERROR, includeExecutionData: false },
-        tracingEnabled: tracing,
-      });
-      if (!tracing) {
-        Validations.of(machine).acknowledge({
-          id: 'AwsSolutions-SF2',
-          reason: 'X-Ray tracing is turned off on purpose by the tracing prop of the Host.',
-        });
-      }
-      machine.addToRolePolicy(
-        new iam.PolicyStatement({
-          sid: 'InvokeDispatcherSteps',
-          actions: ['lambda:InvokeFunction'],
-          resources: [this.stepFunction.fn.functionArn],
-        }),
-      );
-      machine.addToRolePolicy(
-        new iam.PolicyStatement({
-          sid: 'InvokeWorkerFunctions',
-          actions: ['lambda:InvokeFunction'],
-          resources: [this.workerFunctionArnPattern()],
-        }),
-      );
-      this.acknowledgeFindings(machine);
-      return machine;
-    };
-    this.stateMachine = dispatcher('Dispatcher', this.dispatcherName, 'standard');
-    this.expressStateMachine = dispatcher('DispatcherExpress', this.expressDispatcherName, 'express');
+    this.stateMachine = this.createDispatcher('Dispatcher', this.dispatcherName, 'standard', tracing);
+    this.expressStateMachine = this.createDispatcher(
+      'DispatcherExpress',
+      this.expressDispatcherName,
+      'express',
+      tracing,
+    );
 
     // Lanes are started by the supervisor (backlog), the step function (hand-over, a full
     // batch's next slot), the batch host (a full batch within an invocation) and the API (wake on
@@ -285,8 +182,138 @@ export class DeliveryPipeline extends Construct {
     for (const f of [this.supervisorFunction, this.stepFunction, this.batchHostFunction])
       this.grantStartLanes(f);
     this.grantMetricsRead('SupervisorMetricsRead', this.supervisorFunction.role);
+    this.scheduleSafetyNet();
+  }
 
-    // The safety net: the executor and the supervisor run every minute.
+  /**
+   * The four Host functions of delivery, each bound to the Host table. Created in this order: the
+   * template lists resources in creation order.
+   */
+  private createHostFunctions(props: DeliveryPipelineProps, retention: RetentionDays, tracing: boolean) {
+    const environment = {
+      [AWS_ENV.queuePrefix]: props.queueNamePrefix,
+      [AWS_ENV.hostName]: props.hostName,
+      [AWS_ENV.publicOrigin]: props.publicOrigin,
+      [AWS_ENV.workerTimeoutSeconds]: String(this.workerTimeoutSeconds),
+      [AWS_ENV.idleWaitSeconds]: String(this.idleWaitSeconds),
+      [AWS_ENV.metricsNamespace]: METRICS_NAMESPACE,
+    };
+    const hostFunction = (
+      fid: string,
+      path: string,
+      description: string,
+      timeout: Duration,
+      sizing: FunctionSizing | undefined,
+      defaultMemory = 512,
+    ) => {
+      const f = new HostFunction(this, fid, {
+        logRetention: retention,
+        removalPolicy: props.removalPolicy,
+        entry: lambdaEntry(path),
+        description,
+        timeout,
+        memorySize: sizing?.memorySize ?? defaultMemory,
+        reservedConcurrentExecutions: sizing?.reservedConcurrentExecutions,
+        tracing,
+        environment,
+      });
+      props.table.bind(f.fn);
+      return f;
+    };
+
+    const step = hostFunction(
+      'StepFunction',
+      'entries/dispatcher-step.ts',
+      'Takoform dispatcher steps (AcquireSlot, RecoverBatch, HandOver)',
+      Duration.seconds(60),
+      props.functions?.step,
+    );
+    const batchHost = hostFunction(
+      'BatchHostFunction',
+      'entries/batch-host.ts',
+      'Takoform batch host (register, settle, finalize, deadLetter, produce)',
+      Duration.seconds(60),
+      props.functions?.batchHost,
+      1024,
+    );
+    const executor = hostFunction(
+      'ExecutorFunction',
+      'entries/executor.ts',
+      'Takoform Operation executor',
+      Duration.minutes(5),
+      props.functions?.executor,
+    );
+    const supervisor = hostFunction(
+      'SupervisorFunction',
+      'entries/supervisor.ts',
+      'Takoform dispatcher supervisor',
+      Duration.minutes(2),
+      props.functions?.supervisor,
+    );
+    return { step, batchHost, executor, supervisor };
+  }
+
+  /**
+   * Queues are created at run time, so their encryption, TLS-only policy and tags travel to the
+   * executor (the one function that creates and updates them) as configuration.
+   */
+  private configureQueueCreation(props: DeliveryPipelineProps): void {
+    const executor = this.executorFunction.fn;
+    executor.addEnvironment(
+      AWS_ENV.queueArnPrefix,
+      Stack.of(this).formatArn({ service: 'sqs', resource: '', arnFormat: ArnFormat.NO_RESOURCE_NAME }),
+    );
+    if (props.queueEncryptionKey)
+      executor.addEnvironment(AWS_ENV.queueKmsKey, props.queueEncryptionKey.keyArn);
+    if (props.queueTags && Object.keys(props.queueTags).length > 0) {
+      executor.addEnvironment(AWS_ENV.queueTags, JSON.stringify(props.queueTags));
+    }
+  }
+
+  /** One dispatcher state machine of `kind`, which may invoke the step function and the workers. */
+  private createDispatcher(cid: string, name: string, kind: LaneKind, tracing: boolean): StateMachine {
+    const machine = new StateMachine(this, cid, {
+      // Named, so the functions that start lanes know its ARN without a reference cycle (the
+      // definition names the step function, and the step function starts lanes).
+      stateMachineName: name,
+      comment: `Takoform QueueConsumer dispatcher (${kind})`,
+      definitionBody: DefinitionBody.fromString(
+        Stack.of(this).toJsonString(
+          dispatcherDefinition({ stepFunction: this.stepFunction.fn.functionArn }, kind),
+        ),
+      ),
+      stateMachineType: kind === 'express' ? StateMachineType.EXPRESS : StateMachineType.STANDARD,
+      // Errors only and no execution data: slots (queue URLs, receipt-free ids) pass through
+      // every state, and ALL would log each transition of every batch.
+      logs: { destination: this.stateMachineLogs, level: LogLevel.ERROR, includeExecutionData: false },
+      tracingEnabled: tracing,
+    });
+    if (!tracing) {
+      Validations.of(machine).acknowledge({
+        id: 'AwsSolutions-SF2',
+        reason: 'X-Ray tracing is turned off on purpose by the tracing prop of the Host.',
+      });
+    }
+    machine.addToRolePolicy(
+      new iam.PolicyStatement({
+        sid: 'InvokeDispatcherSteps',
+        actions: ['lambda:InvokeFunction'],
+        resources: [this.stepFunction.fn.functionArn],
+      }),
+    );
+    machine.addToRolePolicy(
+      new iam.PolicyStatement({
+        sid: 'InvokeWorkerFunctions',
+        actions: ['lambda:InvokeFunction'],
+        resources: [this.workerFunctionArnPattern()],
+      }),
+    );
+    this.acknowledgeFindings(machine);
+    return machine;
+  }
+
+  /** The safety net: the executor and the supervisor run every minute. */
+  private scheduleSafetyNet(): void {
     for (const [rid, fn, description] of [
       ['ExecutorSchedule', this.executorFunction.fn, 'Runs due Takoform Operations every minute'],
       ['SupervisorSchedule', this.supervisorFunction.fn, 'Keeps Takoform dispatchers running every minute'],
@@ -331,10 +358,6 @@ export class DeliveryPipeline extends Construct {
     }
   }
 
-  /**
-   * The API function: triggers the executor after an acceptance (asynchronous invoke of the
-   * unqualified function only) and sends through the HTTP producer extension.
-   */
   /** Lets a Host function start dispatcher lanes (the two ARNs + states:StartExecution on them). */
   private grantStartLanes(f: HostFunction): void {
     f.fn.addEnvironment(AWS_ENV.dispatcherArn, this.dispatcherArn);
@@ -348,6 +371,10 @@ export class DeliveryPipeline extends Construct {
     );
   }
 
+  /**
+   * The API function: triggers the executor after an acceptance (asynchronous invoke of the
+   * unqualified function only) and sends through the HTTP producer extension.
+   */
   bindApi(api: HostFunction): void {
     this.grantStartLanes(api);
     this.grantQueues(api.fn, SQS_ACTIONS.api);

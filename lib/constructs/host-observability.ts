@@ -69,6 +69,76 @@ function hostMetric(host: string, name: string, service: string, statistic: stri
   });
 }
 
+/** The metrics the alarms watch and the dashboard graphs, built once for both. */
+interface WatchedMetrics {
+  readonly deadLetter: Metric;
+  readonly oldest: Metric;
+  readonly backlog: Metric;
+  readonly batchFailures: Metric;
+  readonly deadLettered: Metric;
+  readonly stuck: Metric;
+  readonly reconciling: Metric;
+  readonly hostErrors: MathExpression;
+  /** Both dispatchers (Standard and Express), whose lanes are watched together. */
+  readonly machines: readonly StateMachine[];
+  readonly dispatcherFailures: MathExpression;
+  readonly api5xx: Metric;
+}
+
+function watchedMetrics(props: HostObservabilityProps): WatchedMetrics {
+  const host = props.hostName;
+  const supervisor = 'takoform-supervisor';
+  const machines = [props.stateMachine, ...(props.expressStateMachine ? [props.expressStateMachine] : [])];
+  return {
+    deadLetter: hostMetric(host, HOST_METRICS.deadLetterMessages, supervisor, 'Maximum'),
+    // Republished every 5 minutes (GetMetricData is billed per queue): a 5-minute period.
+    oldest: hostMetric(host, HOST_METRICS.oldestMessageAgeSeconds, supervisor, 'Maximum').with({
+      period: FIVE_MINUTES,
+    }),
+    backlog: hostMetric(host, HOST_METRICS.backlogMessages, supervisor, 'Maximum'),
+    batchFailures: hostMetric(host, HOST_METRICS.workerBatchFailures, 'takoform-batch-host', 'Sum').with({
+      period: FIVE_MINUTES,
+    }),
+    deadLettered: hostMetric(host, HOST_METRICS.messagesDeadLettered, 'takoform-batch-host', 'Sum'),
+    stuck: hostMetric(host, HOST_METRICS.operationsStuckReconciling, 'takoform-executor', 'Maximum'),
+    reconciling: hostMetric(host, HOST_METRICS.operationsReconciling, 'takoform-executor', 'Maximum'),
+    hostErrors: hostFunctionErrors(props.hostFunctions),
+    machines,
+    dispatcherFailures: dispatcherFailures(machines),
+    api5xx: props.api.metricServerError({ period: FIVE_MINUTES, statistic: 'Sum' }),
+  };
+}
+
+/** The sum of the Host functions' errors, per 5 minutes. */
+function hostFunctionErrors(hostFunctions: Record<string, IFunction>): MathExpression {
+  const functionErrors: Record<string, IMetric> = {};
+  for (const [i, fn] of Object.values(hostFunctions).entries()) {
+    functionErrors[`e${i}`] = fn.metricErrors({ period: FIVE_MINUTES, statistic: 'Sum' });
+  }
+  return new MathExpression({
+    expression: `SUM([${Object.keys(functionErrors).join(',')}])`,
+    usingMetrics: functionErrors,
+    period: FIVE_MINUTES,
+    label: 'Host function errors',
+  });
+}
+
+/** Dispatcher executions failed, timed out or aborted, over every dispatcher, per 5 minutes. */
+function dispatcherFailures(machines: readonly StateMachine[]): MathExpression {
+  const machineMetrics: Record<string, IMetric> = {};
+  for (const [i, sm] of machines.entries()) {
+    machineMetrics[`failed${i}`] = sm.metricFailed({ period: FIVE_MINUTES, statistic: 'Sum' });
+    machineMetrics[`timedOut${i}`] = sm.metricTimedOut({ period: FIVE_MINUTES, statistic: 'Sum' });
+    machineMetrics[`aborted${i}`] = sm.metricAborted({ period: FIVE_MINUTES, statistic: 'Sum' });
+  }
+  return new MathExpression({
+    expression: Object.keys(machineMetrics).join(' + '),
+    usingMetrics: machineMetrics,
+    period: FIVE_MINUTES,
+    label: 'Dispatcher executions failed, timed out or aborted',
+  });
+}
+
 /**
  * What an operator must see (OPS-04): one dashboard and an alarm each for dead-letter depth,
  * oldest message age, worker handler failures, Host function errors, dispatcher failures,
@@ -82,53 +152,14 @@ export class HostObservability extends Construct {
 
   constructor(scope: Construct, id: string, props: HostObservabilityProps) {
     super(scope, id);
+    const metrics = watchedMetrics(props);
+    this.createAlarms(props, metrics);
+    this.dashboard = this.createDashboard(props, metrics);
+  }
+
+  /** One alarm per watched metric, named `<queueNamePrefix><name>`, notifying the alarm topic. */
+  private createAlarms(props: HostObservabilityProps, m: WatchedMetrics): void {
     const t = props.thresholds ?? {};
-    const host = props.hostName;
-    const supervisor = 'takoform-supervisor';
-    const deadLetter = hostMetric(host, HOST_METRICS.deadLetterMessages, supervisor, 'Maximum');
-    // Republished every 5 minutes (GetMetricData is billed per queue): a 5-minute period.
-    const oldest = hostMetric(host, HOST_METRICS.oldestMessageAgeSeconds, supervisor, 'Maximum').with({
-      period: FIVE_MINUTES,
-    });
-    const backlog = hostMetric(host, HOST_METRICS.backlogMessages, supervisor, 'Maximum');
-    const batchFailures = hostMetric(
-      host,
-      HOST_METRICS.workerBatchFailures,
-      'takoform-batch-host',
-      'Sum',
-    ).with({
-      period: FIVE_MINUTES,
-    });
-    const deadLettered = hostMetric(host, HOST_METRICS.messagesDeadLettered, 'takoform-batch-host', 'Sum');
-    const stuck = hostMetric(host, HOST_METRICS.operationsStuckReconciling, 'takoform-executor', 'Maximum');
-    const reconciling = hostMetric(host, HOST_METRICS.operationsReconciling, 'takoform-executor', 'Maximum');
-
-    const functionErrors: Record<string, IMetric> = {};
-    for (const [i, fn] of Object.values(props.hostFunctions).entries()) {
-      functionErrors[`e${i}`] = fn.metricErrors({ period: FIVE_MINUTES, statistic: 'Sum' });
-    }
-    const hostErrors = new MathExpression({
-      expression: `SUM([${Object.keys(functionErrors).join(',')}])`,
-      usingMetrics: functionErrors,
-      period: FIVE_MINUTES,
-      label: 'Host function errors',
-    });
-    // Both dispatchers' lanes (Standard and Express) together.
-    const machines = [props.stateMachine, ...(props.expressStateMachine ? [props.expressStateMachine] : [])];
-    const machineMetrics: Record<string, IMetric> = {};
-    for (const [i, sm] of machines.entries()) {
-      machineMetrics[`failed${i}`] = sm.metricFailed({ period: FIVE_MINUTES, statistic: 'Sum' });
-      machineMetrics[`timedOut${i}`] = sm.metricTimedOut({ period: FIVE_MINUTES, statistic: 'Sum' });
-      machineMetrics[`aborted${i}`] = sm.metricAborted({ period: FIVE_MINUTES, statistic: 'Sum' });
-    }
-    const dispatcherFailures = new MathExpression({
-      expression: Object.keys(machineMetrics).join(' + '),
-      usingMetrics: machineMetrics,
-      period: FIVE_MINUTES,
-      label: 'Dispatcher executions failed, timed out or aborted',
-    });
-    const api5xx = props.api.metricServerError({ period: FIVE_MINUTES, statistic: 'Sum' });
-
     const alarm = (name: string, metric: IMetric, threshold: number, description: string) => {
       const a = new Alarm(this, name, {
         alarmName: `${props.queueNamePrefix}${name}`,
@@ -148,60 +179,63 @@ export class HostObservability extends Construct {
     };
     alarm(
       'DeadLetterDepth',
-      deadLetter,
+      m.deadLetter,
       t.deadLetterMessages ?? 1,
       'Messages wait in a dead-letter queue of an active consumer.',
     );
     alarm(
       'OldestMessageAge',
-      oldest,
+      m.oldest,
       t.oldestMessageAgeSeconds ?? 900,
       'A message has waited too long in one of the Host queues (SQS ApproximateAgeOfOldestMessage).',
     );
     alarm(
       'WorkerHandlerFailures',
-      batchFailures,
+      m.batchFailures,
       t.workerBatchFailures ?? 1,
       'Worker queue handlers threw or were cut off.',
     );
     alarm(
       'HostFunctionErrors',
-      hostErrors,
+      m.hostErrors,
       t.hostFunctionErrors ?? 1,
       'A Takoform Host Lambda function failed.',
     );
     alarm(
       'DispatcherFailures',
-      dispatcherFailures,
+      m.dispatcherFailures,
       t.dispatcherFailures ?? 1,
       'Dispatcher executions failed.',
     );
     alarm(
       'OperationsStuckReconciling',
-      stuck,
+      m.stuck,
       t.operationsStuckReconciling ?? 1,
       'Operations have been reconciling for more than 15 minutes.',
     );
-    alarm('Api5xx', api5xx, t.api5xx ?? 1, 'The Host API answered 5xx.');
+    alarm('Api5xx', m.api5xx, t.api5xx ?? 1, 'The Host API answered 5xx.');
+  }
 
+  /** The Host's dashboard: queues per queue (SEARCH), delivery, Operations, functions, dispatchers, API. */
+  private createDashboard(props: HostObservabilityProps, m: WatchedMetrics): Dashboard {
     const search = (metric: string, stat: string, label: string) =>
       new SearchExpression({
         expression: sqsSearchExpression(props.queueNamePrefix, metric, stat, 300),
         label,
         period: FIVE_MINUTES,
       });
-    this.dashboard = new Dashboard(this, 'Dashboard', {
+    const dashboard = new Dashboard(this, 'Dashboard', {
       dashboardName: `${props.queueNamePrefix}host`,
       defaultInterval: Duration.hours(3),
     });
-    this.dashboard.addWidgets(
+    dashboard.addWidgets(
       new TextWidget({
-        markdown: `# Takoform Host ${host}\nQueues: \`${props.queueNamePrefix}*\`. Alarms: dead-letter depth, oldest message age, handler failures, Host errors, dispatcher failures, stuck Operations, API 5xx.`,
+        markdown: `# Takoform Host ${props.hostName}\nQueues: \`${props.queueNamePrefix}*\`. Alarms: dead-letter depth, oldest message age, handler failures, Host errors, dispatcher failures, stuck Operations, API 5xx.`,
         width: 24,
         height: 2,
       }),
     );
-    this.dashboard.addWidgets(
+    dashboard.addWidgets(
       new GraphWidget({
         title: 'Queues: visible messages (per queue)',
         left: [search('ApproximateNumberOfMessagesVisible', 'Maximum', '')],
@@ -213,33 +247,34 @@ export class HostObservability extends Construct {
         width: 12,
       }),
     );
-    this.dashboard.addWidgets(
+    dashboard.addWidgets(
       new GraphWidget({
         title: 'Backlog and dead letters',
-        left: [backlog, deadLetter],
-        right: [deadLettered],
+        left: [m.backlog, m.deadLetter],
+        right: [m.deadLettered],
         width: 8,
       }),
-      new GraphWidget({ title: 'Worker batch failures', left: [batchFailures], width: 8 }),
-      new GraphWidget({ title: 'Operations reconciling / stuck', left: [reconciling, stuck], width: 8 }),
+      new GraphWidget({ title: 'Worker batch failures', left: [m.batchFailures], width: 8 }),
+      new GraphWidget({ title: 'Operations reconciling / stuck', left: [m.reconciling, m.stuck], width: 8 }),
     );
-    this.dashboard.addWidgets(
-      new GraphWidget({ title: 'Host function errors', left: [hostErrors], width: 8 }),
+    dashboard.addWidgets(
+      new GraphWidget({ title: 'Host function errors', left: [m.hostErrors], width: 8 }),
       new GraphWidget({
         title: 'Dispatcher executions',
-        left: machines.flatMap((sm) => [
+        left: m.machines.flatMap((sm) => [
           sm.metricStarted({ period: FIVE_MINUTES }),
           sm.metricSucceeded({ period: FIVE_MINUTES }),
         ]),
-        right: [dispatcherFailures],
+        right: [m.dispatcherFailures],
         width: 8,
       }),
       new GraphWidget({
         title: 'API',
-        left: [props.api.metricCount({ period: FIVE_MINUTES }), api5xx],
+        left: [props.api.metricCount({ period: FIVE_MINUTES }), m.api5xx],
         right: [props.api.metricLatency({ period: FIVE_MINUTES, statistic: 'p99' })],
         width: 8,
       }),
     );
+    return dashboard;
   }
 }
