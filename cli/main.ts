@@ -1,10 +1,11 @@
 /**
- * `takoform`: the command line of this Host (host-profile §6). Run through `bin/takoform`
- * (`npx takoform …` in a clone), which starts this file with Node 24 in the caller's folder.
+ * `takoform`: the command line of this Host (host-profile §6). Installed, `bin/takoform.js` runs
+ * the compiled `main()`; in a clone `bin/takoform` starts this file with Node 24 in the caller's folder.
  */
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { apply } from './apply.ts';
 import { type CommonFlags, type Context, createContext } from './context.ts';
+import { dev } from './dev.ts';
 import { EXIT, RefusedError, UsageError } from './errors.ts';
 import { peek, purge, redrive, send, status } from './queue-commands.ts';
 import { get, remove } from './resource-commands.ts';
@@ -28,6 +29,9 @@ function common(cmd: Command): Command {
     )
     .addOption(new Option('--key <key>', 'API key (else TAKOFORM_API_KEY, else the local dev key)'))
     .addOption(new Option('--data-dir <dir>', "the local Host's data folder (default: .data)"))
+    .addOption(
+      new Option('--profile <name>', 'a named Host of ~/.config/takoform/config (else TAKOFORM_PROFILE)'),
+    )
     .addOption(new Option('--space <space>', 'the Space (default: the only one the key can write)'))
     .addOption(new Option('--json', 'print one JSON document on stdout'));
 }
@@ -123,7 +127,37 @@ export function program(): Command {
     .option('--yes', 'confirm')
     .action(action((ctx, f, queue) => purge(ctx, queue as string, f.yes === true)));
 
+  root
+    .command('dev')
+    .description('run a local Host (DynamoDB Local, an SQS stand-in, Step Functions Local) until Ctrl-C')
+    .option('--port <port>', 'listen on 127.0.0.1:PORT (default 8787; 0 takes a free port)')
+    .option('--workers-dir <dir>', 'ModuleWorker code, DIR/<space>/<name>.mjs (default workers)')
+    .option('--public-origin <url>', 'the origin advertised to clients')
+    .option('--principals <file>', 'principals and API keys (default: a generated development key)')
+    .option('--worker-timeout <seconds>', 'cut off a hung worker invocation after this long (900)')
+    .action(async (_o: unknown, cmd: Command) => {
+      const f = cmd.optsWithGlobals<Flags>();
+      const code = await dev({
+        ...(f.port !== undefined ? { port: f.port as string } : {}),
+        ...(f.dataDir !== undefined ? { dataDir: f.dataDir } : {}),
+        ...(f.workersDir !== undefined ? { workersDir: f.workersDir as string } : {}),
+        ...(f.publicOrigin !== undefined ? { publicOrigin: f.publicOrigin as string } : {}),
+        ...(f.principals !== undefined ? { principals: f.principals as string } : {}),
+        ...(f.workerTimeout !== undefined ? { workerTimeout: f.workerTimeout as string } : {}),
+      });
+      if (code !== 0) throw new HostExit(code);
+    });
+
   return root;
+}
+
+/** The local Host ended with this code; passed on as the command's. */
+class HostExit extends Error {
+  readonly code: number;
+  constructor(code: number) {
+    super(`the local Host exited with ${code}`);
+    this.code = code;
+  }
 }
 
 /** Parses and runs; resolves to the exit code (host-profile §6). */
@@ -142,6 +176,7 @@ export async function run(argv: string[]): Promise<number> {
       process.stderr.write(`takoform: ${err.message}\n`);
       return EXIT.usage;
     }
+    if (err instanceof HostExit) return err.code;
     if (err instanceof RefusedError) {
       process.stderr.write(`takoform: ${err.code}: ${err.detail}\n`);
       return EXIT.refused;
@@ -151,8 +186,27 @@ export async function run(argv: string[]): Promise<number> {
   }
 }
 
+/**
+ * Stdout or stderr closed by the reader (`takoform status | head -3`): the rest is not wanted, so
+ * the command ends quietly with success instead of an unhandled EPIPE.
+ */
+function endQuietlyOnClosedPipe(): void {
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EPIPE') throw err;
+      process.exit(EXIT.ok);
+    });
+  }
+}
+
+/** The installed command (`bin/takoform.js`) and the clone's launcher both come here. */
+export async function main(argv: string[]): Promise<number> {
+  endQuietlyOnClosedPipe();
+  return run(argv);
+}
+
 if (import.meta.main) {
   // The launcher runs Node in the project folder; paths on the command line are the caller's.
   if (process.env.TAKOFORM_CLI_CWD) process.chdir(process.env.TAKOFORM_CLI_CWD);
-  process.exitCode = await run(process.argv.slice(2));
+  process.exitCode = await main(process.argv.slice(2));
 }

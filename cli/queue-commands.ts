@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { Context } from './context.ts';
-import { UsageError } from './errors.ts';
+import { UsageError, whyUnreadable } from './errors.ts';
 import { EXT_ROOT, type Json, type Resource } from './host-client.ts';
 import { KINDS } from './kinds.ts';
 
@@ -16,8 +16,8 @@ function bodyBytes(text: string | undefined, file: string | undefined): Buffer {
   if (text !== undefined) return Buffer.from(text, 'utf8');
   try {
     return readFileSync(file === '-' ? 0 : (file as string));
-  } catch {
-    throw new UsageError(`cannot read ${file}`);
+  } catch (err) {
+    throw new UsageError(`cannot read ${file}: ${whyUnreadable(err)}`);
   }
 }
 
