@@ -109,23 +109,45 @@ export function program(): Command {
     .description('show messages without consuming them')
     .argument('<queue>')
     .addOption(new Option('--limit <n>', 'at most this many (1..50, default 10)').argParser(integer(1, 50)))
-    .action(action((ctx, f, queue) => peek(ctx, queue as string, f.limit as number | undefined)));
+    .option('--from <queue>', 'only dead letters moved from this queue')
+    .option(
+      '--outcome <outcome>',
+      'only dead letters whose last delivery ended so (threw, returned/retry, …)',
+    )
+    .action(
+      action((ctx, f, queue) =>
+        peek(ctx, queue as string, {
+          ...(f.limit !== undefined ? { limit: f.limit as number } : {}),
+          ...(f.from !== undefined ? { from: f.from as string } : {}),
+          ...(f.outcome !== undefined ? { outcome: f.outcome as string } : {}),
+        }),
+      ),
+    );
   dlq
     .command('redrive')
     .description('move messages to another queue as new messages (copy, then delete)')
     .argument('<queue>')
     .requiredOption('--to <queue>', 'the queue to move them to')
     .addOption(new Option('--limit <n>', 'at most this many (default: all)').argParser(integer(1, 1_000_000)))
+    .option('--id <ids...>', 'only these messages (ids from dlq peek); the rest stay')
     .action(
-      action((ctx, f, queue) => redrive(ctx, queue as string, f.to as string, f.limit as number | undefined)),
+      action((ctx, f, queue) =>
+        redrive(ctx, queue as string, f.to as string, {
+          ...(f.limit !== undefined ? { limit: f.limit as number } : {}),
+          ...(f.id !== undefined ? { ids: f.id as string[] } : {}),
+        }),
+      ),
     );
 
   root
     .command('purge')
-    .description('delete every message of a queue')
+    .description('delete every message of a queue, or only the chosen ones')
     .argument('<queue>')
     .option('--yes', 'confirm')
-    .action(action((ctx, f, queue) => purge(ctx, queue as string, f.yes === true)));
+    .option('--id <ids...>', 'only these messages (ids from dlq peek)')
+    .action(
+      action((ctx, f, queue) => purge(ctx, queue as string, f.yes === true, f.id as string[] | undefined)),
+    );
 
   root
     .command('dev')
