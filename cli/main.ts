@@ -7,8 +7,9 @@ import { apply } from './apply.ts';
 import { type CommonFlags, type Context, createContext } from './context.ts';
 import { dev } from './dev.ts';
 import { EXIT, RefusedError, UsageError } from './errors.ts';
+import { reference, text } from './field-reference.ts';
 import { peek, purge, redrive, send, status } from './queue-commands.ts';
-import { get, remove } from './resource-commands.ts';
+import { get, parseKind, remove } from './resource-commands.ts';
 
 const DEFAULT_TIMEOUT_SECONDS = 300;
 
@@ -148,6 +149,16 @@ export function program(): Command {
     .action(
       action((ctx, f, queue) => purge(ctx, queue as string, f.yes === true, f.id as string[] | undefined)),
     );
+
+  root
+    .command('explain')
+    .description("a kind's spec fields: type, range, default, whether an update may change them")
+    .argument('<kind>', 'queue, worker or consumer')
+    .action(async (kind: string, _o: unknown, cmd: Command) => {
+      const k = parseKind(kind);
+      const asJson = cmd.optsWithGlobals<Flags>().json === true;
+      process.stdout.write(asJson ? `${JSON.stringify(reference(k), null, 2)}\n` : text(k));
+    });
 
   root
     .command('dev')
