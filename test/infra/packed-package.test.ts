@@ -12,7 +12,7 @@
  *   empty folder outside the tree, `takoform` run from there against a local Host this test starts
  *   (127.0.0.1, a free port, stopped by PID), and `takoform dev` from the installed package.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -122,6 +122,21 @@ describe('the packed package in a separate CDK app (issue 15, Deliver 5)', () =>
     expect(packed).not.toHaveProperty('private');
     expect(packed.bin).toEqual({ takoform: 'bin/takoform.js' });
     expect(packed.engines.node).toBe('>=22.12');
+  });
+
+  it('states the Node it needs and checks it before cdk runs bin/app.ts', () => {
+    const example = JSON.parse(readFileSync(join(EXAMPLE, 'package.json'), 'utf8'));
+    expect(example.engines.node).toBe('>=22.18');
+    expect(readFileSync(join(EXAMPLE, '.npmrc'), 'utf8')).toContain('engine-strict=true');
+    const cdk = JSON.parse(readFileSync(join(EXAMPLE, 'cdk.json'), 'utf8'));
+    expect(cdk.app).toBe('node bin/check-node.mjs && node bin/app.ts');
+    expect(run(process.execPath, ['bin/check-node.mjs'], app)).toBe('');
+    const machineNode = existsSync('/usr/bin/node') ? run('/usr/bin/node', ['--version'], app).trim() : '';
+    if (/^v(1\d|2[01])\.|^v22\.(\d|1[0-7])\./.test(machineNode)) {
+      const old = spawnSync('/usr/bin/node', ['bin/check-node.mjs'], { cwd: app, encoding: 'utf8' });
+      expect(old.status).toBe(1);
+      expect(old.stderr).toContain(`Node.js 22.18 or newer (this is ${machineNode})`);
+    }
   });
 
   it('synthesizes the Host and the worker from the installed package, bundled by esbuild', () => {
