@@ -23,6 +23,25 @@ const FAILING_WORKER = `export default {
 };
 `;
 
+/**
+ * The poison-message pattern of docs/worker-api.md: each message settled on its own, only the
+ * failing one retried, so it alone runs out of retries; its batch-mates are acknowledged.
+ */
+const CAREFUL_WORKER = `export default {
+  async queue(batch) {
+    for (const message of batch.messages) {
+      const text = new TextDecoder().decode(message.body);
+      if (text === 'poison') {
+        await batch.retry(message.id);
+        continue;
+      }
+      console.log(JSON.stringify({ careful: text }));
+      await batch.acknowledge(message.id);
+    }
+  },
+};
+`;
+
 /** A consumer with a dead-letter queue, written as YAML with references by name. */
 const FAILING_YAML = `space: default
 resources:
@@ -124,6 +143,7 @@ describe('takoform CLI against npm start', () => {
       path.join(host.workersDir, 'default/echo.mjs'),
     );
     writeFileSync(path.join(host.workersDir, 'default/failing.mjs'), FAILING_WORKER);
+    writeFileSync(path.join(host.workersDir, 'default/careful.mjs'), CAREFUL_WORKER);
     cwd = hosts.tempDir('takoform-cli-');
     copyFileSync(path.join(REPO, 'examples/quickstart.json'), path.join(cwd, 'quickstart.json'));
     writeFileSync(path.join(cwd, 'failing.yaml'), FAILING_YAML);
@@ -273,6 +293,38 @@ describe('takoform CLI against npm start', () => {
     expect(missing.stderr).toContain(
       'takoform: not_found: queue jobs-dlq has no visible message m-not-there',
     );
+  });
+
+  it('a poison message settled on its own is dead-lettered alone; its batch-mates are handled', async () => {
+    writeFileSync(
+      path.join(cwd, 'careful.yaml'),
+      [
+        'resources:',
+        '  - { kind: queue, name: careful-in, spec: { messageRetentionSeconds: 3600 } }',
+        '  - { kind: queue, name: careful-dlq, spec: { messageRetentionSeconds: 3600 } }',
+        '  - { kind: worker, name: careful, spec: {} }',
+        '  - kind: consumer',
+        '    name: careful-in-careful',
+        '    spec: { queue: { name: careful-in }, worker: { name: careful }, deadLetterQueue: { name: careful-dlq },',
+        '            maxBatchSize: 10, maxBatchTimeoutSeconds: 2, maxConcurrency: 1, maxRetries: 1, retryDelaySeconds: 0 }',
+        '',
+      ].join('\n'),
+    );
+    await ok(['apply', '-f', 'careful.yaml']);
+    for (const text of ['good-1', 'poison', 'good-2']) await ok(['send', 'careful-in', text]);
+    const dead = await until('the poison message dead-lettered', async () => {
+      const p = await json(['dlq', 'peek', 'careful-dlq']);
+      return p.messages.length > 0 ? p.messages : undefined;
+    });
+    expect(dead.map((m: JsonBody) => [m.preview, m.deadLetter.attempts])).toEqual([['poison', 2]]);
+    const handled = host
+      .stderr()
+      .split('\n')
+      .filter((l) => l.startsWith('[worker default/careful] '))
+      .map((l) => JSON.parse(l.slice('[worker default/careful] '.length)).careful);
+    expect(handled.sort()).toEqual(['good-1', 'good-2']);
+    expect((await json(['status', 'careful-in'])).queues[0]).toMatchObject({ visible: 0, inFlight: 0 });
+    await ok(['delete', 'consumer', 'careful-in-careful']);
   });
 
   it('a worker without code is flagged by apply, and a consumer of it is refused naming the module file', async () => {
