@@ -64,6 +64,23 @@ afterAll(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
+describe('publishing', () => {
+  it('npm publish --dry-run passes, with nothing to warn about but the missing login', () => {
+    // dist/ was just built by the pack above; publishing would build it again (prepack).
+    const out = spawnSync('npm', ['publish', '--dry-run', '--ignore-scripts', '--json'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    expect(out.status, out.stderr).toBe(0);
+    const report = JSON.parse(out.stdout.slice(out.stdout.indexOf('{')))[PACKAGE];
+    expect(report).toMatchObject({ name: PACKAGE, version: expect.any(String) });
+    expect(report.files.map((f: { path: string }) => f.path).sort()).toEqual([...files].sort());
+    const warnings = out.stderr.split('\n').filter((l) => /^npm warn/.test(l) && !/logged in/.test(l));
+    expect(warnings).toEqual([]);
+  });
+});
+
 describe('the packed package in a separate CDK app (issue 15, Deliver 5)', () => {
   let app: string;
   let template: Template;
