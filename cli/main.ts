@@ -53,6 +53,40 @@ const timeoutOf = (flags: Flags) => ((flags.timeout as number | undefined) ?? DE
 const timeoutOption = () =>
   new Option('--timeout <seconds>', 'how long to wait for Operations').argParser(integer(1, 3600));
 
+/** Commands that need no Host: the field reference, and running a local Host. */
+function addLocalCommands(root: Command): void {
+  root
+    .command('explain')
+    .description("a kind's spec fields: type, range, default, whether an update may change them")
+    .argument('<kind>', 'queue, worker or consumer')
+    .action(async (kind: string, _o: unknown, cmd: Command) => {
+      const k = parseKind(kind);
+      const asJson = cmd.optsWithGlobals<Flags>().json === true;
+      process.stdout.write(asJson ? `${JSON.stringify(reference(k), null, 2)}\n` : text(k));
+    });
+
+  root
+    .command('dev')
+    .description('run a local Host (DynamoDB Local, an SQS stand-in, Step Functions Local) until Ctrl-C')
+    .option('--port <port>', 'listen on 127.0.0.1:PORT (default 8787; 0 takes a free port)')
+    .option('--workers-dir <dir>', 'ModuleWorker code, DIR/<space>/<name>.mjs (default workers)')
+    .option('--public-origin <url>', 'the origin advertised to clients')
+    .option('--principals <file>', 'principals and API keys (default: a generated development key)')
+    .option('--worker-timeout <seconds>', 'cut off a hung worker invocation after this long (900)')
+    .action(async (_o: unknown, cmd: Command) => {
+      const f = cmd.optsWithGlobals<Flags>();
+      const code = await dev({
+        ...(f.port !== undefined ? { port: f.port as string } : {}),
+        ...(f.dataDir !== undefined ? { dataDir: f.dataDir } : {}),
+        ...(f.workersDir !== undefined ? { workersDir: f.workersDir as string } : {}),
+        ...(f.publicOrigin !== undefined ? { publicOrigin: f.publicOrigin as string } : {}),
+        ...(f.principals !== undefined ? { principals: f.principals as string } : {}),
+        ...(f.workerTimeout !== undefined ? { workerTimeout: f.workerTimeout as string } : {}),
+      });
+      if (code !== 0) throw new HostExit(code);
+    });
+}
+
 export function program(): Command {
   const root = common(new Command('takoform'))
     .description('Manage queues, workers and consumers on a Takoform Host, and look at their messages.')
@@ -150,37 +184,7 @@ export function program(): Command {
       action((ctx, f, queue) => purge(ctx, queue as string, f.yes === true, f.id as string[] | undefined)),
     );
 
-  root
-    .command('explain')
-    .description("a kind's spec fields: type, range, default, whether an update may change them")
-    .argument('<kind>', 'queue, worker or consumer')
-    .action(async (kind: string, _o: unknown, cmd: Command) => {
-      const k = parseKind(kind);
-      const asJson = cmd.optsWithGlobals<Flags>().json === true;
-      process.stdout.write(asJson ? `${JSON.stringify(reference(k), null, 2)}\n` : text(k));
-    });
-
-  root
-    .command('dev')
-    .description('run a local Host (DynamoDB Local, an SQS stand-in, Step Functions Local) until Ctrl-C')
-    .option('--port <port>', 'listen on 127.0.0.1:PORT (default 8787; 0 takes a free port)')
-    .option('--workers-dir <dir>', 'ModuleWorker code, DIR/<space>/<name>.mjs (default workers)')
-    .option('--public-origin <url>', 'the origin advertised to clients')
-    .option('--principals <file>', 'principals and API keys (default: a generated development key)')
-    .option('--worker-timeout <seconds>', 'cut off a hung worker invocation after this long (900)')
-    .action(async (_o: unknown, cmd: Command) => {
-      const f = cmd.optsWithGlobals<Flags>();
-      const code = await dev({
-        ...(f.port !== undefined ? { port: f.port as string } : {}),
-        ...(f.dataDir !== undefined ? { dataDir: f.dataDir } : {}),
-        ...(f.workersDir !== undefined ? { workersDir: f.workersDir as string } : {}),
-        ...(f.publicOrigin !== undefined ? { publicOrigin: f.publicOrigin as string } : {}),
-        ...(f.principals !== undefined ? { principals: f.principals as string } : {}),
-        ...(f.workerTimeout !== undefined ? { workerTimeout: f.workerTimeout as string } : {}),
-      });
-      if (code !== 0) throw new HostExit(code);
-    });
-
+  addLocalCommands(root);
   return root;
 }
 

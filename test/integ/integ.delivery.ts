@@ -9,7 +9,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { ExpectedResult, type IApiCall, IntegTest, Match } from '@aws-cdk/integ-tests-alpha';
-import { App, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import { App, Duration, RemovalPolicy } from 'aws-cdk-lib';
 import { FORM_URLS } from '../../lambdas/forms/form-urls.ts';
 import { TABLE_KEYS } from '../../lambdas/shared/table-schema.ts';
 import { ModuleWorkerFunction, TakoformHostStack } from '../../lib/index.ts';

@@ -394,7 +394,9 @@ describe('QueueConsumer 0.3.0 lifecycle', () => {
     expect(before.output).toEqual({});
     const refused = await remove(host, w, 1);
     expectProblem(refused, 409, 'dependency_conflict');
-    expect(refused.body.detail).toMatch(/^ModuleWorker \S+ is still referenced by QueueConsumer \S+ \(as worker\)/);
+    expect(refused.body.detail).toMatch(
+      /^ModuleWorker \S+ is still referenced by QueueConsumer \S+ \(as worker\)/,
+    );
     expect((await getResource(host, w)).body).toEqual(before);
     await removeAndSettle(host, uid);
     await removeAndSettle(host, w);
