@@ -313,9 +313,12 @@ describe('the packed command line in an empty folder, against a running local Ho
     } finally {
       if (dev.exitCode === null) dev.kill('SIGTERM');
     }
-    expect(await exited).toBe(0);
-    // The Host and its stand-ins stopped with it.
-    expect(await waitGone(running, 20_000)).toEqual([]);
+    const code = await exited;
+    // The Host and its stand-ins stopped with it; any left are this test's to end.
+    const left = await waitGone(running, 20_000);
+    for (const pid of left) process.kill(pid, 'SIGKILL');
+    expect(code).toBe(0);
+    expect(left).toEqual([]);
   }, 180_000);
 
   const machineNode = existsSync('/usr/bin/node') ? run('/usr/bin/node', ['--version'], ROOT).trim() : '';
