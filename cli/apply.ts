@@ -1,6 +1,6 @@
 import type { Context } from './context.ts';
 import { RefusedError, UsageError } from './errors.ts';
-import type { Operation } from './host-client.ts';
+import { API_ROOT, type Operation } from './host-client.ts';
 import { KINDS, kindOf } from './kinds.ts';
 import { canonical, type ManifestEntry, readManifest, resolveReferences } from './manifest.ts';
 
@@ -29,10 +29,39 @@ export async function apply(ctx: Context, o: ApplyOptions): Promise<void> {
   for (const entry of manifest.resources) {
     const { uid, result } = await applyOne(ctx, space, entry, existing.get(entry.name), uids, o.timeoutMs);
     uids.set(entry.name, uid);
-    results.push({ kind: entry.kind, name: entry.name, resourceUid: uid, result });
+    const ready = entry.kind === 'worker' ? await workerReady(ctx, space, entry.name, uid) : undefined;
+    results.push({
+      kind: entry.kind,
+      name: entry.name,
+      resourceUid: uid,
+      result,
+      ...(ready === undefined ? {} : { ready }),
+    });
     ctx.line(`${entry.kind}/${entry.name} ${result}`);
   }
   ctx.document({ space, results });
+}
+
+/**
+ * A worker Resource is only a name: whether the Host has code for it shows in `observed.ready`.
+ * Said at once (on stderr, the result lines stay as they are), not first when a consumer of it is refused.
+ */
+async function workerReady(
+  ctx: Context,
+  space: string,
+  name: string,
+  uid: string,
+): Promise<boolean | undefined> {
+  const r = await ctx.client.request('GET', `${API_ROOT}/resources/${encodeURIComponent(uid)}`);
+  const ready: unknown = r?.observed?.ready;
+  if (ready === false) {
+    ctx.note(
+      `worker/${name}: not ready, the Host has no code for it that loads. Locally: a module ` +
+        `<workers folder>/${space}/${name}.mjs exporting a plain object; on AWS: a ModuleWorkerFunction ` +
+        `for ${space}/${name}. A consumer of it is refused until then.`,
+    );
+  }
+  return typeof ready === 'boolean' ? ready : undefined;
 }
 
 async function applyOne(

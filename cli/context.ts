@@ -15,7 +15,7 @@ export interface Context {
   json: boolean;
   /** `--space` as given. */
   spaceFlag: string | undefined;
-  /** The Space: `--space`, else the only one the key can write (asked of the Host once). */
+  /** The Space: `--space`, else the profile's, else the only one the key can write (asked once). */
   space(): Promise<string>;
   /** One line (or, with --json, nothing: commands print one document at the end). */
   line(text: string): void;
@@ -33,16 +33,18 @@ export function checkedName(value: string, what: string): string {
 }
 
 export function createContext(flags: CommonFlags, env: NodeJS.ProcessEnv = process.env): Context {
-  const client = new HostClient(resolveConnection(flags, env));
+  const connection = resolveConnection(flags, env);
+  const client = new HostClient(connection);
   const json = flags.json === true;
   if (flags.space !== undefined) checkedName(flags.space, '--space');
+  const chosen = flags.space ?? connection.space;
   let space: Promise<string> | undefined;
   const ctx: Context = {
     client,
     json,
     spaceFlag: flags.space,
     space: () => {
-      space ??= flags.space !== undefined ? Promise.resolve(flags.space) : onlyWritableSpace(client);
+      space ??= chosen !== undefined ? Promise.resolve(chosen) : onlyWritableSpace(client);
       return space;
     },
     line: (text) => {

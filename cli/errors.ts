@@ -22,3 +22,19 @@ export class RefusedError extends Error {
     this.status = status;
   }
 }
+
+const FILE_ERRORS: Record<string, string> = {
+  ENOENT: 'no such file',
+  EACCES: 'permission denied',
+  EPERM: 'permission denied',
+  EISDIR: 'it is a folder, not a file',
+  ENOTDIR: 'a part of the path is not a folder',
+  ELOOP: 'too many symbolic links',
+  EMFILE: 'too many open files',
+};
+
+/** Why a file could not be read, in words (`cannot read FILE: <this>`). */
+export function whyUnreadable(err: unknown): string {
+  const code = (err as NodeJS.ErrnoException)?.code;
+  return (code && FILE_ERRORS[code]) ?? (err as Error)?.message ?? String(err);
+}

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Connection } from './connection.ts';
+import { type Connection, keyHint } from './connection.ts';
 import { RefusedError } from './errors.ts';
 
 export const API_ROOT = '/apis/forms.takoform.com/v2';
@@ -83,9 +83,10 @@ export class HostClient {
         throw new RefusedError('invalid_response', `${method} ${path} answered ${res.status} without JSON`);
       }
       if (res.status >= 400) {
+        const detail = typeof body?.detail === 'string' ? body.detail : (body?.title ?? `HTTP ${res.status}`);
         throw new RefusedError(
           typeof body?.code === 'string' ? body.code : `http_${res.status}`,
-          typeof body?.detail === 'string' ? body.detail : (body?.title ?? `HTTP ${res.status}`),
+          res.status === 401 ? `${detail}; ${keyHint(this.c)}` : detail,
           res.status,
         );
       }

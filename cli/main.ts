@@ -1,13 +1,15 @@
 /**
- * `takoform`: the command line of this Host (host-profile §6). Run through `bin/takoform`
- * (`npx takoform …` in a clone), which starts this file with Node 24 in the caller's folder.
+ * `takoform`: the command line of this Host (host-profile §6). Installed, `bin/takoform.js` runs
+ * the compiled `main()`; in a clone `bin/takoform` starts this file with Node 24 in the caller's folder.
  */
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { apply } from './apply.ts';
 import { type CommonFlags, type Context, createContext } from './context.ts';
+import { dev } from './dev.ts';
 import { EXIT, RefusedError, UsageError } from './errors.ts';
+import { reference, text } from './field-reference.ts';
 import { peek, purge, redrive, send, status } from './queue-commands.ts';
-import { get, remove } from './resource-commands.ts';
+import { get, parseKind, remove } from './resource-commands.ts';
 
 const DEFAULT_TIMEOUT_SECONDS = 300;
 
@@ -28,6 +30,9 @@ function common(cmd: Command): Command {
     )
     .addOption(new Option('--key <key>', 'API key (else TAKOFORM_API_KEY, else the local dev key)'))
     .addOption(new Option('--data-dir <dir>', "the local Host's data folder (default: .data)"))
+    .addOption(
+      new Option('--profile <name>', 'a named Host of ~/.config/takoform/config (else TAKOFORM_PROFILE)'),
+    )
     .addOption(new Option('--space <space>', 'the Space (default: the only one the key can write)'))
     .addOption(new Option('--json', 'print one JSON document on stdout'));
 }
@@ -47,6 +52,40 @@ function action(body: (ctx: Context, flags: Flags, ...args: string[]) => Promise
 const timeoutOf = (flags: Flags) => ((flags.timeout as number | undefined) ?? DEFAULT_TIMEOUT_SECONDS) * 1000;
 const timeoutOption = () =>
   new Option('--timeout <seconds>', 'how long to wait for Operations').argParser(integer(1, 3600));
+
+/** Commands that need no Host: the field reference, and running a local Host. */
+function addLocalCommands(root: Command): void {
+  root
+    .command('explain')
+    .description("a kind's spec fields: type, range, default, whether an update may change them")
+    .argument('<kind>', 'queue, worker or consumer')
+    .action(async (kind: string, _o: unknown, cmd: Command) => {
+      const k = parseKind(kind);
+      const asJson = cmd.optsWithGlobals<Flags>().json === true;
+      process.stdout.write(asJson ? `${JSON.stringify(reference(k), null, 2)}\n` : text(k));
+    });
+
+  root
+    .command('dev')
+    .description('run a local Host (DynamoDB Local, an SQS stand-in, Step Functions Local) until Ctrl-C')
+    .option('--port <port>', 'listen on 127.0.0.1:PORT (default 8787; 0 takes a free port)')
+    .option('--workers-dir <dir>', 'ModuleWorker code, DIR/<space>/<name>.mjs (default workers)')
+    .option('--public-origin <url>', 'the origin advertised to clients')
+    .option('--principals <file>', 'principals and API keys (default: a generated development key)')
+    .option('--worker-timeout <seconds>', 'cut off a hung worker invocation after this long (900)')
+    .action(async (_o: unknown, cmd: Command) => {
+      const f = cmd.optsWithGlobals<Flags>();
+      const code = await dev({
+        ...(f.port !== undefined ? { port: f.port as string } : {}),
+        ...(f.dataDir !== undefined ? { dataDir: f.dataDir } : {}),
+        ...(f.workersDir !== undefined ? { workersDir: f.workersDir as string } : {}),
+        ...(f.publicOrigin !== undefined ? { publicOrigin: f.publicOrigin as string } : {}),
+        ...(f.principals !== undefined ? { principals: f.principals as string } : {}),
+        ...(f.workerTimeout !== undefined ? { workerTimeout: f.workerTimeout as string } : {}),
+      });
+      if (code !== 0) throw new HostExit(code);
+    });
+}
 
 export function program(): Command {
   const root = common(new Command('takoform'))
@@ -105,25 +144,57 @@ export function program(): Command {
     .description('show messages without consuming them')
     .argument('<queue>')
     .addOption(new Option('--limit <n>', 'at most this many (1..50, default 10)').argParser(integer(1, 50)))
-    .action(action((ctx, f, queue) => peek(ctx, queue as string, f.limit as number | undefined)));
+    .option('--from <queue>', 'only dead letters moved from this queue')
+    .option(
+      '--outcome <outcome>',
+      'only dead letters whose last delivery ended so (threw, returned/retry, …)',
+    )
+    .action(
+      action((ctx, f, queue) =>
+        peek(ctx, queue as string, {
+          ...(f.limit !== undefined ? { limit: f.limit as number } : {}),
+          ...(f.from !== undefined ? { from: f.from as string } : {}),
+          ...(f.outcome !== undefined ? { outcome: f.outcome as string } : {}),
+        }),
+      ),
+    );
   dlq
     .command('redrive')
     .description('move messages to another queue as new messages (copy, then delete)')
     .argument('<queue>')
     .requiredOption('--to <queue>', 'the queue to move them to')
     .addOption(new Option('--limit <n>', 'at most this many (default: all)').argParser(integer(1, 1_000_000)))
+    .option('--id <ids...>', 'only these messages (ids from dlq peek); the rest stay')
     .action(
-      action((ctx, f, queue) => redrive(ctx, queue as string, f.to as string, f.limit as number | undefined)),
+      action((ctx, f, queue) =>
+        redrive(ctx, queue as string, f.to as string, {
+          ...(f.limit !== undefined ? { limit: f.limit as number } : {}),
+          ...(f.id !== undefined ? { ids: f.id as string[] } : {}),
+        }),
+      ),
     );
 
   root
     .command('purge')
-    .description('delete every message of a queue')
+    .description('delete every message of a queue, or only the chosen ones')
     .argument('<queue>')
     .option('--yes', 'confirm')
-    .action(action((ctx, f, queue) => purge(ctx, queue as string, f.yes === true)));
+    .option('--id <ids...>', 'only these messages (ids from dlq peek)')
+    .action(
+      action((ctx, f, queue) => purge(ctx, queue as string, f.yes === true, f.id as string[] | undefined)),
+    );
 
+  addLocalCommands(root);
   return root;
+}
+
+/** The local Host ended with this code; passed on as the command's. */
+class HostExit extends Error {
+  readonly code: number;
+  constructor(code: number) {
+    super(`the local Host exited with ${code}`);
+    this.code = code;
+  }
 }
 
 /** Parses and runs; resolves to the exit code (host-profile §6). */
@@ -142,6 +213,7 @@ export async function run(argv: string[]): Promise<number> {
       process.stderr.write(`takoform: ${err.message}\n`);
       return EXIT.usage;
     }
+    if (err instanceof HostExit) return err.code;
     if (err instanceof RefusedError) {
       process.stderr.write(`takoform: ${err.code}: ${err.detail}\n`);
       return EXIT.refused;
@@ -151,8 +223,27 @@ export async function run(argv: string[]): Promise<number> {
   }
 }
 
+/**
+ * Stdout or stderr closed by the reader (`takoform status | head -3`): the rest is not wanted, so
+ * the command ends quietly with success instead of an unhandled EPIPE.
+ */
+function endQuietlyOnClosedPipe(): void {
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EPIPE') throw err;
+      process.exit(EXIT.ok);
+    });
+  }
+}
+
+/** The installed command (`bin/takoform.js`) and the clone's launcher both come here. */
+export async function main(argv: string[]): Promise<number> {
+  endQuietlyOnClosedPipe();
+  return run(argv);
+}
+
 if (import.meta.main) {
   // The launcher runs Node in the project folder; paths on the command line are the caller's.
   if (process.env.TAKOFORM_CLI_CWD) process.chdir(process.env.TAKOFORM_CLI_CWD);
-  process.exitCode = await run(process.argv.slice(2));
+  process.exitCode = await main(process.argv.slice(2));
 }

@@ -2,7 +2,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ID_PATTERN } from '../lambdas/engine/ids.ts';
-import { UsageError } from './errors.ts';
+import { UsageError, whyUnreadable } from './errors.ts';
 import { KIND_NAMES, type Kind } from './kinds.ts';
 
 /** An apply file larger than this is refused before it is read. */
@@ -41,14 +41,15 @@ function parseText(text: string, file: string): unknown {
 
 /** Reads, validates and orders an apply file (JSON, or YAML by its `.yaml`/`.yml` name). */
 export function readManifest(file: string): Manifest {
-  let size: number;
+  let text: string;
   try {
-    size = statSync(file).size;
-  } catch {
-    throw new UsageError(`cannot read ${file}`);
+    if (statSync(file).size > MAX_FILE_BYTES) throw new UsageError(`${file} is over ${MAX_FILE_BYTES} bytes`);
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    if (err instanceof UsageError) throw err;
+    throw new UsageError(`cannot read ${file}: ${whyUnreadable(err)}`);
   }
-  if (size > MAX_FILE_BYTES) throw new UsageError(`${file} is over ${MAX_FILE_BYTES} bytes`);
-  const parsed = manifestSchema.safeParse(parseText(readFileSync(file, 'utf8'), file));
+  const parsed = manifestSchema.safeParse(parseText(text, file));
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const where = issue?.path.length ? issue.path.join('.') : '(top level)';

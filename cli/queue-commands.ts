@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
-import type { Context } from './context.ts';
-import { UsageError } from './errors.ts';
+import { type Context, checkedName } from './context.ts';
+import { RefusedError, UsageError, whyUnreadable } from './errors.ts';
 import { EXT_ROOT, type Json, type Resource } from './host-client.ts';
 import { KINDS } from './kinds.ts';
 
@@ -16,8 +16,8 @@ function bodyBytes(text: string | undefined, file: string | undefined): Buffer {
   if (text !== undefined) return Buffer.from(text, 'utf8');
   try {
     return readFileSync(file === '-' ? 0 : (file as string));
-  } catch {
-    throw new UsageError(`cannot read ${file}`);
+  } catch (err) {
+    throw new UsageError(`cannot read ${file}: ${whyUnreadable(err)}`);
   }
 }
 
@@ -106,12 +106,22 @@ async function consumerStatus(ctx: Context, c: Resource, nameOf: ReadonlyMap<str
   return out;
 }
 
-/** `dlq peek QUEUE [--limit N]`: messages without consuming them, with the Host's dead-letter record. */
-export async function peek(ctx: Context, queueName: string, limit: number | undefined): Promise<void> {
+export interface PeekOptions {
+  limit?: number;
+  /** Only dead letters moved from this queue (a name). */
+  from?: string;
+  /** Only dead letters whose last delivery ended so (`threw` matches `threw/retry` too). */
+  outcome?: string;
+}
+
+/** `dlq peek QUEUE [--limit N] [--from QUEUE] [--outcome O]`: messages without consuming them. */
+export async function peek(ctx: Context, queueName: string, o: PeekOptions): Promise<void> {
   const q = await ctx.queue(queueName);
-  const out = await ctx.client.request('POST', queuePath(q.uid, 'peek'), {
-    body: limit === undefined ? {} : { limit },
-  });
+  const body: Record<string, unknown> = {};
+  if (o.limit !== undefined) body.limit = o.limit;
+  if (o.from !== undefined) body.sourceQueue = checkedName(o.from, '--from');
+  if (o.outcome !== undefined) body.lastOutcome = o.outcome;
+  const out = await ctx.client.request('POST', queuePath(q.uid, 'peek'), { body });
   for (const m of out.messages as Json[]) {
     const when = m.timestampMillis === null ? '-' : new Date(m.timestampMillis).toISOString();
     let line = `${m.id ?? '(not a Host message)'}  ${when}  ${m.sizeBytes} B  ${JSON.stringify(m.preview)}`;
@@ -121,17 +131,63 @@ export async function peek(ctx: Context, queueName: string, limit: number | unde
     }
     ctx.line(line);
   }
-  if (out.messages.length === 0) ctx.note(`queue ${queueName} has no visible messages`);
+  if (out.messages.length === 0) {
+    ctx.note(
+      `queue ${queueName} has no visible messages${Object.keys(body).some((k) => k !== 'limit') ? ' that match' : ''}`,
+    );
+  }
   ctx.document({ queue: queueName, messages: out.messages });
 }
 
-/** `dlq redrive QUEUE --to QUEUE [--limit N]`: moves messages as new ones, request by request. */
+/** Chosen ids go in requests of at most this many. */
+const IDS_PER_REQUEST = 100;
+
+function chunks<T>(items: readonly T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
+/** Ids asked for and not found: said after what was done, and the command fails (exit 1). */
+function refuseNotFound(queueName: string, notFound: readonly string[]): void {
+  if (notFound.length === 0) return;
+  throw new RefusedError(
+    'not_found',
+    `queue ${queueName} has no visible message ${notFound.join(', ')} (peek it to see its ids; a message a batch holds is not visible)`,
+  );
+}
+
+/** `dlq redrive QUEUE --to QUEUE --id ID…`: moves just these messages; the rest stay. */
+async function redriveChosen(ctx: Context, from: string, to: string, ids: readonly string[]): Promise<void> {
+  const [source, target] = await Promise.all([ctx.queue(from), ctx.queue(to)]);
+  const messageIds: string[] = [];
+  const notFound: string[] = [];
+  let skipped = 0;
+  for (const part of chunks(ids, IDS_PER_REQUEST)) {
+    const out = await ctx.client.request('POST', queuePath(source.uid, 'redrive'), {
+      body: { to: target.uid, messageIds: part },
+    });
+    messageIds.push(...out.messageIds);
+    notFound.push(...out.notFound);
+    skipped += out.skipped;
+  }
+  ctx.line(
+    `moved ${messageIds.length} messages from ${from} to ${to}${skipped ? ` (${skipped} left: not movable)` : ''}`,
+  );
+  ctx.document({ from, to, moved: messageIds.length, skipped, messageIds, notFound });
+  refuseNotFound(from, notFound);
+}
+
+/** `dlq redrive QUEUE --to QUEUE [--limit N | --id ID…]`: moves messages as new ones, request by request. */
 export async function redrive(
   ctx: Context,
   from: string,
   to: string,
-  limit: number | undefined,
+  o: { limit?: number; ids?: string[] },
 ): Promise<void> {
+  if (o.ids !== undefined && o.limit !== undefined) throw new UsageError('give --limit or --id, not both');
+  if (o.ids !== undefined) return redriveChosen(ctx, from, to, o.ids);
+  const limit = o.limit;
   const [source, target] = await Promise.all([ctx.queue(from), ctx.queue(to)]);
   let moved = 0;
   let skipped = 0;
@@ -153,10 +209,23 @@ export async function redrive(
   ctx.document({ from, to, moved, skipped, messageIds });
 }
 
-/** `purge QUEUE --yes`: deletes every message of the queue. */
-export async function purge(ctx: Context, queueName: string, yes: boolean): Promise<void> {
-  if (!yes) throw new UsageError(`purge deletes every message of ${queueName}: confirm with --yes`);
+/** `purge QUEUE --yes [--id ID…]`: deletes every message of the queue, or just the chosen ones. */
+export async function purge(ctx: Context, queueName: string, yes: boolean, ids?: string[]): Promise<void> {
+  const what = ids === undefined ? 'every message' : `${ids.length} chosen messages`;
+  if (!yes) throw new UsageError(`purge deletes ${what} of ${queueName}: confirm with --yes`);
   const q = await ctx.queue(queueName);
+  if (ids !== undefined) {
+    const deleted: string[] = [];
+    const notFound: string[] = [];
+    for (const part of chunks(ids, IDS_PER_REQUEST)) {
+      const out = await ctx.client.request('POST', queuePath(q.uid, 'purge'), { body: { messageIds: part } });
+      deleted.push(...out.deleted);
+      notFound.push(...out.notFound);
+    }
+    ctx.line(`deleted ${deleted.length} messages of ${queueName}`);
+    ctx.document({ queue: queueName, purged: false, deleted, notFound });
+    return refuseNotFound(queueName, notFound);
+  }
   await ctx.client.request('POST', queuePath(q.uid, 'purge'));
   ctx.line(`purged ${queueName}`);
   ctx.document({ queue: queueName, purged: true });

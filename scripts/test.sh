@@ -7,4 +7,6 @@ npx tsc --noEmit -p .
 echo "== biome check"
 npx biome check .
 echo "== vitest"
+# cfn-lint for the template lint: the machine's, or provisioned into .tools/python.
+. scripts/python-tools.sh cfn-lint
 npx vitest run "$@"

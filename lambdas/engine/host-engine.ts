@@ -15,6 +15,11 @@ import { newOperationId, newResourceUid } from './ids.ts';
 import type { Action, JsonObject, OperationRecord, ResourceRecord } from './model.ts';
 import type { AcceptFailure, AcceptResult, HostStore, IdempotencyRecord } from './ports.ts';
 
+/** `QueueConsumer` of `https://…/forms/QueueConsumer/0.3.0/`, for messages. */
+function formName(url: string): string {
+  return /\/forms\/([^/]+)\//.exec(url)?.[1] ?? url;
+}
+
 /** How often an acceptance is re-checked when a concurrent change moved a version guard. */
 const MAX_GUARD_RETRIES = 5;
 
@@ -346,9 +351,44 @@ export class HostEngine {
       claims: prepared.claims,
       versions: prepared.versions,
     };
-    const result =
+    let result =
       action === 'update' ? await this.store.acceptUpdate(input) : await this.store.acceptDelete(input);
+    if (action === 'delete' && !result.ok && result.reason === 'dependency_conflict') {
+      result = { ...result, detail: await this.stillReferenced(current) };
+    }
     return this.accepted(result, operation, p, key, fingerprint);
+  }
+
+  /**
+   * The detail of a refused delete: which Resources still refer to `target`, and as what, so the
+   * caller knows what to delete or change first. Read only after the refusal (it is rare), from
+   * the owner's Resources in the Space, the only ones a reference may come from.
+   */
+  private async stillReferenced(target: ResourceRecord): Promise<string> {
+    const found: string[] = [];
+    const page = 100;
+    for (let after: string | undefined; ; ) {
+      const rows = await this.store.listResources({
+        principal: target.principal,
+        space: target.space,
+        afterUid: after,
+        limit: page,
+      });
+      for (const r of rows) {
+        const roles = (this.forms.get(r.form)?.references?.(r.spec) ?? [])
+          .filter((ref) => ref.resourceUid === target.uid)
+          .map((ref) => ref.role);
+        if (r.deletedAt || roles.length === 0) continue;
+        const busy = r.phase === 'deleting' ? ', being deleted: retry once it is gone' : '';
+        found.push(`${formName(r.form)} ${r.name} (as ${roles.join(' and ')}${busy})`);
+      }
+      after = rows.at(-1)?.uid;
+      if (rows.length < page || found.length >= 10) break;
+    }
+    const what = `${formName(target.form)} ${target.name} is still referenced`;
+    return found.length === 0
+      ? `${what} by another Resource`
+      : `${what} by ${found.join(', ')}: delete or change ${found.length === 1 ? 'it' : 'them'} first`;
   }
 
   update(p: Principal, uid: string, key: string, gen: number, spec: unknown, fp: string) {

@@ -25,12 +25,23 @@ export interface OperatorRoutesOptions {
 }
 
 const limitField = (max: number) => z.number().int().min(1).max(max).optional();
-const peekBody = z.strictObject({ limit: limitField(OPERATOR_LIMITS.maxPeek) });
-const redriveBody = z.strictObject({
-  to: z.string().regex(ID_PATTERN),
-  limit: limitField(OPERATOR_LIMITS.maxRedrive),
+/** Chosen messages, by the ids a peek shows (host-profile §5: 1..256 characters). */
+const messageIdsField = z.array(z.string().min(1).max(256)).min(1).max(OPERATOR_LIMITS.maxRedrive).optional();
+const peekBody = z.strictObject({
+  limit: limitField(OPERATOR_LIMITS.maxPeek),
+  sourceQueue: z.string().regex(ID_PATTERN).optional(),
+  lastOutcome: z.string().min(1).max(64).optional(),
 });
-const purgeBody = z.strictObject({});
+const redriveBody = z
+  .strictObject({
+    to: z.string().regex(ID_PATTERN),
+    limit: limitField(OPERATOR_LIMITS.maxRedrive),
+    messageIds: messageIdsField,
+  })
+  .refine((b) => b.limit === undefined || b.messageIds === undefined, {
+    message: 'give limit or messageIds, not both',
+  });
+const purgeBody = z.strictObject({ messageIds: messageIdsField });
 
 /** A closed JSON object body, `{}` when the request has none; shape errors are `invalid_request`. */
 function bodyOf<T>(req: HttpRequest, schema: z.ZodType<T>): T {
@@ -86,8 +97,10 @@ export function createOperatorRoutes(opts: OperatorRoutesOptions) {
       case 'peek': {
         method(req, 'POST');
         const q = await liveQueue(p, uid, 'read');
-        const { limit } = bodyOf(req, peekBody);
-        return json(200, { messages: await operator.peek(q, limit ?? OPERATOR_LIMITS.defaultPeek) });
+        const { limit, ...filter } = bodyOf(req, peekBody);
+        return json(200, {
+          messages: await operator.peek(q, limit ?? OPERATOR_LIMITS.defaultPeek, filter),
+        });
       }
       case 'redrive': {
         method(req, 'POST');
@@ -97,12 +110,14 @@ export function createOperatorRoutes(opts: OperatorRoutesOptions) {
         if (to.space !== from.space) {
           throw new HostError('invalid_request', 'the target queue must be in the same Space');
         }
+        if (body.messageIds) return json(200, await operator.redriveChosen(from, to, body.messageIds));
         return json(200, await operator.redrive(from, to, body.limit ?? OPERATOR_LIMITS.defaultRedrive));
       }
       default: {
         method(req, 'POST');
         const q = await liveQueue(p, uid, 'write');
-        bodyOf(req, purgeBody);
+        const { messageIds } = bodyOf(req, purgeBody);
+        if (messageIds) return json(200, { purged: false, ...(await operator.purgeChosen(q, messageIds)) });
         await operator.purge(q);
         return json(200, { purged: true });
       }

@@ -13,8 +13,11 @@ import {
 } from 'node:fs';
 import path from 'node:path';
 
-/** What the Host's own command line contains (`npm start` runs `node lambdas/local/main.ts`). */
-const HOST_ENTRY = path.join('lambdas', 'local', 'main.ts');
+/**
+ * What the Host's own command line contains: `npm start` runs `node lambdas/local/main.ts`,
+ * `takoform dev` the package's compiled `lambdas/local/main.js`.
+ */
+const HOST_ENTRY = path.join('lambdas', 'local', 'main.');
 
 /**
  * State (field 3) and start time in clock ticks since boot (field 22) of /proc/<pid>/stat;

@@ -27,6 +27,8 @@ const PEEK_HIDE_SECONDS = 10;
 const MOVE_HIDE_SECONDS = 60;
 /** Bytes of a body shown in a peek. */
 const PREVIEW_BYTES = 120;
+/** Messages one call looks at to find chosen ones (by id) or ones matching a peek's filter. */
+export const MAX_SCAN = 1000;
 
 export interface QueueOperatorDeps {
   stats(queueUid: string): Promise<QueueStats | undefined>;
@@ -105,6 +107,32 @@ interface Read {
   envelope: Envelope | undefined;
 }
 
+/** Which dead letters a peek shows: moved from this queue (uid or name), last ending so. */
+export interface PeekFilter {
+  sourceQueue?: string;
+  /** `threw` also matches `threw/retry`. */
+  lastOutcome?: string;
+}
+
+function matches(m: PeekedMessage, f: PeekFilter): boolean {
+  const d = m.deadLetter;
+  if (
+    f.sourceQueue !== undefined &&
+    d?.sourceQueueUid !== f.sourceQueue &&
+    d?.sourceQueueName !== f.sourceQueue
+  )
+    return false;
+  if (
+    f.lastOutcome !== undefined &&
+    d?.lastOutcome !== f.lastOutcome &&
+    !d?.lastOutcome.startsWith(`${f.lastOutcome}/`)
+  )
+    return false;
+  return true;
+}
+
+const handles = (reads: readonly Read[]) => reads.map((r) => r.copy.handle);
+
 function preview(body: Uint8Array): string {
   return new TextDecoder('utf-8', { fatal: false }).decode(body.subarray(0, PREVIEW_BYTES));
 }
@@ -180,7 +208,15 @@ export class QueueOperator {
    * grows), but the Host counts deliveries in its own records, so a peek never costs a message a
    * retry. While a consumer runs on the queue, a peeked message may reach a handler a moment later.
    */
-  async peek(q: QueueTarget, limit: number): Promise<PeekedMessage[]> {
+  async peek(q: QueueTarget, limit: number, filter: PeekFilter = {}): Promise<PeekedMessage[]> {
+    const filtered = filter.sourceQueue !== undefined || filter.lastOutcome !== undefined;
+    if (!filtered) return this.look(q, limit);
+    // A filter looks further (a few seconds more hidden, each read given back after).
+    const seen = await this.look(q, OPERATOR_LIMITS.maxPeek);
+    return seen.filter((m) => matches(m, filter)).slice(0, limit);
+  }
+
+  private async look(q: QueueTarget, limit: number): Promise<PeekedMessage[]> {
     const reads = await this.gather(q, limit, PEEK_HIDE_SECONDS);
     try {
       const ids = reads.flatMap((r) => (r.envelope ? [r.envelope.id] : []));
@@ -220,6 +256,70 @@ export class QueueOperator {
     to: QueueTarget,
     limit: number,
   ): Promise<{ moved: number; skipped: number; messageIds: string[] }> {
+    await this.mayMove(from, to);
+    const messageIds: string[] = [];
+    const held: string[] = [];
+    try {
+      while (messageIds.length < limit) {
+        const reads = await this.receiveSome(from, limit - messageIds.length, MOVE_HIDE_SECONDS);
+        if (reads.length === 0) break;
+        const moved = await this.move(from, to, reads);
+        messageIds.push(...moved.ids);
+        // Left hidden until the end, so the next receive gets other messages.
+        held.push(...handles(moved.unmovable));
+      }
+    } finally {
+      if (held.length > 0) await this.d.reader.release(from.sqsUrl, held);
+    }
+    return { moved: messageIds.length, skipped: held.length, messageIds };
+  }
+
+  /**
+   * Moves the messages of these ids (from a peek) as `redrive` does, leaving every other message
+   * where it is: the poison message stays, its batch-mates go back to work. Looks at up to
+   * MAX_SCAN messages; ids not among them are reported, not an error.
+   */
+  async redriveChosen(
+    from: QueueTarget,
+    to: QueueTarget,
+    ids: readonly string[],
+  ): Promise<{ moved: number; skipped: number; messageIds: string[]; notFound: string[] }> {
+    await this.mayMove(from, to);
+    const { found, others, notFound } = await this.find(from, ids);
+    let unmovable: Read[] = found;
+    try {
+      const moved = await this.move(from, to, found);
+      unmovable = moved.unmovable;
+      return { moved: moved.ids.length, skipped: unmovable.length, messageIds: moved.ids, notFound };
+    } finally {
+      await this.d.reader.release(from.sqsUrl, handles([...others, ...unmovable]));
+    }
+  }
+
+  /** Deletes every message of the queue, also those a running batch holds. */
+  async purge(q: QueueTarget): Promise<void> {
+    await this.d.reader.purge(q.sqsUrl);
+  }
+
+  /**
+   * Deletes the messages of these ids (every copy of each) and nothing else; not a PurgeQueue,
+   * so not limited to one a minute. Looks at up to MAX_SCAN messages.
+   */
+  async purgeChosen(
+    q: QueueTarget,
+    ids: readonly string[],
+  ): Promise<{ deleted: string[]; notFound: string[] }> {
+    const { found, others, notFound } = await this.find(q, ids);
+    try {
+      const failed = await this.d.reader.delete(q.sqsUrl, handles(found));
+      if (failed > 0) await this.d.reader.delete(q.sqsUrl, handles(found));
+    } finally {
+      await this.d.reader.release(q.sqsUrl, handles(others));
+    }
+    return { deleted: [...new Set(found.map((r) => (r.envelope as Envelope).id))], notFound };
+  }
+
+  private async mayMove(from: QueueTarget, to: QueueTarget): Promise<void> {
     if (from.queueUid === to.queueUid) {
       throw new OperatorRefusal('same_queue', 'a queue cannot be redriven into itself');
     }
@@ -229,38 +329,58 @@ export class QueueOperator {
         `queue ${from.queueName} has a consumer; delete it before redriving its messages`,
       );
     }
-    const messageIds: string[] = [];
-    const held: string[] = [];
-    try {
-      while (messageIds.length < limit) {
-        const reads = await this.receiveSome(from, limit - messageIds.length, MOVE_HIDE_SECONDS);
-        if (reads.length === 0) break;
-        const committed = await this.committedOf(reads);
-        const movable = reads.filter(
-          (r) => r.envelope && (!r.envelope.commit || committed.has(r.envelope.commit)),
-        );
-        // Left hidden until the end, so the next receive gets other messages.
-        held.push(...reads.filter((r) => !movable.includes(r)).map((r) => r.copy.handle));
-        if (movable.length === 0) continue;
-        const ids = await this.d.sendBatch(
-          to,
-          movable.map((r) => ({ body: (r.envelope as Envelope).body })),
-        );
-        messageIds.push(...ids);
-        const handles = movable.map((r) => r.copy.handle);
-        // A copy exists now; an original that is not deleted returns later as a duplicate.
-        if ((await this.d.reader.delete(from.sqsUrl, handles)) > 0)
-          await this.d.reader.delete(from.sqsUrl, handles);
-      }
-    } finally {
-      if (held.length > 0) await this.d.reader.release(from.sqsUrl, held);
-    }
-    return { moved: messageIds.length, skipped: held.length, messageIds };
   }
 
-  /** Deletes every message of the queue, also those a running batch holds. */
-  async purge(q: QueueTarget): Promise<void> {
-    await this.d.reader.purge(q.sqsUrl);
+  /**
+   * Sends one copy per message id of `reads` to `to`, then deletes every read of those ids from
+   * `from`; bodies this Host did not write, and multi-message sends never committed, are unmovable
+   * and left held for the caller to give back.
+   */
+  private async move(from: QueueTarget, to: QueueTarget, reads: readonly Read[]) {
+    const committed = await this.committedOf(reads);
+    const movable = reads.filter(
+      (r) => r.envelope && (!r.envelope.commit || committed.has(r.envelope.commit)),
+    );
+    const unmovable = reads.filter((r) => !movable.includes(r));
+    if (movable.length === 0) return { ids: [] as string[], unmovable };
+    const first = [...new Map(movable.map((r) => [(r.envelope as Envelope).id, r])).values()];
+    const ids = await this.d.sendBatch(
+      to,
+      first.map((r) => ({ body: (r.envelope as Envelope).body })),
+    );
+    // A copy exists now; an original that is not deleted returns later as a duplicate.
+    if ((await this.d.reader.delete(from.sqsUrl, handles(movable))) > 0)
+      await this.d.reader.delete(from.sqsUrl, handles(movable));
+    return { ids, unmovable };
+  }
+
+  /**
+   * Receives until every one of `ids` is held, a receive comes back empty or MAX_SCAN messages
+   * were looked at. `found` holds every copy of a chosen id; the caller gives `others` back.
+   */
+  private async find(q: QueueTarget, ids: readonly string[]) {
+    const chosen = new Set(ids);
+    const missing = new Set(ids);
+    const found: Read[] = [];
+    const others: Read[] = [];
+    try {
+      for (let seen = 0; missing.size > 0 && seen < MAX_SCAN; ) {
+        const got = await this.receiveSome(q, 10, MOVE_HIDE_SECONDS);
+        if (got.length === 0) break;
+        seen += got.length;
+        for (const r of got) {
+          const id = r.envelope?.id;
+          if (id !== undefined && chosen.has(id)) {
+            found.push(r);
+            missing.delete(id);
+          } else others.push(r);
+        }
+      }
+    } catch (err) {
+      await this.d.reader.release(q.sqsUrl, handles([...found, ...others]));
+      throw err;
+    }
+    return { found, others, notFound: [...missing] };
   }
 
   /** Receives until `limit` messages are held or a receive comes back empty. */

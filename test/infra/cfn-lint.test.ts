@@ -141,9 +141,9 @@ describe('OPS-01: cfn-lint', () => {
     ]);
   });
 
-  it('OPS-01: a missing cfn-lint fails with the install advice, which .ci/run prints too', () => {
+  it('OPS-01: a missing cfn-lint fails with the install advice; npm test provisions it before the tests', () => {
     expect(() => cfnLintVersion('/nonexistent/cfn-lint')).toThrow(CFN_LINT_ADVICE);
-    const ci = readFileSync(new URL('../../.ci/run', import.meta.url), 'utf8');
-    expect(ci).toContain(CFN_LINT_ADVICE);
+    const test = readFileSync(new URL('../../scripts/test.sh', import.meta.url), 'utf8');
+    expect(test).toMatch(/^\. scripts\/python-tools\.sh cfn-lint$/m);
   });
 });

@@ -5,8 +5,9 @@
  */
 import { spawnSync } from 'node:child_process';
 
-/** The advice `.ci/run` prints too when the tool is missing. */
-export const CFN_LINT_ADVICE = 'cfn-lint is not installed: run `pip install cfn-lint` (Python 3.9+)';
+/** What to do when the tool is missing (npm test provisions it first, scripts/python-tools.sh). */
+export const CFN_LINT_ADVICE =
+  'cfn-lint is not installed: npm test installs it into .tools/python when Python 3 is there (scripts/python-tools.sh); or put cfn-lint on PATH, or set CFN_LINT';
 
 /** The command to run: `$CFN_LINT` when set, else `cfn-lint` on PATH. */
 export function cfnLintCommand(env: NodeJS.ProcessEnv = process.env): string {

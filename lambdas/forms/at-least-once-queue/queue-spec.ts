@@ -1,5 +1,5 @@
 import type { JsonObject } from '../../engine/model.ts';
-import { closedObject, integerField } from '../shared/spec-fields.ts';
+import { parseSpec, specInteger, specObject } from '../shared/spec-fields.ts';
 
 export interface QueueSpec {
   messageRetentionSeconds: number;
@@ -7,12 +7,20 @@ export interface QueueSpec {
 }
 
 /** AtLeastOnceQueue 0.2.0 spec (AQ-01): closed; retention required 60..1209600, delay optional 0..43200. */
+export const queueSpecSchema = specObject({
+  messageRetentionSeconds: specInteger(60, 1_209_600, {
+    description:
+      'How long a message is kept before it is dropped unread (SQS MessageRetentionPeriod). A dead-letter move starts the copy’s clock again.',
+    updatable: true,
+  }),
+  deliveryDelaySeconds: specInteger(0, 43_200, {
+    description:
+      'How long every message waits after it is sent before it can be delivered; a send’s own delaySeconds replaces it for that message.',
+    updatable: true,
+    default: 0,
+  }).optional(),
+});
+
 export function parseQueueSpec(value: unknown): QueueSpec & JsonObject {
-  const obj = closedObject(value, 'spec', ['messageRetentionSeconds', 'deliveryDelaySeconds']);
-  const spec: QueueSpec & JsonObject = {
-    messageRetentionSeconds: integerField(obj, 'messageRetentionSeconds', 60, 1_209_600, true) as number,
-  };
-  const delay = integerField(obj, 'deliveryDelaySeconds', 0, 43_200, false);
-  if (delay !== undefined) spec.deliveryDelaySeconds = delay;
-  return spec;
+  return parseSpec(queueSpecSchema, value);
 }

@@ -1,18 +1,13 @@
 import type { Execution, Form, Outcome } from '../../engine/forms.ts';
-import { SpecError } from '../../engine/forms.ts';
 import type { JsonObject } from '../../engine/model.ts';
 import { FORM_URLS } from '../form-urls.ts';
+import { parseSpec, specObject } from '../shared/spec-fields.ts';
 import type { WorkerRegistry } from './worker-registry.ts';
 
-function exactlyEmpty(spec: unknown): JsonObject {
-  if (typeof spec !== 'object' || spec === null || Array.isArray(spec)) {
-    throw new SpecError('spec must be the empty object {}');
-  }
-  const keys = Object.keys(spec);
-  if (keys.length > 0)
-    throw new SpecError(`spec must be exactly {}; unknown field ${JSON.stringify(keys[0])}`);
-  return {};
-}
+/** ModuleWorker 0.3.0 spec (MW-01): exactly `{}`; the code comes from the registry, not the spec. */
+export const workerSpecSchema = specObject({});
+
+const exactlyEmpty = (spec: unknown): JsonObject => parseSpec(workerSpecSchema, spec);
 
 /**
  * ModuleWorker 0.3.0 (MW-01): spec is exactly {}. The Resource only names a worker; its code

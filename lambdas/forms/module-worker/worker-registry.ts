@@ -16,4 +16,6 @@ export interface WorkerCode {
 export interface WorkerRegistry {
   /** The active code of (space, name), or undefined when none exists or it does not load. */
   lookup(space: string, name: string): Promise<WorkerCode | undefined>;
+  /** Where this registry looks for the code of (space, name), said for someone who must put it there. */
+  describeMissing?(space: string, name: string): string;
 }

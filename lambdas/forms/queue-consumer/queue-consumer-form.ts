@@ -67,6 +67,14 @@ export function createQueueConsumerForm(deps: QueueConsumerDeps): Form {
     const dlq = spec.deadLetterQueue?.resourceUid;
     if (dlq) await liveTarget(reads, input, dlq, FORM_URLS.atLeastOnceQueue, 'deadLetterQueue');
     const code = await deps.workers.lookup(worker.space, worker.name);
+    if (!code) {
+      const where =
+        deps.workers.describeMissing?.(worker.space, worker.name) ??
+        'no deployed code (a ModuleWorkerFunction for this Space and name)';
+      conflict(
+        `the worker ${worker.name} has no code: ${where}; its observed.ready stays false until it has`,
+      );
+    }
     if (!code?.handlers.includes('queue'))
       conflict(
         'the worker has no queue handler: its module must export queue(batch, env, ctx) (and declare it)',

@@ -53,6 +53,49 @@ app.addHook('preHandler', async (request: { headers: Record<string, unknown>; bo
   const url = (request.body as { QueueUrl?: unknown } | undefined)?.QueueUrl;
   if (typeof url === 'string') sqsStore.getQueue(url)?.processTimers();
 });
+// SQS allows one PurgeQueue per queue per 60 seconds and refuses another with
+// PurgeQueueInProgress; fauxqs purges every time. Refused here the same way, so the Host's
+// `429 rate_limited` answer is the same locally as on AWS.
+const PURGE_INTERVAL_MS = 60_000;
+const purgedAt = new Map<string, number>();
+const queueKey = (url: string) => url.slice(url.lastIndexOf('/') + 1);
+app.addHook(
+  'preHandler',
+  async (
+    request: { headers: Record<string, unknown>; body: unknown },
+    reply: {
+      code(n: number): typeof reply;
+      header(k: string, v: string): typeof reply;
+      send(b: unknown): unknown;
+    },
+  ) => {
+    if (request.headers['x-amz-target'] !== 'AmazonSQS.PurgeQueue') return;
+    const url = (request.body as { QueueUrl?: unknown } | undefined)?.QueueUrl;
+    const last = typeof url === 'string' ? purgedAt.get(queueKey(url)) : undefined;
+    if (last === undefined || Date.now() - last >= PURGE_INTERVAL_MS) return;
+    return reply
+      .code(400)
+      .header('content-type', 'application/x-amz-json-1.0')
+      .header('x-amzn-query-error', 'AWS.SimpleQueueService.PurgeQueueInProgress;Sender')
+      .send({
+        __type: 'com.amazonaws.sqs#PurgeQueueInProgress',
+        message: 'Only one PurgeQueue operation on a queue is allowed every 60 seconds.',
+      });
+  },
+);
+app.addHook(
+  'onResponse',
+  async (request: { headers: Record<string, unknown>; body: unknown }, reply: { statusCode: number }) => {
+    const url = (request.body as { QueueUrl?: unknown } | undefined)?.QueueUrl;
+    if (
+      request.headers['x-amz-target'] === 'AmazonSQS.PurgeQueue' &&
+      reply.statusCode === 200 &&
+      typeof url === 'string'
+    ) {
+      purgedAt.set(queueKey(url), Date.now());
+    }
+  },
+);
 // Receipt handles of SQS's length outside, fauxqs's own inside (see sqs-receipt-handles.ts).
 app.addHook('preHandler', async (request: { headers: Record<string, unknown>; body: unknown }) => {
   const target = request.headers['x-amz-target'];

@@ -3,7 +3,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readyPort, type StandIn, spawnStandIn, stopChild } from './child-process.ts';
 
-const entry = path.join(path.dirname(fileURLToPath(import.meta.url)), 'sqs-server-main.ts');
+// `.ts` in a clone, `.js` in the package (`takoform dev`): the entry is beside this file.
+const self = fileURLToPath(import.meta.url);
+const entry = path.join(path.dirname(self), `sqs-server-main${path.extname(self)}`);
 
 /** Starts the SQS stand-in in its own process, on 127.0.0.1; persistent when `dataDir` is set. */
 export async function startSqsServer(opts: { dataDir?: string; port?: number } = {}): Promise<StandIn> {

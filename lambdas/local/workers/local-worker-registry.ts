@@ -103,6 +103,11 @@ export class LocalWorkerRegistry implements WorkerRegistry {
     return parsed;
   }
 
+  describeMissing(space: string, name: string): string {
+    const base = path.join(this.dir, space, name);
+    return `no module ${base}.mjs (or .js) that loads and exports a plain object`;
+  }
+
   async lookup(space: string, name: string): Promise<WorkerCode | undefined> {
     const found = await this.moduleFile(space, name);
     if (!found) return undefined;

@@ -12,10 +12,11 @@ import type {
 import type { FromThread, ToThread } from './worker-thread-main.ts';
 
 /**
- * The thread entry runs as TypeScript: Node 24 strips the (erasable-only) types of `.ts` files
- * loaded by worker threads just as it does for the Host's own files.
+ * The thread entry beside this file: TypeScript in a clone (Node strips the erasable-only types
+ * of `.ts` files loaded by worker threads as it does for the Host's own files), JavaScript in the
+ * package (`takoform dev`).
  */
-const THREAD_ENTRY = new URL('./worker-thread-main.ts', import.meta.url);
+const THREAD_ENTRY = new URL(`./worker-thread-main${path.extname(import.meta.url)}`, import.meta.url);
 
 export interface WorkerPoolOptions {
   /** The bound on one invocation, handler plus `ctx.waitUntil` work (`--worker-timeout`). */

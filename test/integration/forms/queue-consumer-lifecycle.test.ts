@@ -348,10 +348,19 @@ describe('QueueConsumer 0.3.0 lifecycle', () => {
   it('AQ-02 a queue referenced as queue or deadLetterQueue cannot be deleted until the consumer is gone', async () => {
     const ownDead = await createQueue(host, fresh('dead'));
     const c = await settledConsumer(ownDead);
-    for (const uid of [c.queue, ownDead]) {
+    const consumerName = (await getResource(host, c.uid)).body.name;
+    for (const [uid, role] of [
+      [c.queue, 'queue'],
+      [ownDead, 'deadLetterQueue'],
+    ] as const) {
       const before = (await getResource(host, uid)).body;
       const accepted = host.accepted.length;
-      expectProblem(await remove(host, uid, before.generation), 409, 'dependency_conflict');
+      const refused = await remove(host, uid, before.generation);
+      expectProblem(refused, 409, 'dependency_conflict');
+      // The refusal names what still refers to the queue, and as what, so the caller knows what to delete.
+      expect(refused.body.detail).toBe(
+        `AtLeastOnceQueue ${before.name} is still referenced by QueueConsumer ${consumerName} (as ${role}): delete or change it first`,
+      );
       expect((await getResource(host, uid)).body).toEqual(before);
       expect(host.accepted.length).toBe(accepted);
       expect(await sqsUrl(host, uid)).toBeDefined();
@@ -383,7 +392,11 @@ describe('QueueConsumer 0.3.0 lifecycle', () => {
     const before = (await getResource(host, w)).body;
     expect(before.observed).toEqual({ activeDeploymentUid: expect.any(String), ready: true });
     expect(before.output).toEqual({});
-    expectProblem(await remove(host, w, 1), 409, 'dependency_conflict');
+    const refused = await remove(host, w, 1);
+    expectProblem(refused, 409, 'dependency_conflict');
+    expect(refused.body.detail).toMatch(
+      /^ModuleWorker \S+ is still referenced by QueueConsumer \S+ \(as worker\)/,
+    );
     expect((await getResource(host, w)).body).toEqual(before);
     await removeAndSettle(host, uid);
     await removeAndSettle(host, w);

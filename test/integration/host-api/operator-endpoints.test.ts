@@ -139,6 +139,97 @@ describe('operator endpoints', () => {
     expect(await stats(target)).toMatchObject({ visible: 0, inFlight: 0, delayed: 0 });
   });
 
+  it('moves and deletes chosen messages by id, leaving the rest; peeks dead letters by source queue and last outcome (SEC-03 bounds)', async () => {
+    const dlq = await createQueue(host, 'chosen-dlq', ALICE);
+    const back = await createQueue(host, 'chosen-back', ALICE);
+    await host.settle();
+    const [poison, mateA, mateB] = await send(dlq, ['poison', 'mate-a', 'mate-b']);
+    // The batch-mates were moved from `orders` after a throw; the poison message failed on its own.
+    const record = (id: string, lastOutcome: string, sourceQueueName: string) =>
+      host.dynamodb.send(
+        new PutItemCommand({
+          TableName: host.tableName,
+          Item: marshall({
+            ...deadLetterRecordKey(dlq, id),
+            sourceQueueUid: `r-${sourceQueueName}`,
+            sourceQueueName,
+            originalId: `m-${id}`,
+            attempts: 1,
+            lastOutcome,
+            movedAt: 1_700_000_000_000,
+          }),
+        }),
+      );
+    await record(poison as string, 'threw', 'orders');
+    await record(mateA as string, 'threw/retry', 'orders');
+    await record(mateB as string, 'abandoned', 'payments');
+    const peekIds = async (body: Record<string, unknown>) => {
+      const r = await call('POST', `/queues/${dlq}/peek`, body);
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+      return r.body.messages.map((m: { id: string }) => m.id).sort();
+    };
+    expect(await peekIds({ sourceQueue: 'orders' })).toEqual([poison, mateA].sort());
+    expect(await peekIds({ sourceQueue: 'r-payments' })).toEqual([mateB]);
+    expect(await peekIds({ lastOutcome: 'threw' })).toEqual([poison, mateA].sort());
+    expect(await peekIds({ lastOutcome: 'threw/retry' })).toEqual([mateA]);
+    expect(await peekIds({ sourceQueue: 'orders', lastOutcome: 'abandoned' })).toEqual([]);
+
+    // Redrive just the batch-mates: the poison message stays where it is.
+    const moved = await call('POST', `/queues/${dlq}/redrive`, {
+      to: back,
+      messageIds: [mateA, mateB, 'm-nope'],
+    });
+    expect(moved.status, JSON.stringify(moved.body)).toBe(200);
+    expect(moved.body).toMatchObject({ moved: 2, skipped: 0, notFound: ['m-nope'] });
+    expect(await peekIds({})).toEqual([poison]);
+    expect((await stats(back)).visible).toBe(2);
+    // Delete just the poison message; a chosen delete is no PurgeQueue, so it is not rate-limited.
+    const deleted = await call('POST', `/queues/${dlq}/purge`, { messageIds: [poison] });
+    expect(deleted.status, JSON.stringify(deleted.body)).toBe(200);
+    expect(deleted.body).toEqual({ purged: false, deleted: [poison], notFound: [] });
+    expect(await stats(dlq)).toMatchObject({ visible: 0, inFlight: 0 });
+    expect((await call('POST', `/queues/${back}/purge`, { messageIds: ['m-gone'] })).body).toEqual({
+      purged: false,
+      deleted: [],
+      notFound: ['m-gone'],
+    });
+    expect(await stats(back)).toMatchObject({ visible: 2, inFlight: 0 });
+
+    for (const body of [
+      { to: back, messageIds: [] },
+      { to: back, messageIds: ['x'.repeat(257)] },
+      { to: back, messageIds: Array.from({ length: 101 }, (_, i) => `m${i}`) },
+      { to: back, messageIds: ['a'], limit: 1 },
+      { to: back, messageIds: 'a' },
+    ]) {
+      problem(await call('POST', `/queues/${dlq}/redrive`, body), 400, 'invalid_request');
+    }
+    for (const body of [{ messageIds: [] }, { messageIds: [1] }]) {
+      problem(await call('POST', `/queues/${dlq}/purge`, body), 400, 'invalid_request');
+    }
+    for (const body of [
+      { sourceQueue: 'not a name' },
+      { lastOutcome: '' },
+      { lastOutcome: 'x'.repeat(65) },
+    ]) {
+      problem(await call('POST', `/queues/${dlq}/peek`, body), 400, 'invalid_request');
+    }
+  });
+
+  it('refuses a second purge of a queue within 60 s with 429 rate_limited and Retry-After, as SQS does', async () => {
+    const q = await createQueue(host, 'purged-twice', ALICE);
+    await host.settle();
+    await send(q, ['one']);
+    expect((await call('POST', `/queues/${q}/purge`)).status).toBe(200);
+    await send(q, ['two']);
+    const again = await call('POST', `/queues/${q}/purge`);
+    problem(again, 429, 'rate_limited');
+    expect(again.headers['retry-after']).toBe('60');
+    // Refused, so nothing was deleted; another queue is not limited by this one's purge.
+    expect(await stats(q)).toMatchObject({ visible: 1 });
+    expect((await call('POST', `/queues/${source}/purge`)).status).toBe(200);
+  });
+
   it('refuses a redrive from a queue with a consumer (409) and reports the consumer state', async () => {
     const worker = await createWorker(host, 'printer', ['queue'], ALICE);
     await host.settle();

@@ -23,6 +23,25 @@ const FAILING_WORKER = `export default {
 };
 `;
 
+/**
+ * The poison-message pattern of docs/worker-api.md: each message settled on its own, only the
+ * failing one retried, so it alone runs out of retries; its batch-mates are acknowledged.
+ */
+const CAREFUL_WORKER = `export default {
+  async queue(batch) {
+    for (const message of batch.messages) {
+      const text = new TextDecoder().decode(message.body);
+      if (text === 'poison') {
+        await batch.retry(message.id);
+        continue;
+      }
+      console.log(JSON.stringify({ careful: text }));
+      await batch.acknowledge(message.id);
+    }
+  },
+};
+`;
+
 /** A consumer with a dead-letter queue, written as YAML with references by name. */
 const FAILING_YAML = `space: default
 resources:
@@ -61,10 +80,14 @@ describe('takoform CLI against npm start', () => {
   let cwd: string;
 
   /** `npx takoform …` as the launcher runs it; the folder the user is in is `cwd`. */
-  function cli(args: string[], o: { env?: Record<string, string>; input?: string } = {}): Promise<CliRun> {
+  function cli(
+    args: string[],
+    o: { env?: Record<string, string>; input?: string; dataDir?: boolean } = {},
+  ): Promise<CliRun> {
     const env: NodeJS.ProcessEnv = {};
     for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('TAKOFORM_')) env[k] = v;
-    const child = spawn('bash', [LAUNCHER, '--data-dir', host.dataDir, ...args], {
+    const where = o.dataDir === false ? [] : ['--data-dir', host.dataDir];
+    const child = spawn('bash', [LAUNCHER, ...where, ...args], {
       cwd,
       env: { ...env, ...o.env },
       stdio: ['pipe', 'pipe', 'pipe'],
@@ -120,6 +143,7 @@ describe('takoform CLI against npm start', () => {
       path.join(host.workersDir, 'default/echo.mjs'),
     );
     writeFileSync(path.join(host.workersDir, 'default/failing.mjs'), FAILING_WORKER);
+    writeFileSync(path.join(host.workersDir, 'default/careful.mjs'), CAREFUL_WORKER);
     cwd = hosts.tempDir('takoform-cli-');
     copyFileSync(path.join(REPO, 'examples/quickstart.json'), path.join(cwd, 'quickstart.json'));
     writeFileSync(path.join(cwd, 'failing.yaml'), FAILING_YAML);
@@ -243,6 +267,146 @@ describe('takoform CLI against npm start', () => {
     expect((await json(['status', 'jobs-dlq'])).queues[0]).toMatchObject({ visible: 0, inFlight: 0 });
   });
 
+  it('dead letters by id: peek filters by source queue and outcome; redrive and purge touch only the chosen ones', async () => {
+    const sent = [
+      (await ok(['send', 'jobs', 'first'])).trim(),
+      (await ok(['send', 'jobs', 'second'])).trim(),
+    ];
+    const dead = await until('both dead-letter moves', async () => {
+      const p = await json(['dlq', 'peek', 'jobs-dlq', '--from', 'jobs', '--outcome', 'threw']);
+      return p.messages.length === 2 ? p.messages : undefined;
+    });
+    expect(dead.map((m: JsonBody) => m.deadLetter.originalId).sort()).toEqual([...sent].sort());
+    expect((await json(['dlq', 'peek', 'jobs-dlq', '--outcome', 'abandoned'])).messages).toEqual([]);
+    expect((await json(['dlq', 'peek', 'jobs-dlq', '--from', 'orders'])).messages).toEqual([]);
+    const [keep, drop] = dead.map((m: JsonBody) => m.id as string);
+    const moved = await json(['dlq', 'redrive', 'jobs-dlq', '--to', 'orders', '--id', keep]);
+    expect(moved).toMatchObject({ moved: 1, notFound: [] });
+    await until('the chosen message delivered', async () =>
+      echoed().find((l) => l.id === moved.messageIds[0]),
+    );
+    expect(await ok(['purge', 'jobs-dlq', '--yes', '--id', drop])).toBe('deleted 1 messages of jobs-dlq\n');
+    expect((await json(['status', 'jobs-dlq'])).queues[0]).toMatchObject({ visible: 0, inFlight: 0 });
+    // An id that is not there fails the command after the rest was done.
+    const missing = await cli(['purge', 'jobs-dlq', '--yes', '--id', 'm-not-there']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain(
+      'takoform: not_found: queue jobs-dlq has no visible message m-not-there',
+    );
+  });
+
+  it('a poison message settled on its own is dead-lettered alone; its batch-mates are handled', async () => {
+    writeFileSync(
+      path.join(cwd, 'careful.yaml'),
+      [
+        'resources:',
+        '  - { kind: queue, name: careful-in, spec: { messageRetentionSeconds: 3600 } }',
+        '  - { kind: queue, name: careful-dlq, spec: { messageRetentionSeconds: 3600 } }',
+        '  - { kind: worker, name: careful, spec: {} }',
+        '  - kind: consumer',
+        '    name: careful-in-careful',
+        '    spec: { queue: { name: careful-in }, worker: { name: careful }, deadLetterQueue: { name: careful-dlq },',
+        '            maxBatchSize: 10, maxBatchTimeoutSeconds: 2, maxConcurrency: 1, maxRetries: 1, retryDelaySeconds: 0 }',
+        '',
+      ].join('\n'),
+    );
+    await ok(['apply', '-f', 'careful.yaml']);
+    for (const text of ['good-1', 'poison', 'good-2']) await ok(['send', 'careful-in', text]);
+    const dead = await until('the poison message dead-lettered', async () => {
+      const p = await json(['dlq', 'peek', 'careful-dlq']);
+      return p.messages.length > 0 ? p.messages : undefined;
+    });
+    expect(dead.map((m: JsonBody) => [m.preview, m.deadLetter.attempts])).toEqual([['poison', 2]]);
+    const handled = host
+      .stderr()
+      .split('\n')
+      .filter((l) => l.startsWith('[worker default/careful] '))
+      .map((l) => JSON.parse(l.slice('[worker default/careful] '.length)).careful);
+    expect(handled.sort()).toEqual(['good-1', 'good-2']);
+    expect((await json(['status', 'careful-in'])).queues[0]).toMatchObject({ visible: 0, inFlight: 0 });
+    await ok(['delete', 'consumer', 'careful-in-careful']);
+  });
+
+  it('a worker without code is flagged by apply, and a consumer of it is refused naming the module file', async () => {
+    writeFileSync(
+      path.join(cwd, 'ghost.json'),
+      JSON.stringify({
+        resources: [
+          { kind: 'queue', name: 'haunted', spec: { messageRetentionSeconds: 3600 } },
+          { kind: 'worker', name: 'ghost', spec: {} },
+          {
+            kind: 'consumer',
+            name: 'haunted-ghost',
+            spec: {
+              queue: { name: 'haunted' },
+              worker: { name: 'ghost' },
+              maxBatchSize: 1,
+              maxBatchTimeoutSeconds: 0,
+              maxConcurrency: 1,
+              maxRetries: 0,
+              retryDelaySeconds: 0,
+            },
+          },
+        ],
+      }),
+    );
+    const r = await cli(['apply', '-f', 'ghost.json']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('queue/haunted created\nworker/ghost created\n');
+    expect(r.stderr).toContain('worker/ghost: not ready, the Host has no code for it that loads');
+    expect(r.stderr).toContain(
+      `takoform: dependency_conflict: the worker ghost has no code: no module ${path.join(host.workersDir, 'default', 'ghost')}.mjs (or .js)`,
+    );
+    expect(await ok(['delete', 'worker', 'ghost'])).toBe('worker/ghost deleted\n');
+    expect(await ok(['delete', 'queue', 'haunted'])).toBe('queue/haunted deleted\n');
+  });
+
+  it('a named Host of the profile file; output piped into head ends quietly', async () => {
+    const config = path.join(cwd, 'takoform-config');
+    writeFileSync(
+      config,
+      [
+        'hosts:',
+        `  remote: { origin: "${host.loopback}", key: "${host.ready.apiKey}", space: default }`,
+        `  here: { dataDir: "${host.dataDir}" }`,
+        '',
+      ].join('\n'),
+      { mode: 0o600 },
+    );
+    const env = { TAKOFORM_CONFIG: config };
+    for (const args of [
+      ['status', '--profile', 'remote'],
+      ['status', '--profile', 'here'],
+    ]) {
+      const r = await cli([...args, '--json'], { env, dataDir: false });
+      expect(r.code, r.stderr).toBe(0);
+      expect(JSON.parse(r.stdout).space).toBe('default');
+    }
+    const viaEnv = await cli(['get', 'queue', 'orders'], {
+      env: { ...env, TAKOFORM_PROFILE: 'remote' },
+      dataDir: false,
+    });
+    expect(viaEnv.code, viaEnv.stderr).toBe(0);
+    const unknown = await cli(['status', '--profile', 'prod'], { env, dataDir: false });
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain(`takoform: no profile prod in ${config} (it has remote, here)`);
+
+    // `head -n 0` closes the pipe before the first line: every write meets a closed reader.
+    const piped = spawn(
+      'bash',
+      [
+        '-c',
+        `set -o pipefail; bash ${JSON.stringify(LAUNCHER)} --data-dir ${JSON.stringify(host.dataDir)} status | head -n 0`,
+      ],
+      { cwd, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let stderr = '';
+    piped.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+    const code = await new Promise((resolve) => piped.once('exit', resolve));
+    expect(stderr).toBe('');
+    expect(code).toBe(0);
+  });
+
   it('get lists by kind; delete waits; what is gone is refused (exit 1)', async () => {
     const list = await json(['get', 'consumer']);
     expect(list.items.map((r: JsonBody) => r.name).sort()).toEqual(['jobs-failing', 'orders-echo']);
@@ -279,6 +443,13 @@ describe('takoform CLI against npm start', () => {
     });
     expect(wrongKey.code).toBe(1);
     expect(wrongKey.stderr).toContain('takoform: unauthenticated: ');
+    // What to do about it: where this key came from, the two ways to give another, the local key's file.
+    expect(wrongKey.stderr).toContain(
+      'the key came from TAKOFORM_API_KEY; pass another with --key or TAKOFORM_API_KEY',
+    );
+    expect(wrongKey.stderr).toContain('.data/dev-api-key');
+    const unreadable = await cli(['apply', '-f', 'missing.json']);
+    expect(unreadable.stderr).toContain('takoform: cannot read missing.json: no such file');
     const noKey = await cli(['status', '--origin', host.loopback]);
     expect(noKey.code).toBe(2);
   });

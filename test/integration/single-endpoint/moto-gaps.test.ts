@@ -19,6 +19,7 @@ import {
   CreateQueueCommand,
   DeleteQueueCommand,
   GetQueueAttributesCommand,
+  PurgeQueueCommand,
   ReceiveMessageCommand,
   SendMessageCommand,
   SetQueueAttributesCommand,
@@ -247,6 +248,15 @@ describe('moto gaps', () => {
     const returned = got.Attributes?.Policy ?? '';
     expect(JSON.parse(returned)).toEqual(JSON.parse(policy));
     expect(returned).not.toBe(policy);
+    await sqs.send(new DeleteQueueCommand({ QueueUrl }));
+  });
+
+  it('moto allows a second PurgeQueue of a queue within 60 seconds', async () => {
+    // AWS: one PurgeQueue per queue every 60 s; another fails with PurgeQueueInProgress.
+    const sqs = sqsClient(inject('sqsEndpoint'));
+    const { QueueUrl } = await sqs.send(new CreateQueueCommand({ QueueName: unique() }));
+    await sqs.send(new PurgeQueueCommand({ QueueUrl }));
+    await expect(sqs.send(new PurgeQueueCommand({ QueueUrl }))).resolves.toBeDefined();
     await sqs.send(new DeleteQueueCommand({ QueueUrl }));
   });
 
