@@ -296,8 +296,6 @@ export class Registrar {
     try {
       created = await this.c.o.store.createBatch(head, { entries: delivered, moves: moved });
     } catch (err) {
-      // The batch was registered before (a replayed call): refused, and its messages stay with it.
-      if (err instanceof NamedError) throw err;
       if (err instanceof ManifestNotWritten) {
         // Nothing of the batch was registered: its messages go back as they came, and its slot,
         // which holds no batch, is freed now rather than when gathering would have ended.
@@ -312,13 +310,15 @@ export class Registrar {
         );
         throw err;
       }
-      // The transaction may have committed with its answer lost: then the batch exists and its
-      // messages must not go back (another batch would deliver them with the same attempt).
-      const committed = await this.batchExists(slot.batchId);
-      if (!committed) {
-        // Not registered (or not known to be): what was held for this batch goes back now, so
-        // it is not hidden until the deadline of a batch that may not exist.
+      // Registered already, or the transaction may have committed with its answer lost. If the
+      // batch names these very receipts, it is this registration's: its messages must not go back
+      // (another batch would deliver them with the same attempt). If it names others, a second
+      // runner of the lane (a duplicate InvokeWorker) holds this slot's batch: what this runner
+      // received goes back now, not when its short visibility ends, and its call is refused.
+      const whose = await this.whoseBatch(slot.batchId, manifest);
+      if (whose !== 'ours') {
         await this.c.changeVisibility(slot.sqsUrl, returnNow([...delivered, ...moved]));
+        if (whose === 'other') throw new NamedError('unknown_batch', 'this batch is registered already');
         throw err;
       }
       created = true;
@@ -394,19 +394,31 @@ export class Registrar {
   }
 
   /**
-   * Whether a batch’s head exists, asked a few times over ~12 s: after a lost answer the table
-   * may be unreachable for a moment (a restarting stand-in, a network blip). False when it
-   * cannot be told.
+   * Whose the batch registered under this id is: `ours` when its manifest names exactly these
+   * receipt handles (this registration's own earlier try), `other` when it names others (another
+   * runner of the same slot), `none` when no head exists; `unknown` when the table could not be
+   * read, asked a few times over ~12 s (after a lost answer it may be unreachable for a moment).
    */
-  private async batchExists(batchId: string): Promise<boolean> {
+  private async whoseBatch(
+    batchId: string,
+    manifest: Manifest,
+  ): Promise<'ours' | 'other' | 'none' | 'unknown'> {
+    const handlesOf = (m: Manifest) =>
+      [...m.entries, ...m.moves]
+        .flatMap((e) => e.handles ?? [])
+        .sort()
+        .join('\n');
     for (let attempt = 0; attempt < 5; attempt++) {
       try {
-        return (await this.c.o.store.getHead(batchId)) !== undefined;
+        const head = await this.c.o.store.getHead(batchId);
+        if (!head) return 'none';
+        const stored = await this.c.o.store.getManifest(head);
+        return stored && handlesOf(stored) === handlesOf(manifest) ? 'ours' : 'other';
       } catch {
         await new Promise((r) => setTimeout(r, 400 * 2 ** attempt));
       }
     }
-    return false;
+    return 'unknown';
   }
 
   /**
