@@ -23,6 +23,7 @@ import { DynamoWorkerRegistry } from '../adapters/aws/dynamodb-worker-registry.t
 import { sfnLaneLauncher } from '../adapters/aws/sfn-lane-launcher.ts';
 import { type QueueSettings, queueTagProblems } from '../adapters/aws/sqs-queue-backend.ts';
 import { BatchHostService } from '../delivery/batch-host-service.ts';
+import { MAX_HANDLER_MS } from '../delivery/lane-kinds.ts';
 import { parsePublicOrigin } from '../http/origin.ts';
 import { AWS_ENV } from '../shared/aws-env.ts';
 import { log } from '../shared/log.ts';
@@ -46,7 +47,7 @@ const configSchema = z.object({
       return z.NEVER;
     }
   }),
-  [AWS_ENV.workerTimeoutSeconds]: int(1, 900).default(840),
+  [AWS_ENV.workerTimeoutSeconds]: int(1, MAX_HANDLER_MS / 1000).default(MAX_HANDLER_MS / 1000),
   [AWS_ENV.idleWaitSeconds]: int(0, 20).default(20),
   [AWS_ENV.executorFunction]: z.string().min(1).optional(),
   [AWS_ENV.dispatcherArn]: z.string().min(1).optional(),
@@ -138,6 +139,8 @@ export interface AwsHostOptions {
   clock?: () => number;
   /** Time after a slot deadline within which recovery runs (default 60 s). */
   graceMs?: number;
+  /** Room in a slot's deadline beyond the handler's bound (default the delivery service's 30 s). */
+  slotMarginMs?: number;
   /** Told about every accepted Operation (after the executor was triggered). */
   onAccepted?: (operationId: string) => void;
   /** Batch metrics (the batch-host function). */
@@ -186,6 +189,7 @@ export async function createAwsHost(config: AwsHostConfig, clients: AwsClients, 
       workerTimeoutMsOf: (space, name) => workers.timeoutMs(space, name),
       idleWaitSeconds: config.idleWaitSeconds,
       ...(opts.graceMs !== undefined ? { graceMs: opts.graceMs } : {}),
+      ...(opts.slotMarginMs !== undefined ? { slotMarginMs: opts.slotMarginMs } : {}),
     },
   });
   const deliveryStore = new DynamoDeliveryStore(dynamodb, config.tableName);

@@ -128,6 +128,8 @@ export const batchHostRequestSchema = z.discriminatedUnion('action', [
     received: z.array(receivedSchema).max(MESSAGE_LIMITS.maxBatchMessages),
     /** The lane goes on: an empty receive a send woke answers with the lane's next slot. */
     goOn: z.boolean().optional(),
+    /** How long the first of the received messages stays hidden from the call (SQS's 12 h at most). */
+    visibleForMs: z.number().int().min(0).max(43_200_000).optional(),
   }),
   z.strictObject({ action: z.literal('settle'), batchId: id, credential, call: settleCallSchema }),
   // A group of settle calls of one batch, applied in order; answered with one result per call.
@@ -148,6 +150,8 @@ export const batchHostRequestSchema = z.discriminatedUnion('action', [
     manifest: sealedManifestSchema.optional(),
     // The handler's error for operators' consumer state: name and message, never a stack.
     error: z.strictObject({ name: z.string().max(128), message: z.string().max(300) }).optional(),
+    /** The handler was cut off and may still run: its slot stays held until its deadline. */
+    handlerMayRun: z.boolean().optional(),
   }),
   z.strictObject({
     action: z.literal('deadLetter'),

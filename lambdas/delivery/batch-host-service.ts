@@ -46,11 +46,10 @@ export class BatchHostService {
       case 'acquire':
         return this.o.delivery.acquireNext(request.previous, request.credential);
       case 'register':
-        return this.o.loop.register(
-          request.slot,
-          request.received,
-          request.goOn ? { goOn: true } : undefined,
-        );
+        return this.o.loop.register(request.slot, request.received, {
+          ...(request.goOn ? { goOn: true } : {}),
+          ...(request.visibleForMs !== undefined ? { visibleForMs: request.visibleForMs } : {}),
+        });
       case 'settle':
         await this.o.delivery.settle(request.batchId, request.credential, request.call);
         return null;
@@ -66,6 +65,7 @@ export class BatchHostService {
             next: request.next === true,
             ...(request.manifest ? { manifest: request.manifest } : {}),
             ...(request.error ? { error: request.error } : {}),
+            ...(request.handlerMayRun ? { handlerMayRun: true } : {}),
           },
         );
         this.o.onFinalized?.(request.outcome);

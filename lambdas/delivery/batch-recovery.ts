@@ -73,10 +73,12 @@ export class BatchRecovery {
 
   /**
    * Ends one batch whose invocation was lost: closes it as abandoned and records what is owed.
-   * Before the slot's deadline the batch's handler may still run (a lost Lambda response), so
-   * the slot is kept until then — unless the caller knows the invocation has `ended`. A caller
-   * that saw the slot's deadline pass names it as `expired`: if the slot holds another deadline
-   * now, its lane registered the batch since (late, but alive) and nothing is recovered.
+   * Before the slot's deadline the batch's handler may still run (a lost Lambda response, or a
+   * duplicate invocation whose twin failed), so nothing of it is touched until then — neither its
+   * slot nor its settlements, which that handler may still make — unless the caller knows the
+   * invocation has `ended`. A caller that saw the slot's deadline pass names it as `expired`: if
+   * the slot holds another deadline now, its lane registered the batch since (late, but alive)
+   * and nothing is recovered.
    */
   async recoverBatch(
     consumerUid: string,
@@ -96,9 +98,9 @@ export class BatchRecovery {
     }
     const deadline = state.slots[batchId] as number;
     if (deadline > this.d.now() && !opts.ended) {
-      // End settlement now, and keep the slot — and so the concurrency bound — until the
-      // deadline, when recoverExpired applies what is owed.
-      await this.d.store.closeBatch(batchId, 'abandoned', { at: this.d.now() });
+      // Keep the slot — and so the concurrency bound — until the deadline. A handler still
+      // running finishes and finalises as usual; if none does, recoverExpired closes the batch
+      // as abandoned then and applies what is owed.
       log.info('a batch’s invocation failed; its consumer waits for the batch’s deadline', {
         consumerUid,
         batchId,

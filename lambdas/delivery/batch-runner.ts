@@ -3,6 +3,7 @@ import type {
   DeadLetterItem,
   Finalized,
   Received,
+  RegisterOptions,
   Registration,
   SealedManifest,
   Slot,
@@ -44,8 +45,11 @@ export {
 export interface BatchHostPort {
   /** The lane's next slot, proven by the credential of the batch it just ran. */
   acquire(previous: Slot, credential: string): Promise<AcquireResult>;
-  /** `goOn`: the lane goes on, so an empty receive that a send woke takes its next slot at once. */
-  register(slot: Slot, received: Received[], opts?: { goOn?: boolean }): Promise<Registration>;
+  /**
+   * `goOn`: the lane goes on, so an empty receive that a send woke takes its next slot at once.
+   * `visibleForMs`: how long the received messages stay hidden from now (the first to return).
+   */
+  register(slot: Slot, received: Received[], opts?: RegisterOptions): Promise<Registration>;
   settle(batchId: string, credential: string, call: SettleCall): Promise<void>;
   /** Several settle calls of one batch, applied in order; one answer per call. */
   settleMany(batchId: string, credential: string, calls: SettleCall[]): Promise<SettleAnswer[]>;
@@ -57,7 +61,7 @@ export interface BatchHostPort {
     slot: Slot,
     credential: string,
     outcome: InvocationOutcome,
-    opts?: { next?: boolean; manifest?: SealedManifest; error?: HandlerError },
+    opts?: { next?: boolean; manifest?: SealedManifest; error?: HandlerError; handlerMayRun?: boolean },
   ): Promise<Finalized>;
   /** Bodies for the moves `finalize` asked for; resolves once the batch is finished. */
   deadLetter(slot: Slot, credential: string, items: DeadLetterItem[]): Promise<void>;
@@ -65,6 +69,12 @@ export interface BatchHostPort {
 
 /** Runs the worker's `queue` handler on one batch and reports how it ended. */
 export interface QueueInvoker {
+  /**
+   * A handler this invoker reports `abandoned` (cut off, or lost) is stopped for sure by then:
+   * its thread was terminated. Without it (a Lambda function, whose handler runs on until its
+   * process exits) the batch keeps its slot until its deadline (DL-02).
+   */
+  readonly stopsAbandonedHandlers?: boolean;
   /**
    * `slot` is the batch's slot: its handler must not run past `slot.deadline`. `failed` is told
    * the handler's error (name and message, for operators) when it threw or could not start.
@@ -141,7 +151,16 @@ export async function runBatch(
   const registration = await deps.host.register(
     slot,
     held.map((h) => h.received),
-    held.length === 0 && goOn() ? { goOn: true } : undefined,
+    held.length === 0
+      ? goOn()
+        ? { goOn: true }
+        : undefined
+      : {
+          visibleForMs: Math.max(
+            0,
+            Math.floor(Math.min(...held.map((h) => h.hiddenUntilReal)) - performance.now()),
+          ),
+        },
   );
   // Idle after a failed receive too: the lane rests instead of spinning while SQS is away —
   // unless a send through the Host came after the slot was taken (it may have missed this receive):
@@ -274,6 +293,9 @@ async function finishBatch(
         next,
         manifest: registration.manifest,
         ...(handlerError ? { error: handlerError } : {}),
+        ...(outcome === 'abandoned' && deps.invoker.stopsAbandonedHandlers !== true
+          ? { handlerMayRun: true }
+          : {}),
       }),
     );
   } catch (err) {

@@ -29,6 +29,7 @@ import type {
   DeliveryService,
   InheritedLane,
   Received,
+  RegisterOptions,
   Registration,
   Slot,
 } from './delivery-service.ts';
@@ -316,7 +317,7 @@ export class ControlLoop {
    * Registers a lane's batch. A receive that filled the batch (maxBatchSize) is evidence of a
    * backlog: while a slot is free, one more lane starts, before this batch's handler runs.
    */
-  async register(slot: Slot, received: Received[], opts?: { goOn?: boolean }): Promise<Registration> {
+  async register(slot: Slot, received: Received[], opts?: RegisterOptions): Promise<Registration> {
     const r = await this.o.service.register(slot, received, opts);
     const full = received.length >= slot.maxBatchSize;
     if (r.credential && lanesAfterBatch({ full, room: r.room === true })) {

@@ -11,7 +11,7 @@ import { type DeadLetterItem, DeadLetterMoves } from './dead-letter-moves.ts';
 import { DeliveryContext, type DeliveryServiceOptions } from './delivery-context.ts';
 import { type Finalized, type FinalizeOptions, Finalizer } from './finalization.ts';
 import type { BatchBounds, LaneKind } from './lane-kinds.ts';
-import { type Received, Registrar, type Registration } from './registration.ts';
+import { type Received, type RegisterOptions, Registrar, type Registration } from './registration.ts';
 import { Settlements } from './settlement.ts';
 import type { HandlerError, InvocationOutcome, SettleAnswer, SettleCall } from './settlement-protocol.ts';
 import { type AcquireResult, type InheritedLane, type Slot, SlotDesk } from './slots.ts';
@@ -20,7 +20,7 @@ import type { UnfinishedBatch } from './unfinished-batch.ts';
 export type { DeadLetterItem } from './dead-letter-moves.ts';
 export type { DeliveryEvents, DeliveryServiceOptions } from './delivery-context.ts';
 export type { Finalized, FinalizeOptions } from './finalization.ts';
-export type { Received, Registration, SealedManifest } from './registration.ts';
+export type { Received, RegisterOptions, Registration, SealedManifest } from './registration.ts';
 export {
   type AcquireResult,
   INHERITED_LANE_MAX_AGE_MS,
@@ -107,7 +107,7 @@ export class DeliveryService {
   }
 
   /** Registers what a lane received as a batch (`Registrar.register`). */
-  register(claimed: Slot, received: Received[], opts: { goOn?: boolean } = {}): Promise<Registration> {
+  register(claimed: Slot, received: Received[], opts: RegisterOptions = {}): Promise<Registration> {
     return this.registrar.register(claimed, received, opts);
   }
 

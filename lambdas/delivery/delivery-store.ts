@@ -230,6 +230,12 @@ export interface DeliveryStore {
    * written first: then no head exists, and the batch never starts).
    */
   createBatch(head: BatchHead, manifest: Manifest): Promise<boolean>;
+  /**
+   * Takes back a registration whose credential never left the Host (its messages may have
+   * returned to the queue before it was done): head and slot go together, while the batch is
+   * open. False when it was closed meanwhile.
+   */
+  cancelBatch(consumerUid: string, batchId: string): Promise<boolean>;
   getHead(batchId: string): Promise<BatchHead | undefined>;
   /** The manifest registration recorded with this head (undefined if none was written). */
   getManifest(head: Pick<BatchHead, 'batchId' | 'manifestRef'>): Promise<Manifest | undefined>;

@@ -24,6 +24,12 @@ export interface FinalizeOptions {
   manifest?: SealedManifest;
   /** The handler's error, when it threw (for the consumer's recent batches; never its stack). */
   error?: HandlerError;
+  /**
+   * The handler was cut off and may still run (a Lambda function's handler runs on until its
+   * process exits): the batch's decisions are applied, but its slot stays held until its
+   * deadline, so no other handler starts in its place meanwhile (DL-02).
+   */
+  handlerMayRun?: boolean;
 }
 
 export interface Finalized {
@@ -64,7 +70,14 @@ export class Finalizer {
     });
     if (!head || !this.c.ownsBatch(head, credential))
       throw new NamedError('unknown_batch', 'not a batch of this runner');
-    return this.apply(head, 'live', slot, opts.next === true, manifest);
+    return this.apply(
+      head,
+      'live',
+      slot,
+      opts.next === true && !opts.handlerMayRun,
+      manifest,
+      opts.handlerMayRun,
+    );
   }
 
   /** The runner's copy of a manifest if the Host sealed it for this batch, else undefined (read it). */
@@ -111,6 +124,7 @@ export class Finalizer {
     slot: Slot | undefined,
     next: boolean,
     known?: Manifest,
+    keepSlot = false,
   ): Promise<Finalized> {
     const batchId = head.batchId;
     const manifest: Manifest = known ??
@@ -130,8 +144,10 @@ export class Finalizer {
     const toDelete: { entry: ManifestEntry; handle: string }[] = [];
     const toHide: Visibility[] = [];
     const deadLetter: string[] = [];
+    // A runner whose handler may still run is ending its invocation: its moves return to the
+    // queue (attempts recorded) and are made when the messages come back, as after a recovery.
     const owesMove = (m: ManifestEntry, handles: string[]) => {
-      if (mode === 'live' && handles.length > 0) deadLetter.push(m.id);
+      if (mode === 'live' && !keepSlot && handles.length > 0) deadLetter.push(m.id);
       else toHide.push(...returnNow([{ ...m, handles }]));
     };
 
@@ -217,7 +233,9 @@ export class Finalizer {
     }
     // Nothing is owed: freeing the slot ends the batch, and nothing reads `applied` of a batch
     // without a slot (were this call repeated, its writes are the same ones again).
-    if (mode === 'recovery' || !slot) await this.c.o.store.markApplied(batchId, []);
+    if (mode === 'recovery' || !slot || keepSlot) await this.c.o.store.markApplied(batchId, []);
+    // Applied, its slot held to its deadline: the recovery then finds it applied and frees it.
+    if (keepSlot) return { deadLetter };
     if (next && slot) {
       const handed = await this.slots.handOver(slot);
       return { deadLetter, next: handed };

@@ -39,6 +39,19 @@ export interface BatchBounds {
   maxBatchTimeoutSeconds: number;
 }
 
+/** Lambda's bound on one invocation: a worker function's timeout. */
+export const LAMBDA_MAX_MS = 900_000;
+/** The longest gathering any consumer has: the Host's idle wait (at most 20 s) and a batch timeout (at most 60 s). */
+export const MAX_GATHERING_MS = (20 + 60) * 1000;
+/** Kept free at the end of a worker invocation for the last batch's finalisation. */
+export const RUNTIME_MARGIN_MS = 5_000;
+/**
+ * The longest handler bound a worker can have: a handler gets its whole bound counted from its own
+ * start, so a batch of any consumer (gathering, registration, the handler) must fit one Lambda
+ * invocation, which a worker function runs for up to `LAMBDA_MAX_MS`.
+ */
+export const MAX_HANDLER_MS = LAMBDA_MAX_MS - MAX_GATHERING_MS - BATCH_ROOM_MS - RUNTIME_MARGIN_MS;
+
 /** The longest a batch may take from the moment its lane starts it. */
 export function batchSpanMs(c: BatchBounds, idleWaitSeconds: number): number {
   return (idleWaitSeconds + c.maxBatchTimeoutSeconds) * 1000 + BATCH_ROOM_MS + c.handlerMs;

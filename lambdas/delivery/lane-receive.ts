@@ -53,9 +53,11 @@ export const AHEAD_USABLE_MS = AHEAD_HIDDEN_MS / 2;
 export interface Held {
   received: Received;
   body: Uint8Array;
+  /** When SQS makes it visible again (`performance.now()`), counted from before the receive was sent. */
+  hiddenUntilReal: number;
 }
 
-function readMessage(m: QueueMessage, now: number): Held | undefined {
+function readMessage(m: QueueMessage, now: number, hiddenUntilReal: number): Held | undefined {
   if (!m.receiptHandle) return undefined;
   const sentAt = m.sentAt;
   const decoded: Envelope = decodeEnvelope(m.body) ?? {
@@ -68,6 +70,7 @@ function readMessage(m: QueueMessage, now: number): Held | undefined {
   return {
     received: { receiptHandle: m.receiptHandle, receivedAt: now, ...(sentAt ? { sentAt } : {}), envelope },
     body,
+    hiddenUntilReal,
   };
 }
 
@@ -122,6 +125,8 @@ async function receiveRound(
   abortable = true,
 ): Promise<{ got: Held[]; counts: number[]; failed?: { reason: unknown } }> {
   const clock = deps.clock ?? Date.now;
+  // SQS counts the visibility from its receipt of the request, after this.
+  const sentAtReal = performance.now();
   const answers = await Promise.allSettled(
     asks.map((max) =>
       deps.messages.receive(
@@ -134,7 +139,7 @@ async function receiveRound(
   const messages = answers.flatMap((a) => (a.status === 'fulfilled' ? a.value : []));
   const failed = answers.find((a) => a.status === 'rejected');
   return {
-    got: messages.flatMap((m) => readMessage(m, clock()) ?? []),
+    got: messages.flatMap((m) => readMessage(m, clock(), sentAtReal + visibility * 1000) ?? []),
     counts: answers.map((a) => (a.status === 'fulfilled' ? a.value.length : 0)),
     ...(failed ? { failed: { reason: failed.reason } } : {}),
   };

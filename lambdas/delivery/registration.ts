@@ -27,6 +27,26 @@ import { classifyReceived, type ReceiveDecisions } from './receive-classificatio
 import { manifestSeal } from './slot-seal.ts';
 import { type AcquireResult, laneContextOf, nextBatchId, type Slot, type SlotDesk } from './slots.ts';
 
+/** How a runner registers what it received. */
+export interface RegisterOptions {
+  /** The lane goes on: an empty receive that a send woke takes the lane's next slot at once. */
+  goOn?: boolean;
+  /**
+   * How long, from the call, the first of the received messages stays hidden. Registration must
+   * be done by then: once a message is visible again another lane may receive it and register
+   * it with the same attempt number.
+   */
+  visibleForMs?: number;
+}
+
+/**
+ * Room a registration leaves before its messages' visibility ends: the call's own transit, and
+ * the time to hold the messages once the batch exists.
+ */
+const REGISTER_BY_ROOM_MS = 2_000;
+/** The call's transit, by which the messages' visibility may end sooner than the call says. */
+const TRANSIT_MS = 1_000;
+
 /** A message as the runner received it from SQS. */
 export interface Received {
   receiptHandle: string;
@@ -83,6 +103,27 @@ interface RegistrationRead {
 
 /** Complete commits a Host process remembers (ids of about 20 bytes: well under 1 MB). */
 const COMMITS_REMEMBERED = 20_000;
+/** When a registration is too late for its messages' visibility (`RegisterOptions.visibleForMs`). */
+interface RegistrationClock {
+  /** Past the time by which the batch must be created (no attempt is counted then). */
+  tooLate(): boolean;
+  /** The messages may have become visible again (their hold may have come too late). */
+  visibilityEnded(): boolean;
+}
+
+function registrationClock(
+  arrivedAt: number,
+  visibleForMs: number | undefined,
+  now: () => number,
+): RegistrationClock {
+  if (visibleForMs === undefined) return { tooLate: () => false, visibilityEnded: () => false };
+  const visibleAt = arrivedAt + visibleForMs - TRANSIT_MS;
+  return {
+    tooLate: () => now() > visibleAt - REGISTER_BY_ROOM_MS,
+    visibilityEnded: () => now() >= visibleAt,
+  };
+}
+
 export class Registrar {
   /** Commits known to be complete (see `registrationReads`). */
   private readonly commitsSeen = new Set<string>();
@@ -166,11 +207,13 @@ export class Registrar {
    * The slot is trusted only with its seal (DL-09); that its consumer generation is still the
    * active one is a condition of the registration's transaction, not a read before it.
    */
-  async register(claimed: Slot, received: Received[], opts: { goOn?: boolean } = {}): Promise<Registration> {
+  async register(claimed: Slot, received: Received[], opts: RegisterOptions = {}): Promise<Registration> {
     const sealed = this.c.trusted(claimed);
     if (received.length === 0) return this.releaseEmpty(sealed, opts.goOn === true);
     const now = this.c.now();
-    const slots = await this.recoverDue(sealed, now, received);
+    const clock = registrationClock(now, opts.visibleForMs, () => this.c.now());
+    const slots = await this.recoverDue(sealed, now, received, clock);
+    if (!slots || clock.tooLate()) return this.giveUp(sealed, received);
     // From registration on the slot lasts as long as the handler may run, and its messages stay
     // hidden a grace period longer (only the Host's own records decide how long).
     const running = now + sealed.handlerMs + this.c.o.slotMarginMs;
@@ -201,6 +244,7 @@ export class Registrar {
       maxRetries: sealed.maxRetries,
       commitTimeoutMs: this.c.o.commitTimeoutMs,
     });
+    if (clock.tooLate()) return this.giveUp(sealed, received);
     await this.hideAndRemove(slot, decisions);
     const { entries: delivered, moves: moved } = decisions;
     if (delivered.length === 0 && moved.length === 0) return this.releaseEmpty(sealed, false);
@@ -221,6 +265,7 @@ export class Registrar {
         messages: lost.size,
       });
     }
+    if (clock.visibilityEnded()) return this.takeBack(slot, manifest);
     crashPoint('delivery.after-register');
     return {
       credential,
@@ -238,7 +283,7 @@ export class Registrar {
    * its deadline + grace on. Recovering such slots before reading attempts records means such a
    * message is never counted from records its recovery has not written yet.
    */
-  private async recoverDue(sealed: Slot, now: number, received: Received[]) {
+  private async recoverDue(sealed: Slot, now: number, received: Received[], clock: RegistrationClock) {
     const giveBack = () =>
       this.c.changeVisibility(
         sealed.sqsUrl,
@@ -246,9 +291,47 @@ export class Registrar {
       );
     const slots = await this.slotsAtRegistration(sealed, now, received, giveBack);
     for (const [batchId, d] of Object.entries(slots.due)) {
+      // Many batches expired at once (a broken deploy): the rest is left to later takes.
+      if (clock.tooLate()) return undefined;
       await this.c.recoverBatch(sealed.consumerUid, batchId, { expired: d });
     }
     return slots;
+  }
+
+  /**
+   * A registration that could not be done before its messages' visibility ends registers
+   * nothing: no attempt is counted, the messages go back (a no-op for any another lane holds by
+   * now) and the slot, which holds no batch, is freed.
+   */
+  private async giveUp(slot: Slot, received: Received[]): Promise<Registration> {
+    log.warn('registration gave up: its messages’ visibility would end first', {
+      consumerUid: slot.consumerUid,
+      batchId: slot.batchId,
+      messages: received.length,
+    });
+    await this.c.changeVisibility(
+      slot.sqsUrl,
+      received.map((r) => ({ handle: r.receiptHandle, seconds: 0 })),
+    );
+    await this.c.o.store.releaseSlot(slot.consumerUid, slot.batchId);
+    return { credential: '', deliver: [], moves: 0 };
+  }
+
+  /**
+   * The batch was created, but its messages' visibility may have ended before they were held:
+   * another lane may hold them now, with the same attempt numbers. Its credential never left the
+   * Host, so the batch is taken back whole (head and slot), and what is still this batch's returns.
+   */
+  private async takeBack(slot: Slot, manifest: Manifest): Promise<Registration> {
+    log.warn('registration taken back: its messages’ visibility ended before they were held', {
+      consumerUid: slot.consumerUid,
+      batchId: slot.batchId,
+    });
+    if (!(await this.c.o.store.cancelBatch(slot.consumerUid, slot.batchId))) {
+      throw new NamedError('unknown_batch', 'the batch was closed while it registered');
+    }
+    await this.c.changeVisibility(slot.sqsUrl, returnNow([...manifest.entries, ...manifest.moves]));
+    return { credential: '', deliver: [], moves: 0 };
   }
 
   /** Applies what the receive's classification hides and removes, before the batch is created. */
@@ -296,8 +379,6 @@ export class Registrar {
     try {
       created = await this.c.o.store.createBatch(head, { entries: delivered, moves: moved });
     } catch (err) {
-      // The batch was registered before (a replayed call): refused, and its messages stay with it.
-      if (err instanceof NamedError) throw err;
       if (err instanceof ManifestNotWritten) {
         // Nothing of the batch was registered: its messages go back as they came, and its slot,
         // which holds no batch, is freed now rather than when gathering would have ended.
@@ -312,13 +393,22 @@ export class Registrar {
         );
         throw err;
       }
-      // The transaction may have committed with its answer lost: then the batch exists and its
-      // messages must not go back (another batch would deliver them with the same attempt).
-      const committed = await this.batchExists(slot.batchId);
-      if (!committed) {
-        // Not registered (or not known to be): what was held for this batch goes back now, so
-        // it is not hidden until the deadline of a batch that may not exist.
+      // Registered already, or the transaction may have committed with its answer lost. If the
+      // batch names these very receipts, it is this registration's: its messages must not go back
+      // (another batch would deliver them with the same attempt). If it names others, a second
+      // runner of the lane (a duplicate InvokeWorker) holds this slot's batch: what this runner
+      // received goes back now, not when its short visibility ends, and its call is refused.
+      // Refused outright for a batch registered before: a replay of this call (or, when its
+      // receipts cannot be compared, maybe one) is refused as it was, its messages left to it.
+      if (err instanceof NamedError) {
+        if ((await this.whoseBatch(slot.batchId, manifest)) !== 'other') throw err;
         await this.c.changeVisibility(slot.sqsUrl, returnNow([...delivered, ...moved]));
+        throw err;
+      }
+      const whose = await this.whoseBatch(slot.batchId, manifest);
+      if (whose !== 'ours') {
+        await this.c.changeVisibility(slot.sqsUrl, returnNow([...delivered, ...moved]));
+        if (whose === 'other') throw new NamedError('unknown_batch', 'this batch is registered already');
         throw err;
       }
       created = true;
@@ -394,19 +484,31 @@ export class Registrar {
   }
 
   /**
-   * Whether a batch’s head exists, asked a few times over ~12 s: after a lost answer the table
-   * may be unreachable for a moment (a restarting stand-in, a network blip). False when it
-   * cannot be told.
+   * Whose the batch registered under this id is: `ours` when its manifest names exactly these
+   * receipt handles (this registration's own earlier try), `other` when it names others (another
+   * runner of the same slot), `none` when no head exists; `unknown` when the table could not be
+   * read, asked a few times over ~12 s (after a lost answer it may be unreachable for a moment).
    */
-  private async batchExists(batchId: string): Promise<boolean> {
+  private async whoseBatch(
+    batchId: string,
+    manifest: Manifest,
+  ): Promise<'ours' | 'other' | 'none' | 'unknown'> {
+    const handlesOf = (m: Manifest) =>
+      [...m.entries, ...m.moves]
+        .flatMap((e) => e.handles ?? [])
+        .sort()
+        .join('\n');
     for (let attempt = 0; attempt < 5; attempt++) {
       try {
-        return (await this.c.o.store.getHead(batchId)) !== undefined;
+        const head = await this.c.o.store.getHead(batchId);
+        if (!head) return 'none';
+        const stored = await this.c.o.store.getManifest(head);
+        return stored && handlesOf(stored) === handlesOf(manifest) ? 'ours' : 'other';
       } catch {
         await new Promise((r) => setTimeout(r, 400 * 2 ** attempt));
       }
     }
-    return false;
+    return 'unknown';
   }
 
   /**

@@ -25,6 +25,7 @@ import { sqsMessageQueue } from '../adapters/aws/sqs-message-queue.ts';
 import { slotSchema } from '../delivery/batch-host-protocol.ts';
 import { type BatchHostPort, type QueueInvoker, type RunResult, runLane } from '../delivery/batch-runner.ts';
 import type { AcquireResult, Slot } from '../delivery/delivery-service.ts';
+import { RUNTIME_MARGIN_MS } from '../delivery/lane-kinds.ts';
 import { NamedError } from '../delivery/limits.ts';
 import type { InvocationOutcome } from '../delivery/settlement-protocol.ts';
 import { AWS_ENV } from '../shared/aws-env.ts';
@@ -263,7 +264,7 @@ export function createQueueWorkerHandler(
     const clock = rt.clock ?? Date.now;
     const startedAt = clock();
     const lambdaEnd = startedAt + context.getRemainingTimeInMillis();
-    const margin = rt.marginMs ?? 5_000;
+    const margin = rt.marginMs ?? RUNTIME_MARGIN_MS;
     const host = rt.host();
     const runtimeLog = rt.log ?? (() => {});
     const exit = rt.exit ?? ((code: number) => process.exit(code));
@@ -306,11 +307,13 @@ export function createQueueWorkerHandler(
           clock,
           log: runtimeLog,
         },
-        // Batches start only in the first half of the Lambda's time, so each has time to finish.
+        // A batch starts only while all of it — gathering, registration and its handler's whole
+        // bound — ends before the invocation does (less the margin): every handler gets its bound
+        // counted from its own start, whenever in the invocation it begins.
         {
           maxBatches: 100,
-          budgetMs: Math.max(0, (lambdaEnd - startedAt) / 2),
-          ...(laneUntil !== undefined ? { until: laneUntil } : {}),
+          budgetMs: Math.max(0, lambdaEnd - startedAt),
+          until: Math.min(laneUntil ?? Number.POSITIVE_INFINITY, lambdaEnd - margin),
         },
       );
     } catch (err) {

@@ -140,7 +140,13 @@ export function remoteBatchHost(transport: BatchHostTransport): RemoteBatchHost 
       call<AcquireResult>({ action: 'acquire', previous, credential }, 'runner'),
     register: (slot, received, opts) =>
       call<Registration>(
-        { action: 'register', slot, received, ...(opts?.goOn ? { goOn: true } : {}) },
+        {
+          action: 'register',
+          slot,
+          received,
+          ...(opts?.goOn ? { goOn: true } : {}),
+          ...(opts?.visibleForMs !== undefined ? { visibleForMs: opts.visibleForMs } : {}),
+        },
         'runner',
       ),
     settle: async (batchId, credential, settleCall) => {
@@ -167,6 +173,7 @@ export function remoteBatchHost(transport: BatchHostTransport): RemoteBatchHost 
           ...(opts.next ? { next: true } : {}),
           ...(opts.manifest ? { manifest: opts.manifest } : {}),
           ...(opts.error ? { error: opts.error } : {}),
+          ...(opts.handlerMayRun ? { handlerMayRun: true } : {}),
         },
         'runner',
       ),

@@ -8,7 +8,7 @@ import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { DefinitionBody, LogLevel, StateMachine, StateMachineType } from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { dispatcherDefinition } from '../../lambdas/delivery/dispatcher-definition.ts';
-import type { LaneKind } from '../../lambdas/delivery/lane-kinds.ts';
+import { type LaneKind, MAX_HANDLER_MS } from '../../lambdas/delivery/lane-kinds.ts';
 import { AWS_ENV, METRICS_NAMESPACE } from '../../lambdas/shared/aws-env.ts';
 import { type FunctionSizing, HostFunction } from './host-function.ts';
 import type { HostTable } from './host-table.ts';
@@ -58,7 +58,7 @@ export interface DeliveryPipelineProps {
   readonly queueNamePrefix: string;
   /** The public origin (every Host function composes the same Host). */
   readonly publicOrigin: string;
-  /** Bound on one worker invocation; at most 14 minutes, so a batch fits in Lambda's 15. @default 14 min */
+  /** The longest a handler runs from its own start; a batch must fit Lambda's 15 minutes. @default 13 min 30 s */
   readonly workerTimeout?: Duration;
   /** How long an idle lane long-polls before resting (0..20 s). @default 20 */
   readonly idleWaitSeconds?: number;
@@ -143,7 +143,7 @@ export class DeliveryPipeline extends Construct {
     this.dispatcherArn = stateMachineArn(stack, this.dispatcherName);
     this.expressDispatcherName = `${props.queueNamePrefix}dispatcher-express`;
     this.expressDispatcherArn = stateMachineArn(stack, this.expressDispatcherName);
-    this.workerTimeoutSeconds = (props.workerTimeout ?? Duration.minutes(14)).toSeconds();
+    this.workerTimeoutSeconds = (props.workerTimeout ?? Duration.millis(MAX_HANDLER_MS)).toSeconds();
 
     const functions = this.createHostFunctions(props, retention, tracing);
     this.stepFunction = functions.step;

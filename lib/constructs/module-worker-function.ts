@@ -18,6 +18,7 @@ import {
   workerRegistrationKey,
 } from '../../lambdas/adapters/aws/dynamodb-worker-registry.ts';
 import { QUEUE_TAGS } from '../../lambdas/adapters/aws/sqs-queue-backend.ts';
+import { LAMBDA_MAX_MS, MAX_HANDLER_MS } from '../../lambdas/delivery/lane-kinds.ts';
 import { ID_PATTERN } from '../../lambdas/engine/ids.ts';
 import { AWS_ENV } from '../../lambdas/shared/aws-env.ts';
 import { SECRET_NAME_PATTERN, type SecretRefs } from '../../lambdas/worker-runtime/secret-refs.ts';
@@ -33,8 +34,10 @@ const HANDLER_NAMES = ['fetch', 'scheduled', 'queue'] as const;
 type HandlerName = (typeof HANDLER_NAMES)[number];
 /** Lambda's limit for all environment variables together is 4 KB; leave room for the others. */
 const MAX_CONFIG_BYTES = 3_000;
-/** Lambda's bound on one invocation. */
-const LAMBDA_MAX_SECONDS = 900;
+/** Lambda's bound on one invocation: every worker function's timeout (see `timeout`). */
+const LAMBDA_MAX_SECONDS = LAMBDA_MAX_MS / 1000;
+/** The longest handler bound (`timeout`): a whole batch of any consumer fits one invocation. */
+const MAX_HANDLER_SECONDS = MAX_HANDLER_MS / 1000;
 /**
  * The timeout when none is given (then capped by the Host's workerTimeout): 3 minutes, so that a
  * batch of any consumer settings fits an Express lane's window (`lane-kinds.ts`).
@@ -57,7 +60,7 @@ export interface WorkerHostBinding {
   /** Worker functions are named with this prefix; the dispatcher may invoke only those. */
   readonly workerFunctionNamePrefix: string;
   readonly idleWaitSeconds: number;
-  /** The Host's bound on one worker invocation (its `workerTimeout`), in seconds. @default none */
+  /** The Host's bound on one handler from its own start (its `workerTimeout`), in seconds. @default none */
   readonly workerTimeoutSeconds?: number;
   readonly logRetention?: RetentionDays;
   readonly removalPolicy?: RemovalPolicy;
@@ -122,14 +125,15 @@ export interface ModuleWorkerFunctionProps {
   /** Binding name → `{queue: '<queue Resource name in the same Space>'}`. @default {} */
   readonly queueProducers?: Record<string, { queue: string }>;
   /**
-   * Lambda timeout, 30 s up to the Host's `workerTimeout` (its bound on one worker invocation);
-   * the handler is cut off a few seconds before. Slots of this worker's consumers are held for it,
-   * so a shorter timeout has a crashed invocation's batch recovered that much sooner. A longer one
-   * is a synth error: the Host holds a slot at most for its own bound and cuts the handler off
-   * there, so the rest could never be used. Consumers of a worker whose batch (idle wait + batch
-   * timeout + this timeout) fits in Step Functions Express's five minutes run their lanes on
-   * Express, at a fraction of Standard's cost; others on Standard. @default 3 min (every consumer
-   * setting then fits Express), or the Host's `workerTimeout` when that is shorter
+   * How long each handler may run, counted from its own start: 30 s up to the Host's
+   * `workerTimeout` (at most 13 min 30 s). The function's Lambda timeout is always 15 minutes, so
+   * one invocation can run a lane's batches one after another; a batch starts only while all of
+   * it (gathering, registration, this bound) still fits the invocation. Slots of this worker's
+   * consumers are held for this bound, so a shorter one has a crashed invocation's batch recovered
+   * that much sooner. Consumers of a worker whose batch (idle wait + batch timeout + this bound)
+   * fits in Step Functions Express's five minutes run their lanes on Express, at a fraction of
+   * Standard's cost; others on Standard. @default 3 min (every consumer setting then fits
+   * Express), or the Host's `workerTimeout` when that is shorter
    */
   readonly timeout?: Duration;
   /** @default 512 */
@@ -180,7 +184,7 @@ export class ModuleWorkerFunction extends Construct {
   readonly functionName: string;
   readonly deploymentUid: string;
   readonly handlers: readonly HandlerName[];
-  /** The function's timeout, also recorded in its registration (slot deadlines derive from it). */
+  /** Each handler's bound from its own start, recorded in the registration (slot deadlines derive from it). */
   readonly timeout: Duration;
   readonly registration: AwsCustomResource;
 
@@ -216,7 +220,7 @@ export class ModuleWorkerFunction extends Construct {
       entry: WORKER_ENTRY,
       description: `Takoform ModuleWorker ${props.space}/${props.name}`,
       functionName: this.functionName,
-      timeout: this.timeout,
+      timeout: Duration.seconds(LAMBDA_MAX_SECONDS),
       memorySize: props.memorySize ?? 512,
       logRetention: host.logRetention,
       removalPolicy: host.removalPolicy,
@@ -366,9 +370,9 @@ export function resolveEntry(entry: string | URL, base?: string | URL): string |
   return path.resolve(base, entry);
 }
 
-/** The Host's bound on one worker invocation; Lambda's own when the binding names none. */
+/** The Host's bound on one handler; the most a worker can have when the binding names none. */
 function hostBoundOf(host: WorkerHostBinding): number {
-  return host.workerTimeoutSeconds ?? LAMBDA_MAX_SECONDS;
+  return host.workerTimeoutSeconds ?? MAX_HANDLER_SECONDS;
 }
 
 const isSecret = (ref: ISecret | IParameter): ref is ISecret => 'secretArn' in ref;
@@ -397,8 +401,10 @@ function validate(props: ModuleWorkerFunctionProps): string[] {
   } else if (!existsSync(entry)) errors.push(`entry ${entry} does not exist`);
   const timeout = props.timeout?.toSeconds();
   const bound = hostBoundOf(props.host);
-  if (timeout !== undefined && (timeout < 30 || timeout > LAMBDA_MAX_SECONDS)) {
-    errors.push('timeout must be 30 s..15 min');
+  if (timeout !== undefined && (timeout < 30 || timeout > MAX_HANDLER_SECONDS)) {
+    errors.push(
+      'timeout must be 30 s..13 min 30 s (a batch — gathering, registration and the handler — must fit one 15-minute Lambda invocation)',
+    );
   } else if (timeout !== undefined && timeout > bound) {
     errors.push(
       `timeout ${timeout} s exceeds the Host's workerTimeout of ${bound} s: the Host holds a slot and runs a handler at most that long, so lower the timeout or raise the Host's workerTimeout`,

@@ -10,6 +10,7 @@ import type { ITopic } from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { commitKey } from '../../lambdas/adapters/aws/dynamodb-commit-store.ts';
 import { queueTagProblems } from '../../lambdas/adapters/aws/sqs-queue-backend.ts';
+import { MAX_HANDLER_MS } from '../../lambdas/delivery/lane-kinds.ts';
 import { parsePublicOrigin } from '../../lambdas/http/origin.ts';
 import { TABLE_KEYS } from '../../lambdas/shared/table-schema.ts';
 import { ControlPlaneApi } from './control-plane-api.ts';
@@ -50,7 +51,11 @@ export interface TakoformHostProps {
   readonly alarmThresholds?: AlarmThresholds;
   /** Stage-wide API throttling. @default { rateLimit: 100, burstLimit: 200 } */
   readonly throttling?: { readonly rateLimit?: number; readonly burstLimit?: number };
-  /** Bound on one worker invocation, 1..14 minutes. @default 14 minutes */
+  /**
+   * The longest any handler runs, counted from its own start: 1 minute..13 min 30 s (a batch —
+   * gathering, registration, the handler — must fit one 15-minute Lambda invocation).
+   * @default 13 min 30 s
+   */
   readonly workerTimeout?: Duration;
   /** How long an idle lane long-polls before resting, 0..20 s. @default 20 */
   readonly idleWaitSeconds?: number;
@@ -169,8 +174,10 @@ export function validateTakoformHostProps(props: TakoformHostProps, queueNamePre
     errors.push('throttling.burstLimit must be a positive integer');
   }
   const timeout = props.workerTimeout?.toSeconds();
-  if (timeout !== undefined && (timeout < 60 || timeout > 840)) {
-    errors.push('workerTimeout must be 1..14 minutes (a batch must fit in one Lambda invocation)');
+  if (timeout !== undefined && (timeout < 60 || timeout > MAX_HANDLER_MS / 1000)) {
+    errors.push(
+      'workerTimeout must be 1 minute..13 min 30 s (a batch — gathering, registration, its handler — must fit one Lambda invocation)',
+    );
   }
   const idle = props.idleWaitSeconds;
   if (idle !== undefined && !(Number.isInteger(idle) && idle >= 0 && idle <= 20)) {

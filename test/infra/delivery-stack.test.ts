@@ -163,7 +163,7 @@ describe('delivery on AWS: template', () => {
         TAKOFORM_TABLE: { Ref: id(stack.host.table.table) },
         TAKOFORM_QUEUE_PREFIX: 'takoform-host_',
         TAKOFORM_HOST_NAME: 'takoform-host',
-        TAKOFORM_WORKER_TIMEOUT_SECONDS: '840',
+        TAKOFORM_WORKER_TIMEOUT_SECONDS: '810',
         TAKOFORM_IDLE_WAIT_SECONDS: '20',
         TAKOFORM_PUBLIC_ORIGIN: expect.anything(),
       });
@@ -373,8 +373,10 @@ describe('delivery on AWS: template', () => {
         queueProducers: { OUT: { queue: 'out-q' } },
       }),
     });
-    // The default timeout (3 min): every consumer of it fits an Express lane's window.
-    expect(props.Timeout).toBe(180);
+    // The Lambda runs up to 15 minutes; each handler's default bound is 3 min, from its own start
+    // (every consumer of it then fits an Express lane's window).
+    expect(props.Timeout).toBe(900);
+    expect(worker.timeout.toSeconds()).toBe(180);
     expect(worker.handlers).toEqual(['fetch', 'queue']);
   });
 
@@ -411,13 +413,13 @@ describe('delivery on AWS: template', () => {
     ]);
   });
 
-  it('DL-09: the registration records the function’s own timeout; one above the Host’s workerTimeout is a synth error', () => {
+  it('DL-09: the registration records each handler’s bound; one above the Host’s workerTimeout is a synth error', () => {
     const itemOf = (st: Stack) => {
       const [r] = Object.values(Template.fromStack(st).findResources('Custom::TakoformWorkerRegistration'));
       return JSON.parse(render(r?.Properties.Create)).parameters.Item;
     };
     const aboveHost = Match.stringLikeRegexp("exceeds the Host's workerTimeout");
-    // Defaults: 3 min under the Host's 14, no warning.
+    // Defaults: 3 min under the Host's 13 min 30 s, no warning.
     expect(Annotations.fromStack(stack).findWarning('*', aboveHost)).toEqual([]);
     const short = build({}, { timeout: Duration.seconds(90) });
     expect(itemOf(short.stack).timeoutSeconds).toEqual({ N: '90' });
@@ -428,17 +430,36 @@ describe('delivery on AWS: template', () => {
     const fnId = tight.stack.getLogicalId(
       (tight.worker as ModuleWorkerFunction).function.fn.node.defaultChild as CfnElement,
     );
+    // The function's own Lambda timeout is always 15 minutes (see the bound test below).
     expect(
       Template.fromStack(tight.stack).findResources('AWS::Lambda::Function')[fnId]?.Properties.Timeout,
-    ).toBe(120);
+    ).toBe(900);
     expect(Annotations.fromStack(tight.stack).findWarning('*', aboveHost)).toEqual([]);
     // An explicit timeout above the Host's bound could never be used: refused, naming both.
-    expect(() => build({}, { timeout: Duration.minutes(15) })).toThrow(
-      /timeout 900 s exceeds the Host's workerTimeout of 840 s/,
+    expect(() => build({ workerTimeout: Duration.minutes(10) }, { timeout: Duration.minutes(12) })).toThrow(
+      /timeout 720 s exceeds the Host's workerTimeout of 600 s/,
     );
+    // Above 13 min 30 s no batch would fit one Lambda invocation beside its gathering.
+    expect(() => build({}, { timeout: Duration.minutes(14) })).toThrow(/timeout must be 30 s\.\.13 min 30 s/);
     // Up to the Host's bound is the worker's own.
     const atBound = build({ workerTimeout: Duration.minutes(10) }, { timeout: Duration.minutes(10) });
     expect(itemOf(atBound.stack).timeoutSeconds).toEqual({ N: '600' });
+  });
+
+  it('DL-01 DL-09: a handler gets its whole bound from its own start: the Lambda timeout leaves room for the longest gathering and registration', () => {
+    const lambdaTimeoutOf = (st: Stack, w: ModuleWorkerFunction) =>
+      Template.fromStack(st).findResources('AWS::Lambda::Function')[
+        st.getLogicalId(w.function.fn.node.defaultChild as CfnElement)
+      ]?.Properties.Timeout as number;
+    // Idle wait (20 s) + batch timeout (60 s) + registration (5 s) + the runtime's margin (5 s).
+    const longestBeforeHandler = 20 + 60 + 5 + 5;
+    for (const timeout of [undefined, Duration.seconds(30), Duration.minutes(3), Duration.seconds(810)]) {
+      const built = build({}, timeout ? { timeout } : {});
+      const w = built.worker as ModuleWorkerFunction;
+      expect(lambdaTimeoutOf(built.stack, w)).toBeGreaterThanOrEqual(
+        w.timeout.toSeconds() + longestBeforeHandler,
+      );
+    }
   });
 
   it('worker: the deployment uid follows the configuration and is stable otherwise', () => {

@@ -136,6 +136,7 @@ export async function createAwsTestHost(
       maxRetries?: number;
       maxConcurrency?: number;
       maxBatchSize?: number;
+      maxBatchTimeoutSeconds?: number;
     } = {},
   ) {
     const space = opts.space ?? 'team';
@@ -162,7 +163,7 @@ export async function createAwsTestHost(
       queue: { resourceUid: queue.body.resourceUid },
       worker: { resourceUid: worker.body.resourceUid },
       maxBatchSize: opts.maxBatchSize ?? 10,
-      maxBatchTimeoutSeconds: 0,
+      maxBatchTimeoutSeconds: opts.maxBatchTimeoutSeconds ?? 0,
       maxConcurrency: opts.maxConcurrency ?? 2,
       maxRetries: opts.maxRetries ?? 2,
       retryDelaySeconds: 0,

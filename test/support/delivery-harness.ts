@@ -158,6 +158,7 @@ export async function createDeliveryHost(
     };
     const current = pool;
     return {
+      stopsAbandonedHandlers: current.stopsAbandonedHandlers,
       invoke: async (delivery, settle, batchSlot, failed) =>
         entry
           ? current.invokeQueue({

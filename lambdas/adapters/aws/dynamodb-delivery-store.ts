@@ -31,7 +31,7 @@ import {
 import { putDeadLetterRecords } from './delivery-store/dead-letter-writes.ts';
 import type { DeliveryTable } from './delivery-store/delivery-table.ts';
 import { recentlyClosed } from './delivery-store/recent-batches.ts';
-import { createBatch, registrationReads } from './delivery-store/registration.ts';
+import { cancelBatch, createBatch, registrationReads } from './delivery-store/registration.ts';
 import { settle, settleMany } from './delivery-store/settlement.ts';
 import { DynamoSlotMap } from './dynamodb-slot-map.ts';
 
@@ -125,6 +125,10 @@ export class DynamoDeliveryStore implements DeliveryStore {
   // Registration.
   createBatch(head: BatchHead, manifest: Manifest): Promise<boolean> {
     return createBatch(this.table, this.slotMap, head, manifest);
+  }
+
+  cancelBatch(consumerUid: string, batchId: string): Promise<boolean> {
+    return cancelBatch(this.table, this.slotMap, consumerUid, batchId);
   }
 
   registrationReads(

@@ -484,6 +484,19 @@ export class DynamoSlotMap {
     };
   }
 
+  /** A transaction's removal of a registered slot (a registration taken back before any handler ran). */
+  unregisterAction(consumerUid: string, batchId: string) {
+    return {
+      Update: {
+        TableName: this.table,
+        Key: marshall(slotShardKey(consumerUid, shardOf(batchId))),
+        UpdateExpression: 'REMOVE slots.#b, registered.#b',
+        ConditionExpression: 'attribute_exists(registered.#b)',
+        ExpressionAttributeNames: { '#b': batchId },
+      },
+    };
+  }
+
   async consumersWithSlots(): Promise<string[]> {
     const out = new Set<string>();
     let start: Record<string, AttributeValue> | undefined;

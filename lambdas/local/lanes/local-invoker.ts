@@ -34,6 +34,8 @@ export async function localInvoker(
     return deps.host.producer.sendBatch(target, call.messages);
   };
   return {
+    // The worker pool terminates a cut-off handler's thread before it answers `abandoned`.
+    stopsAbandonedHandlers: deps.pool.stopsAbandonedHandlers,
     // Missing code or configuration: the batch ends unsettled and is retried, never acknowledged.
     invoke: async (delivery, settle, batchSlot, failed) =>
       found && config

@@ -329,6 +329,12 @@ class FilePool {
  * `settle` callback is expected to be bound to it already.
  */
 export class WorkerPool {
+  /**
+   * An invocation answered `abandoned` has its thread killed first: its handler runs no more, so
+   * its batch's slot may be freed at once (on Lambda a cut-off handler runs on until its
+   * process exits, and the slot waits for its deadline).
+   */
+  readonly stopsAbandonedHandlers: boolean = true;
   private readonly options: Required<Omit<WorkerPoolOptions, 'maxThreadsPerWorker'>>;
   private readonly maxThreads: number;
   private readonly files = new Map<string, FilePool>();

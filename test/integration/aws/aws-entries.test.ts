@@ -352,9 +352,10 @@ describe('the AWS entries', () => {
     expect(exits).toHaveLength(1);
     expect(started).toBe(1);
     const head = await t.host.deliveryStore.getHead(acquired.slot.batchId);
-    // Finalised: closed as abandoned, its slot freed (freeing the slot is what ends a batch).
-    expect(head).toMatchObject({ closed: true, outcome: 'abandoned' });
-    expect(await t.host.deliveryStore.slots(c.consumerUid)).not.toHaveProperty(acquired.slot.batchId);
+    // Finalised: closed as abandoned and applied. Its handler may run until the process ends, so
+    // its slot stays held until its deadline (DL-02).
+    expect(head).toMatchObject({ closed: true, outcome: 'abandoned', applied: true });
+    expect(await t.host.deliveryStore.slots(c.consumerUid)).toHaveProperty(acquired.slot.batchId);
     const attempts = await t.host.deliveryStore.getAttempts(c.queue.queueUid, [id!]);
     expect(attempts.get(id!)).toMatchObject({ attempts: 1 });
     expect(attempts.get(id!)?.acked).toBeUndefined();

@@ -32,11 +32,14 @@ import {
 } from '../../../lambdas/worker-runtime/lambda-adapter.ts';
 import { remoteBatchHost } from '../../../lambdas/worker-runtime/remote-batch-host.ts';
 import { type AwsTestHost, createAwsTestHost } from '../../support/aws-host-harness.ts';
+import { waitFor } from '../../support/delivery-harness.ts';
 
 /** How long after its invocation starts a batch's handler is cut off in these tests. */
 const CUT_OFF_AFTER_MS = 2_500;
 /** The Lambda's remaining time: long, so neither it nor the lane's time budget ends a lane here. */
 const LAMBDA_REMAINING_MS = 120_000;
+/** A slot's deadline lies this long past its handler's bound (short here, so a kept slot ends soon). */
+const SLOT_MARGIN_MS = 3_000;
 
 interface QueueMessage {
   id: string;
@@ -63,7 +66,7 @@ function workerModule(seen: number[], onFirst: 'hang' | 'throw') {
 describe('DL-02 RC-01: the Lambda adapter ends its sandbox after a cut-off', () => {
   let t: AwsTestHost;
   beforeAll(async () => {
-    t = await createAwsTestHost();
+    t = await createAwsTestHost({ slotMarginMs: SLOT_MARGIN_MS });
   });
 
   /**
@@ -93,8 +96,8 @@ describe('DL-02 RC-01: the Lambda adapter ends its sandbox after a cut-off', () 
           }),
         idleWaitSeconds: 1,
         // The handler's bound is min(Lambda end, slot deadline) less this margin, and registration
-        // sets the slot's deadline to the worker timeout + 30 s from then: cut off soon after.
-        marginMs: t.host.config.workerTimeoutSeconds * 1000 + 30_000 - CUT_OFF_AFTER_MS,
+        // sets the slot's deadline to the worker timeout + the slot margin from then: cut off soon after.
+        marginMs: t.host.config.workerTimeoutSeconds * 1000 + SLOT_MARGIN_MS - CUT_OFF_AFTER_MS,
         log: (message, fields) => record.logs.push(JSON.stringify({ message, ...fields })),
         exit: (code) => {
           record.exits.push({ code, callsBefore: [...record.calls] });
@@ -151,21 +154,22 @@ describe('DL-02 RC-01: the Lambda adapter ends its sandbox after a cut-off', () 
     expect(first.logs.some((l) => l.includes('ending the worker process after a cut-off'))).toBe(true);
     expect(first.logs.join('\n')).not.toContain(t.host.host.delivery.credentialOf(slot.batchId));
 
-    // Finalised: closed as abandoned, its slot released (which is what ends a batch); the
-    // message owes a retry.
+    // Finalised: closed as abandoned and applied; the message owes a retry. Its handler may still
+    // run until the process ends, so its slot stays held until its deadline (DL-02).
     const head = await t.host.deliveryStore.getHead(slot.batchId);
-    expect(head).toMatchObject({ closed: true, outcome: 'abandoned' });
-    expect(await t.host.deliveryStore.slots(c.consumerUid)).toEqual({});
+    expect(head).toMatchObject({ closed: true, outcome: 'abandoned', applied: true });
+    const held = await t.host.deliveryStore.slots(c.consumerUid);
+    expect(Object.keys(held)).toEqual([slot.batchId]);
     const owed = await t.host.deliveryStore.getAttempts(c.queue.queueUid, [id!]);
     expect(owed.get(id!)).toMatchObject({ attempts: 1 });
     expect(owed.get(id!)?.acked).toBeUndefined();
 
     // What the dispatcher does after the failed InvokeWorker: RecoverBatch for that slot. The
-    // batch was finalised already, so this changes nothing.
+    // batch was finalised already, so this changes nothing: the slot waits for its deadline.
     const step = createDispatcherStepHandler(t.host);
     await step({ action: 'recover', consumerUid: c.consumerUid, batchId: slot.batchId });
     expect(await t.host.deliveryStore.getHead(slot.batchId)).toEqual(head);
-    expect(await t.host.deliveryStore.slots(c.consumerUid)).toEqual({});
+    expect(await t.host.deliveryStore.slots(c.consumerUid)).toEqual(held);
     const after = await t.host.deliveryStore.getAttempts(c.queue.queueUid, [id!]);
     expect(after.get(id!)).toEqual(owed.get(id!));
 
@@ -177,7 +181,30 @@ describe('DL-02 RC-01: the Lambda adapter ends its sandbox after a cut-off', () 
     expect(second.exits).toEqual([]);
     expect(second.calls).toEqual(['register:ok', 'settle:ok', 'finalize:returned+next:ok', 'register:ok']);
     expect(await queueIsEmpty(c.queue.sqsUrl)).toBe(true);
+    // Only the cut-off batch's slot is left, until its deadline; then a recovery frees it.
+    expect(await t.host.deliveryStore.slots(c.consumerUid)).toEqual(held);
+    await waitFor('the kept slot’s deadline', async () => Date.now() > (held[slot.batchId] as number));
+    await t.host.host.delivery.recoverExpired(c.consumerUid);
     expect(await t.host.deliveryStore.slots(c.consumerUid)).toEqual({});
+  });
+
+  it('DL-02: a cut-off handler still running keeps its slot — no other handler starts in its place before the slot’s deadline', async () => {
+    const c = await t.setupConsumer('cutoff-held', { maxConcurrency: 1 });
+    await t.host.host.producer.sendBatch(c.queue, [{ body: 'slow' }, { body: 'next' }]);
+    const seen: number[] = [];
+    const slot = await acquire(c.consumerUid);
+    const record = newRecord();
+    // The first handler hangs forever: it is still running (in this process) after its cut-off.
+    await expect(invocation(workerModule(seen, 'hang'), slot, record)).rejects.toMatchObject({
+      name: RUNTIME_EXIT_ERROR,
+    });
+    expect(record.exits).toHaveLength(1);
+    const step = createDispatcherStepHandler(t.host);
+    const again = (await step({ action: 'acquire', consumerUid: c.consumerUid, generation: 1 })) as {
+      status: string;
+    };
+    expect(again.status).not.toBe('acquired');
+    expect(Object.keys(await t.host.deliveryStore.slots(c.consumerUid))).toEqual([slot.batchId]);
   });
 
   it('DL-02: a handler that throws is not a cut-off — the lane goes on in the same process and nothing exits', async () => {
@@ -247,6 +274,8 @@ describe('DL-02 RC-01: the Lambda adapter ends its sandbox after a cut-off', () 
       outcome: 'returned',
     });
     expect(await queueIsEmpty(c.queue.sqsUrl)).toBe(true);
+    // The lane waited for the cut-off batch's slot to reach its deadline before it took a slot
+    // again; the recovery in that AcquireSlot freed it.
     expect(await t.host.deliveryStore.slots(c.consumerUid)).toEqual({});
   });
 });

@@ -17,7 +17,7 @@ describe('AWS Host configuration (read once, fail fast)', () => {
       tableName: 'host-table',
       queueNamePrefix: 'takoform-host_',
       publicOrigin: 'https://api.example.com',
-      workerTimeoutSeconds: 840,
+      workerTimeoutSeconds: 810,
       idleWaitSeconds: 20,
       queueSettings: {},
     });

@@ -133,6 +133,48 @@ async function registerHead(t: DeliveryTable, head: BatchHead, items: TransactIt
   }
 }
 
+/**
+ * Takes a registration back before its credential left the Host (`DeliveryStore.cancelBatch`):
+ * the head and the slot go in one transaction, on condition that the batch is still open. Its
+ * manifest is named by no head then, and expires.
+ */
+export async function cancelBatch(
+  t: DeliveryTable,
+  slotMap: DynamoSlotMap,
+  consumerUid: string,
+  batchId: string,
+): Promise<boolean> {
+  for (let round = 1; ; round++) {
+    try {
+      await t.client.send(
+        new TransactWriteItemsCommand({
+          TransactItems: [
+            {
+              Delete: {
+                TableName: t.table,
+                Key: marshall(deliveryKeys.head(batchId)),
+                ConditionExpression: 'closed = :false',
+                ExpressionAttributeValues: marshall({ ':false': false }),
+              },
+            },
+            slotMap.unregisterAction(consumerUid, batchId),
+          ],
+          ClientRequestToken: createHash('sha256')
+            .update(`cancel:${batchId}`)
+            .digest('base64url')
+            .slice(0, 36),
+        }),
+      );
+      return true;
+    } catch (err) {
+      const codes = cancellationCodes(err);
+      if (codes?.includes('ConditionalCheckFailed')) return false;
+      if (!retryable(err, codes) || round >= CONFLICT_TRIES) throw err;
+      await backoff(round);
+    }
+  }
+}
+
 export async function registrationReads(
   t: DeliveryTable,
   slotMap: DynamoSlotMap,
