@@ -1,3 +1,4 @@
+import { NamedError } from './limits.ts';
 import type { HandlerError, SettleCall } from './settlement-protocol.ts';
 
 /** A settlement code in a batch head: `a` acknowledged, `r` retry with the consumer's delay, `r<n>` retry after n s. */
@@ -225,8 +226,8 @@ export interface DeliveryStore {
    * Writes head and manifest and marks the slot registered with its new deadline
    * (`head.deadline`) before any handler runs, on condition that the consumer's generation
    * `head.generation` is the active one. False (and no head written) when the slot was revoked or
-   * recovered meanwhile or the consumer stopped or changed; `unknown_batch` when the batch was
-   * registered before; `ManifestNotWritten` when the manifest could not be written (it is
+   * recovered meanwhile or the consumer stopped or changed; `BatchRegisteredAlready` when the
+   * batch was registered before; `ManifestNotWritten` when the manifest could not be written (it is
    * written first: then no head exists, and the batch never starts).
    */
   createBatch(head: BatchHead, manifest: Manifest): Promise<boolean>;
@@ -302,5 +303,17 @@ export class ManifestNotWritten extends Error {
     super(`the manifest of batch ${batchId} could not be written`, { cause });
     this.name = 'ManifestNotWritten';
     this.batchId = batchId;
+  }
+}
+
+/**
+ * The batch's head exists already (`createBatch`): an earlier registration of the same slot wrote
+ * it — the runner's own earlier call, whose answer was lost, or another runner's. Refused as
+ * `unknown_batch` unless registration recognises the call as a repeat of that earlier one
+ * (`registration-repeat.ts`).
+ */
+export class BatchRegisteredAlready extends NamedError {
+  constructor(batchId: string) {
+    super('unknown_batch', `batch ${batchId} is registered already`);
   }
 }

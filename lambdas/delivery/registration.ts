@@ -16,6 +16,7 @@ import {
 import {
   type AttemptsRecord,
   type BatchHead,
+  BatchRegisteredAlready,
   type Manifest,
   type ManifestEntry,
   ManifestNotWritten,
@@ -24,6 +25,7 @@ import type { Envelope } from './envelope.ts';
 import { NamedError } from './limits.ts';
 import { returnNow } from './queue-requests.ts';
 import { classifyReceived, type ReceiveDecisions } from './receive-classification.ts';
+import { repeatedRegistration } from './registration-repeat.ts';
 import { manifestSeal } from './slot-seal.ts';
 import { type AcquireResult, laneContextOf, nextBatchId, type Slot, type SlotDesk } from './slots.ts';
 
@@ -250,8 +252,22 @@ export class Registrar {
     if (delivered.length === 0 && moved.length === 0) return this.releaseEmpty(sealed, false);
     const credential = this.c.credentialOf(slot.batchId);
     const manifest: Manifest = { entries: delivered, moves: moved };
-    if (!(await this.createBatch(slot, credential, manifest)))
-      return { credential: '', deliver: [], moves: 0 };
+    let created: boolean;
+    try {
+      created = await this.createBatch(slot, credential, manifest);
+    } catch (err) {
+      // Registered before: by this call's own first try, whose answer was lost, if the batch
+      // holds exactly these messages — then answered as that try was.
+      const hold = (head: BatchHead, owned: ManifestEntry[]) =>
+        this.holdUntil({ ...slot, invisibleUntil: head.invisibleUntil }, owned, this.c.now());
+      const repeat =
+        err instanceof BatchRegisteredAlready
+          ? await repeatedRegistration(this.c, sealed, received, hold)
+          : undefined;
+      if (repeat) return repeat;
+      throw err;
+    }
+    if (!created) return { credential: '', deliver: [], moves: 0 };
     // The runner received with a short visibility, so the messages of a runner that dies before
     // registration return by themselves. Registered, they are held past the deadline — after the
     // records exist, so that a crash between the two leaves a batch recovery can return at once,

@@ -37,6 +37,39 @@ export interface ThrottleRetry {
 
 export const DEFAULT_THROTTLE_RETRY: ThrottleRetry = { budgetMs: 3_000, baseMs: 100, capMs: 1_000 };
 
+/**
+ * How `register` is sent again when the batch host gave no answer (the transport threw: a lost
+ * answer, a failed request, a function that failed before answering). Safe for `register` alone:
+ * a repeat with the same slot and received messages is answered as the first call was, if that
+ * call registered the batch (`registration-repeat.ts`), and registers it if it did not.
+ */
+export interface UnansweredRetry {
+  /** Tries in all, the first included. */
+  tries: number;
+  /**
+   * A try starts only this soon after the first one began, so the repeat finds the messages still
+   * hidden: registration has at least 5 s of their room from its start (received ahead:
+   * `AHEAD_USABLE_MS`), 30 s after gathering otherwise.
+   */
+  withinMs: number;
+  /** The wait before the n-th repeat: baseMs × 2^(n-1). */
+  baseMs: number;
+  sleep?: (ms: number) => Promise<void>;
+  clock?: () => number;
+}
+
+export const DEFAULT_REGISTER_RETRY: UnansweredRetry = { tries: 3, withinMs: 2_000, baseMs: 100 };
+
+/** The batch host did not answer: the call may or may not have taken effect. */
+export class NoAnswerError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'NoAnswer';
+  }
+}
+
+const pause = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
 /** Lambda refused to start the function (429): it did not run, so trying again is safe. */
 const isThrottle = (err: unknown) =>
   (err as Error)?.name === 'TooManyRequestsException' ||
@@ -46,8 +79,8 @@ const isThrottle = (err: unknown) =>
  * A synchronous invocation of the batch-host function. A throttle (the account's concurrency is
  * used up, e.g. by many lanes settling at once) is tried again with backoff and full jitter for a
  * bounded time, on top of the SDK's own few retries. Nothing else is tried again here: after a
- * FunctionError or a lost answer the function may have run, and a repeated settle would then
- * see its own decision as `already_settled`.
+ * FunctionError or a lost answer the function may have run (`remoteBatchHost` repeats `register`
+ * alone, which is safe). A FunctionError is no answer: it throws `NoAnswerError`.
  */
 export function lambdaTransport(
   client: Pick<LambdaClient, 'send'>,
@@ -78,10 +111,9 @@ export function lambdaTransport(
   return async (request) => {
     const out = await invoke(request);
     if (out.FunctionError || !out.Payload) {
-      return {
-        ok: false,
-        error: { name: 'backend_unavailable', message: 'the Host could not complete the call' },
-      };
+      throw new NoAnswerError(
+        `the batch host failed before answering (${out.FunctionError ?? 'no payload'})`,
+      );
     }
     return JSON.parse(new TextDecoder().decode(out.Payload)) as BatchHostResponse;
   };
@@ -103,12 +135,42 @@ const serializedSize = (value: unknown) => Buffer.byteLength(JSON.stringify(valu
 
 const wireItem = (item: DeadLetterItem) => ({ id: item.id, body: toBase64(item.body) });
 
-/** A BatchHostPort over `transport`. */
-export function remoteBatchHost(transport: BatchHostTransport): RemoteBatchHost {
-  const call = async <T>(request: BatchHostRequest, kind: ErrorKind): Promise<T> => {
+/**
+ * The batch host's answer to `request`; a call it gave none to (the transport threw) is sent
+ * again only under `again`, within its tries and time.
+ */
+async function answerOf(
+  transport: BatchHostTransport,
+  request: BatchHostRequest,
+  again: UnansweredRetry | undefined,
+): Promise<BatchHostResponse> {
+  const clock = again?.clock ?? Date.now;
+  const began = clock();
+  for (let tried = 1; ; tried++) {
+    try {
+      return await transport(request);
+    } catch (err) {
+      if (!again || tried >= again.tries) throw err;
+      const wait = again.baseMs * 2 ** (tried - 1);
+      if (clock() + wait - began >= again.withinMs) throw err;
+      await (again.sleep ?? pause)(wait);
+    }
+  }
+}
+
+/**
+ * A BatchHostPort over `transport`. `register` is sent again when the batch host gave no answer
+ * (`UnansweredRetry`); no other call is.
+ */
+export function remoteBatchHost(
+  transport: BatchHostTransport,
+  opts: { registerRetry?: UnansweredRetry } = {},
+): RemoteBatchHost {
+  const registerRetry = opts.registerRetry ?? DEFAULT_REGISTER_RETRY;
+  const call = async <T>(request: BatchHostRequest, kind: ErrorKind, again?: UnansweredRetry): Promise<T> => {
     let answer: BatchHostResponse;
     try {
-      answer = await transport(request);
+      answer = await answerOf(transport, request, again);
     } catch {
       throw rebuild({ name: 'backend_unavailable' }, kind === 'runner' ? 'settle' : kind);
     }
@@ -138,16 +200,17 @@ export function remoteBatchHost(transport: BatchHostTransport): RemoteBatchHost 
   return {
     acquire: (previous, credential) =>
       call<AcquireResult>({ action: 'acquire', previous, credential }, 'runner'),
-    register: (slot, received, opts) =>
+    register: (slot, received, o) =>
       call<Registration>(
         {
           action: 'register',
           slot,
           received,
-          ...(opts?.goOn ? { goOn: true } : {}),
-          ...(opts?.visibleForMs !== undefined ? { visibleForMs: opts.visibleForMs } : {}),
+          ...(o?.goOn ? { goOn: true } : {}),
+          ...(o?.visibleForMs !== undefined ? { visibleForMs: o.visibleForMs } : {}),
         },
         'runner',
+        registerRetry,
       ),
     settle: async (batchId, credential, settleCall) => {
       await call({ action: 'settle', batchId, credential, call: settleCall }, 'settle');

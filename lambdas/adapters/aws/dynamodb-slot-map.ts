@@ -28,6 +28,7 @@ import {
   spreadShard,
   takeOrder,
 } from './slot-shards.ts';
+import { writeToken } from './write-token.ts';
 
 const { pk: PK, sk: SK } = TABLE_KEYS;
 const PREFIX = 'DISPATCH#';
@@ -424,12 +425,16 @@ export class DynamoSlotMap {
   }
 
   async claimStart(consumerUid: string, now: number, leaseMs: number): Promise<boolean> {
+    const token = writeToken();
     const out = await this.update(consumerUid, 0, {
-      UpdateExpression: 'SET starting = :until',
+      UpdateExpression: 'SET starting = :until, startToken = :token',
       ConditionExpression: 'attribute_not_exists(starting) OR starting < :now',
-      ExpressionAttributeValues: marshall({ ':until': now + leaseMs, ':now': now }),
+      ExpressionAttributeValues: marshall({ ':until': now + leaseMs, ':now': now, ':token': token }),
+      ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
     });
-    return out.ok;
+    // A lease this call's first try took, its answer lost: the SDK's retry failed against it, and
+    // the lease is ours (else the wake would start no lane and hold the lease for nothing).
+    return out.ok || out.old?.startToken === token;
   }
 
   /** Counts a wake in shard 0; its answer is partial for a consumer with several shards. */

@@ -102,7 +102,7 @@ describe('issue 13: sealed slots and hand-over', () => {
     await waitDrained(d, queue, 10_000);
   });
 
-  it('DL-09 a replayed registration of a registered slot is refused and leaves the batch as it was', async () => {
+  it('DL-09 a replayed registration of a registered slot leaves the batch as it was: with the same receipts it is answered as the first call (its answer was lost), with others refused', async () => {
     const { queue, consumerUid } = await consumer('replayed');
     await d.host.producer.send(queue, 'r');
     const slot = await slotOf(consumerUid);
@@ -110,7 +110,12 @@ describe('issue 13: sealed slots and hand-over', () => {
     const reg = await d.host.delivery.register(slot, got);
     expect(reg.deliver).toHaveLength(1);
     const head = await batchHead(d, slot.batchId);
-    expect(await outcomeOf(d.host.delivery.register(slot, got))).toBe('unknown_batch');
+    expect(await d.host.delivery.register(slot, got)).toMatchObject({
+      credential: reg.credential,
+      deliver: reg.deliver,
+    });
+    const forged = got.map((r) => ({ ...r, receiptHandle: `${r.receiptHandle}-other` }));
+    expect(await outcomeOf(d.host.delivery.register(slot, forged))).toBe('unknown_batch');
     expect(await batchHead(d, slot.batchId)).toEqual(head);
     // Still hidden for the handler: the replay gave nothing back.
     expect((await queueCounts(d, queue)).visible).toBe(0);

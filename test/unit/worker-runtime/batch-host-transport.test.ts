@@ -6,6 +6,7 @@
 import { type InvokeCommand, TooManyRequestsException } from '@aws-sdk/client-lambda';
 import { describe, expect, it } from 'vitest';
 import { batchHostRequestSchema } from '../../../lambdas/delivery/batch-host-protocol.ts';
+import type { Received, Slot } from '../../../lambdas/delivery/delivery-service.ts';
 import { SETTLE_GROUP_LIMIT } from '../../../lambdas/delivery/settlement-protocol.ts';
 import {
   type BatchHostTransport,
@@ -167,5 +168,70 @@ describe('remoteBatchHost.settleMany (issue 12)', () => {
     expect(
       batchHostRequestSchema.safeParse({ ...request(1), calls: [{ kind: 'ack', index: -1 }] }).success,
     ).toBe(false);
+  });
+});
+
+describe('remoteBatchHost.register: a registration the batch host did not answer is sent again', () => {
+  const slot = { batchId: 'b-1' } as unknown as Slot;
+  const received: Received[] = [{ receiptHandle: 'h-1', receivedAt: 1, envelope: { id: 'm-1', ts: 1 } }];
+  const registration = { credential: 'cred', deadline: 5, deliver: [{ received: 0, attempts: 1 }], moves: 0 };
+  const reset = () => Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
+  const functionError = { StatusCode: 200, FunctionError: 'Unhandled', Payload: new Uint8Array() };
+  const refused = (name: string) => ({
+    StatusCode: 200,
+    Payload: new TextEncoder().encode(JSON.stringify({ ok: false, error: { name, message: 'no' } })),
+  });
+  /** A remote host over `lambda` whose waits are recorded, and whose clock the test moves. */
+  const hostOver = (lambda: ReturnType<typeof fakeLambda>, clock = () => 0) => {
+    const s = fakeSleep();
+    const host = remoteBatchHost(lambdaTransport(lambda.client, 'batch-host'), {
+      registerRetry: { tries: 3, withinMs: 2_000, baseMs: 100, sleep: s.sleep, clock },
+    });
+    return { host, waits: s.waits };
+  };
+
+  it('DL-07 a register whose answer was lost (a reset connection, then a FunctionError) is sent again as it was, and the repeat’s answer is the registration', async () => {
+    const lambda = fakeLambda([reset(), functionError, answer(registration)]);
+    const { host, waits } = hostOver(lambda);
+    expect(await host.register(slot, received)).toEqual(registration);
+    expect(lambda.requests).toHaveLength(3);
+    expect(lambda.requests[1]).toEqual(lambda.requests[0]);
+    expect(lambda.requests[2]).toEqual(lambda.requests[0]);
+    expect(waits).toEqual([100, 200]);
+  });
+
+  it('DL-07 a register the batch host answered is not sent again (a refusal, or its own backend_unavailable after it gave the messages back)', async () => {
+    for (const name of ['unknown_batch', 'backend_unavailable']) {
+      const lambda = fakeLambda([refused(name), answer(registration)]);
+      expect(await outcome(hostOver(lambda).host.register(slot, received))).toBe(name);
+      expect(lambda.requests).toHaveLength(1);
+    }
+  });
+
+  it('DL-07 the repeats are bounded: three tries, each begun within 2 s of the first', async () => {
+    const always = fakeLambda([], reset);
+    expect(await outcome(hostOver(always).host.register(slot, received))).toBe('backend_unavailable');
+    expect(always.requests).toHaveLength(3);
+    // The first try took 1.95 s to fail: a repeat would begin past the window.
+    let now = 0;
+    const slow = fakeLambda([], () => {
+      now += 1_950;
+      return reset();
+    });
+    expect(await outcome(hostOver(slow, () => now).host.register(slot, received))).toBe(
+      'backend_unavailable',
+    );
+    expect(slow.requests).toHaveLength(1);
+  });
+
+  it('DL-03 a settle, a group of settle calls and a finalize whose answer was lost are never sent again here', async () => {
+    const lambda = fakeLambda([], reset);
+    const { host } = hostOver(lambda);
+    expect(await outcome(host.settle('b-1', 'cred', { kind: 'ack', index: 0 }))).toBe('backend_unavailable');
+    expect(await outcome(host.settleMany('b-1', 'cred', [{ kind: 'ack', index: 0 }]))).toBe(
+      'backend_unavailable',
+    );
+    expect(await outcome(host.finalize(slot, 'cred', 'returned'))).toBe('backend_unavailable');
+    expect(lambda.requests).toHaveLength(3);
   });
 });

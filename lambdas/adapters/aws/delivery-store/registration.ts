@@ -10,8 +10,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import type { BatchHead, Manifest, RegistrationReads } from '../../../delivery/delivery-store.ts';
-import { ManifestNotWritten } from '../../../delivery/delivery-store.ts';
-import { NamedError } from '../../../delivery/limits.ts';
+import { BatchRegisteredAlready, ManifestNotWritten } from '../../../delivery/delivery-store.ts';
 import { TABLE_KEYS } from '../../../shared/table-schema.ts';
 import { attachmentKey } from '../dynamodb-attachments.ts';
 import { commitIdOf, commitKey } from '../dynamodb-commit-store.ts';
@@ -118,13 +117,13 @@ async function registerHead(t: DeliveryTable, head: BatchHead, items: TransactIt
       return true;
     } catch (err) {
       const codes = cancellationCodes(err);
-      // The head exists: registered before (a replayed call, never this call's own retry,
-      // which the token makes succeed).
+      // The head exists: registered before (a repeated registration, never this call's own
+      // retry, which the token makes succeed).
       if (
         codes?.[0] === 'ConditionalCheckFailed' ||
         (err as Error)?.name === 'IdempotentParameterMismatchException'
       ) {
-        throw new NamedError('unknown_batch', 'this batch is registered already');
+        throw new BatchRegisteredAlready(head.batchId);
       }
       if (codes?.[1] === 'ConditionalCheckFailed' || codes?.[2] === 'ConditionalCheckFailed') return false;
       if (!retryable(err, codes) || round >= CONFLICT_TRIES) throw err;

@@ -8,10 +8,22 @@ import { codeOf } from '../../../delivery/delivery-store.ts';
 import type { SettleCall } from '../../../delivery/settlement-protocol.ts';
 import { log } from '../../../shared/log.ts';
 import { TABLE_KEYS } from '../../../shared/table-schema.ts';
+import { writeToken } from '../write-token.ts';
 import { type DeliveryTable, updateItem } from './delivery-table.ts';
 import { deliveryKeys } from './items.ts';
 
 const { pk: PK } = TABLE_KEYS;
+
+/**
+ * The head field holding the token of the last settlement write (`write-token.ts`): a write whose
+ * answer was lost and whose retry fails its condition finds its own token there, so a settlement
+ * that was recorded answers `ok`, never `already_settled`. One field, not one per message (which
+ * would add bytes to every write of a large head): the runner has one settlement call of a batch
+ * in flight at a time (`settle-coalescer.ts`), so no other settlement of the batch lands between
+ * a try and the SDK's retry of it — unless from a call the runner stopped waiting for, whose
+ * answer then reaches no one.
+ */
+const SETTLE_TOKEN = 'settleToken';
 
 /**
  * Per-message settlements one combined write may carry: its condition grows by about 40
@@ -63,8 +75,9 @@ export async function settle(
   // One conditional write, no read first: the condition checks the credential, that the batch
   // is open, that the index is in it, and that nothing settled the message yet.
   const open = 'attribute_exists(#pk) AND credentialHash = :h AND closed = :false';
+  const token = writeToken();
   const out = await updateItem(t, deliveryKeys.head(batchId), {
-    UpdateExpression: perMessage ? 'SET settled.#i = :code' : 'SET #all = :code',
+    UpdateExpression: `SET ${perMessage ? 'settled.#i' : '#all'} = :code, ${SETTLE_TOKEN} = :token`,
     ConditionExpression: perMessage
       ? `${open} AND #size > :index AND attribute_not_exists(settled.#i) AND attribute_not_exists(#all)`
       : `${open} AND attribute_not_exists(#all)`,
@@ -75,12 +88,15 @@ export async function settle(
       ':h': credentialHash,
       ':false': false,
       ':code': codeOf(call),
+      ':token': token,
       ...(perMessage ? { ':index': call.index } : {}),
     }),
     ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
   });
   if (out.ok) return 'ok';
   const old = out.old;
+  // This call's first try was written and its answer lost; the SDK's retry failed against it.
+  if (old?.[SETTLE_TOKEN] === token) return 'ok';
   if (!old || old.credentialHash !== credentialHash || old.closed === true) return 'unknown_batch';
   if (perMessage && !(call.index < (old.size as number))) return 'unknown_batch';
   // Open and ours: a per-message call lost to an earlier settlement; a batch-level call after
@@ -142,10 +158,12 @@ async function settleDistinct(
   calls: PerMessageCall[],
 ): Promise<'ok' | 'unknown_batch' | 'mixed'> {
   const names: Record<string, string> = { '#pk': PK, '#all': 'all', '#size': 'size', '#s': 'settled' };
+  const token = writeToken();
   const values: Record<string, unknown> = {
     ':h': credentialHash,
     ':false': false,
     ':max': Math.max(...calls.map((c) => c.index)),
+    ':token': token,
   };
   const codes = new Map<string, string>();
   const sets: string[] = [];
@@ -163,7 +181,7 @@ async function settleDistinct(
     unsettled.push(`attribute_not_exists(#s.#i${j})`);
   }
   const out = await updateItem(t, deliveryKeys.head(batchId), {
-    UpdateExpression: `SET ${sets.join(', ')}`,
+    UpdateExpression: `SET ${sets.join(', ')}, ${SETTLE_TOKEN} = :token`,
     ConditionExpression: `attribute_exists(#pk) AND credentialHash = :h AND closed = :false AND #size > :max AND attribute_not_exists(#all) AND ${unsettled.join(' AND ')}`,
     ExpressionAttributeNames: names,
     ExpressionAttributeValues: marshall(values),
@@ -171,6 +189,8 @@ async function settleDistinct(
   });
   if (out.ok) return 'ok';
   const old = out.old;
+  // Written by this call's first try, whose answer was lost (as in `settle`).
+  if (old?.[SETTLE_TOKEN] === token) return 'ok';
   // Closed is for good and the credential never changes: every call would be refused alike.
   if (!old || old.credentialHash !== credentialHash || old.closed === true) return 'unknown_batch';
   return 'mixed';
