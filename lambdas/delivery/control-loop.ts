@@ -406,7 +406,8 @@ export class ControlLoop {
         : undefined;
     if (cohort) {
       // A cohort of lanes fills the map at once: its shards exist before the lanes' takes.
-      await this.o.service.prepareSlots(c.consumerUid, c.maxConcurrency, count).catch((err) => {
+      const bound = { max: c.maxConcurrency, generation: c.generation };
+      await this.o.service.prepareSlots(c.consumerUid, bound, count).catch((err) => {
         log.warn('could not prepare the slot map; the lanes create what they need', { err });
       });
     }

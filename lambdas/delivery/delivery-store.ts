@@ -139,6 +139,16 @@ export interface DispatchState {
   partial?: true;
 }
 
+/**
+ * What a take or hand-over is bounded by: its consumer generation and that generation's
+ * maxConcurrency. Slots of every generation count against it (an update that lowers the bound
+ * starts nothing while the old generation's batches fill it).
+ */
+export interface SlotBound {
+  max: number;
+  generation: number;
+}
+
 /** A take's or hand-over's answer: whether it took the slot, as which batch id, and the state seen. */
 export interface SlotAnswer {
   taken: boolean;
@@ -171,34 +181,36 @@ export interface DeliveryStore {
   // Concurrency slots: one entry per running batch with its deadline (DL-02).
   initSlots(consumerUid: string): Promise<void>;
   /** Before `lanes` lanes start together (`takeSlot`'s `spread`): the map is ready for their takes. */
-  prepareSlots(consumerUid: string, max: number, lanes: number): Promise<void>;
+  prepareSlots(consumerUid: string, bound: SlotBound, lanes: number): Promise<void>;
   slots(consumerUid: string): Promise<Record<string, number>>;
   /** The slot map, which slots hold a registered batch, and the wake count. */
   dispatchState(consumerUid: string): Promise<DispatchState>;
   /**
-   * Takes a slot if fewer than `max` are held. Answers with the state after the take, or as it
-   * was when every slot was taken (its expired slots are then worth recovering); the batch id
-   * comes back with the slot's shard in it.
+   * Takes a slot if fewer than `bound.max` are held, by any generation; refused for a generation
+   * older than one that took slots since. Answers with the state after the take, or as it was
+   * when every slot was taken (its expired slots are then worth recovering); the batch id comes
+   * back with the slot's shard in it.
    */
   takeSlot(
     consumerUid: string,
     batchId: string,
     deadline: number,
-    max: number,
+    bound: SlotBound,
     /** The take's rank among lanes started together: they begin in different parts of the map. */
     spread?: { rank: number },
   ): Promise<SlotAnswer>;
   /**
    * Frees `previous` and takes `batchId` (in `previous`'s shard) in one write, if the count of
-   * held slots then stays within `max`; refused (and `previous` freed all the same) otherwise.
-   * Repeating a hand-over that was made answers `taken` again.
+   * held slots then stays within `bound`; refused (and `previous` freed all the same) otherwise.
+   * Without `previous` held (recovered meanwhile) it is a take, and bounded as one. Repeating a
+   * hand-over that was made answers `taken` again.
    */
   swapSlot(
     consumerUid: string,
     previous: string,
     batchId: string,
     deadline: number,
-    max: number,
+    bound: SlotBound,
   ): Promise<SlotAnswer>;
   /** Frees a slot; `recoveredAt` stamps a recovery's release (see `register`). */
   releaseSlot(consumerUid: string, batchId: string, opts?: { recoveredAt?: number }): Promise<void>;

@@ -326,8 +326,9 @@ export class SlotDesk {
     const now = this.c.now();
     const deadline = this.gatheringDeadline(context, now);
     const max = context.maxConcurrency;
+    const bound = { max, generation: context.generation };
     const spread = cohort !== undefined ? { rank: cohort } : undefined;
-    let out = await this.c.o.store.takeSlot(context.consumerUid, batchId, deadline, max, spread);
+    let out = await this.c.o.store.takeSlot(context.consumerUid, batchId, deadline, bound, spread);
     const expired = Object.entries(out.state.slots)
       .filter(([id, until]) => id !== out.batchId && until <= now)
       .map(([id]) => id);
@@ -335,7 +336,7 @@ export class SlotDesk {
       await this.c.recoverBatch(context.consumerUid, id, { expired: out.state.slots[id] as number });
     }
     if (!out.taken && expired.length > 0) {
-      out = await this.c.o.store.takeSlot(context.consumerUid, batchId, deadline, max, spread);
+      out = await this.c.o.store.takeSlot(context.consumerUid, batchId, deadline, bound, spread);
     }
     if (!out.taken) return { status: 'busy' };
     const slot = this.slotFor(
@@ -385,13 +386,10 @@ export class SlotDesk {
     const now = this.c.now();
     const batchId = nextBatchId(slot.batchId);
     const deadline = this.gatheringDeadline(context, now);
-    const out = await this.c.o.store.swapSlot(
-      slot.consumerUid,
-      slot.batchId,
-      batchId,
-      deadline,
-      slot.maxConcurrency,
-    );
+    const out = await this.c.o.store.swapSlot(slot.consumerUid, slot.batchId, batchId, deadline, {
+      max: slot.maxConcurrency,
+      generation: slot.generation,
+    });
     if (!out.taken) return { status: 'busy' };
     const next = this.slotFor(context, out.batchId, out.state.slots[out.batchId] ?? deadline, out.state, now);
     return {

@@ -17,6 +17,7 @@ import type {
   RegistrationReads,
   SettleResult,
   SlotAnswer,
+  SlotBound,
 } from '../../delivery/delivery-store.ts';
 import type { SettleCall } from '../../delivery/settlement-protocol.ts';
 import { clearAttempts, getAttempts, putAttempts } from './delivery-store/attempts.ts';
@@ -54,8 +55,8 @@ export class DynamoDeliveryStore implements DeliveryStore {
     return this.slotMap.init(consumerUid);
   }
 
-  prepareSlots(consumerUid: string, max: number, lanes: number): Promise<void> {
-    return this.slotMap.prepare(consumerUid, max, lanes);
+  prepareSlots(consumerUid: string, bound: SlotBound, lanes: number): Promise<void> {
+    return this.slotMap.prepare(consumerUid, bound, lanes);
   }
 
   async slots(consumerUid: string): Promise<Record<string, number>> {
@@ -70,10 +71,10 @@ export class DynamoDeliveryStore implements DeliveryStore {
     consumerUid: string,
     batchId: string,
     deadline: number,
-    max: number,
+    bound: SlotBound,
     spread?: { rank: number },
   ): Promise<SlotAnswer> {
-    return this.slotMap.take(consumerUid, batchId, deadline, max, spread);
+    return this.slotMap.take(consumerUid, batchId, deadline, bound, spread);
   }
 
   swapSlot(
@@ -81,9 +82,9 @@ export class DynamoDeliveryStore implements DeliveryStore {
     previous: string,
     batchId: string,
     deadline: number,
-    max: number,
+    bound: SlotBound,
   ): Promise<SlotAnswer> {
-    return this.slotMap.swap(consumerUid, previous, batchId, deadline, max);
+    return this.slotMap.swap(consumerUid, previous, batchId, deadline, bound);
   }
 
   async releaseSlot(
