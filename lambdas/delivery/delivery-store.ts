@@ -110,6 +110,12 @@ export interface BatchDigest {
   firstReceivedAt: number | null;
 }
 
+/** What a finalisation releases with a batch's handles: its retried messages, or the moves it owed. */
+export type ReleaseKind = 'retried' | 'owed';
+
+/** A claim on a batch's release (`DeliveryStore.claimRelease`); items name a handle as `<id>:<copy>`. */
+export type ReleaseClaim = { release: 'all' } | { release: 'some'; items: string[] } | { release: 'none' };
+
 /** Per-message delivery state kept only while needed (after a retry or an unclean end). */
 export interface AttemptsRecord {
   id: string;
@@ -272,6 +278,17 @@ export interface DeliveryStore {
   ): Promise<boolean>;
   /** Marks the batch as taken over by a recovery, before it acts; the head after the mark. */
   fenceRecovery(batchId: string): Promise<BatchHead | undefined>;
+  /**
+   * Claims, for the caller named by `token`, the one release of a batch's messages of one kind
+   * (`ReleaseKind`) with the manifest's receipt handles. A finalisation repeated after a release
+   * began must not replay it: the messages may have been received again since, and a handle is
+   * then older than their last receive. `all`: nothing was released before; `some`: a claimant
+   * whose release SQS did not take in full left these items (`leaveUnreleased`); `none`: another
+   * caller holds the claim. A repeated call with the same token answers as the first.
+   */
+  claimRelease(batchId: string, kind: ReleaseKind, token: string): Promise<ReleaseClaim>;
+  /** The claimant's release left `items` untaken by SQS: the next claimant releases only those. */
+  leaveUnreleased(batchId: string, kind: ReleaseKind, token: string, items: string[]): Promise<void>;
 
   // Attempts records and the per-queue count of them.
   /**
@@ -285,8 +302,13 @@ export interface DeliveryStore {
     slotsOf?: { consumerUid: string; maxConcurrency: number },
   ): Promise<RegistrationReads>;
   getAttempts(queueUid: string, ids: readonly string[]): Promise<Map<string, AttemptsRecord>>;
-  /** Creates or replaces a record, counting it in `outstanding` exactly once. */
-  putAttempts(queueUid: string, record: AttemptsRecord, expiresAtSeconds: number): Promise<void>;
+  /**
+   * Creates or replaces a record, counting it in `outstanding` exactly once. Attempts only ever
+   * grow: false, and nothing written, when the record holds more attempts (a later delivery of
+   * the message wrote it, so this decision is stale) — but for an acknowledgement, which then
+   * marks that record `acked`, keeping its count.
+   */
+  putAttempts(queueUid: string, record: AttemptsRecord, expiresAtSeconds: number): Promise<boolean>;
   clearAttempts(queueUid: string, id: string): Promise<void>;
 
   /** Records of dead-letter copies by the copy's message id, kept until `expiresAtSeconds`. */

@@ -15,6 +15,8 @@ import type {
   GroupSettleResult,
   Manifest,
   RegistrationReads,
+  ReleaseClaim,
+  ReleaseKind,
   SettleResult,
   SlotAnswer,
   SlotBound,
@@ -22,10 +24,12 @@ import type {
 import type { SettleCall } from '../../delivery/settlement-protocol.ts';
 import { clearAttempts, getAttempts, putAttempts } from './delivery-store/attempts.ts';
 import {
+  claimRelease,
   closeHead,
   fenceRecovery,
   getHead,
   getManifest,
+  leaveUnreleased,
   markApplied,
   markDoubtful,
 } from './delivery-store/batch-heads.ts';
@@ -167,6 +171,14 @@ export class DynamoDeliveryStore implements DeliveryStore {
     return fenceRecovery(this.table, batchId);
   }
 
+  claimRelease(batchId: string, kind: ReleaseKind, token: string): Promise<ReleaseClaim> {
+    return claimRelease(this.table, batchId, kind, token);
+  }
+
+  leaveUnreleased(batchId: string, kind: ReleaseKind, token: string, items: string[]): Promise<void> {
+    return leaveUnreleased(this.table, batchId, kind, token, items);
+  }
+
   recentlyClosed(consumerUid: string, limit: number, since: number): Promise<BatchHead[]> {
     return recentlyClosed(this.table, consumerUid, limit, since);
   }
@@ -188,7 +200,7 @@ export class DynamoDeliveryStore implements DeliveryStore {
     return getAttempts(this.table, queueUid, ids);
   }
 
-  putAttempts(queueUid: string, r: AttemptsRecord, expiresAtSeconds: number): Promise<void> {
+  putAttempts(queueUid: string, r: AttemptsRecord, expiresAtSeconds: number): Promise<boolean> {
     return putAttempts(this.table, queueUid, r, expiresAtSeconds);
   }
 
