@@ -147,7 +147,8 @@ export class DynamoSlotMap {
     if (supersededIn(seen, generation) || overhang(seen, max, this.perShard) > 0) return;
     const count = Math.max(...missing) + 1;
     if (count > (this.knownShards.get(consumerUid) ?? 1)) await this.countShards(consumerUid, count);
-    await Promise.all(missing.map((shard) => this.create(consumerUid, shard, generation)));
+    const unadopted = missing.filter((shard) => seen.get(shard)?.generation !== generation);
+    await Promise.all(unadopted.map((shard) => this.create(consumerUid, shard, generation)));
     if (this.prepared.size > 1_000) this.prepared.clear();
     this.prepared.set(key, new Set([...done, ...missing]));
   }
