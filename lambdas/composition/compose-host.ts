@@ -15,6 +15,7 @@ import { type ConsumerOfQueue, ControlLoop, type LaneLauncher } from '../deliver
 import { DeliveryService } from '../delivery/delivery-service.ts';
 import type { MessageQueue, QueueTarget } from '../delivery/ports.ts';
 import { QueueProducer } from '../delivery/producer.ts';
+import { superviseActivated } from '../delivery/supervision.ts';
 import { createDocsRoutes } from '../docs/docs-routes.ts';
 import type { Authenticator } from '../engine/auth.ts';
 import { CursorCodec } from '../engine/cursor.ts';
@@ -94,6 +95,7 @@ export function composeHost(deps: HostDeps) {
   // The delivery service tells the control loop about messages hidden until later and moved to
   // other queues; the loop, built on the service, is bound once both exist.
   let loopRef: ControlLoop | undefined;
+  const now = deps.clock ?? Date.now;
   const deliveryStore = new DynamoDeliveryStore(deps.dynamodb, deps.tableName, {
     slotsPerShard: deps.delivery.slotsPerShard,
   });
@@ -110,7 +112,18 @@ export function composeHost(deps: HostDeps) {
       queues,
       workers: deps.workers,
       attachments,
-      delivery,
+      delivery: {
+        inFlightBatches: (uid) => delivery.inFlightBatches(uid),
+        // Where lanes can be started (locally, and by any AWS function given a launcher).
+        ...(deps.lanes
+          ? {
+              activated: async (a) => {
+                const loop = loopRef;
+                if (loop) await superviseActivated({ loop, queueDirectory, messages }, a, now());
+              },
+            }
+          : {}),
+      },
       getResource: (uid) => store.getResource(uid),
     }),
   ]);

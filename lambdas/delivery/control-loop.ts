@@ -17,7 +17,9 @@
  * - **by the supervisor** (`supervise`, every minute on AWS): for a visible backlog no lane is
  *   receiving — messages sent straight to SQS, and lanes lost to failures;
  * - **by hand-over**: a lane that ran `ROUNDS_PER_EXECUTION` rounds starts its successor and ends,
- *   which bounds every execution's history.
+ *   which bounds every execution's history;
+ * - **on update** (`superviseConsumer` with `activated`): the executor's update starts the new
+ *   generation's lanes for a backlog, and the old generation's lanes go on as its lanes.
  *
  * Lanes end when their queue is idle (nothing arrived during the idle wait), when every slot is
  * taken (the holders are lanes themselves), or when the consumer stops.
@@ -135,6 +137,16 @@ export function laneAfterAcquire(lane: LaneState): { wait?: number; next: NextLa
 export function roundCounted(lane: LaneState): NextLaneState {
   const { consumerUid, generation } = lane;
   return { consumerUid, generation, round: (lane.round ?? 0) + 1, inherit: {} };
+}
+
+/**
+ * The lane's next state after a take: a lane whose consumer was updated took its slot for the
+ * new generation (`SlotDesk.acquire`), and goes on as a lane of that generation.
+ */
+function laneOfSlot(next: NextLaneState, r: AcquireResult): NextLaneState {
+  return r.status === 'acquired' && r.slot.generation !== next.generation
+    ? { ...next, generation: r.slot.generation }
+    : next;
 }
 
 const isRecord = (v: unknown): v is Record<string, unknown> =>
@@ -300,7 +312,8 @@ export class ControlLoop {
       return elsewhere('long wait', 'standard', wait, context);
     }
     if (until === undefined) {
-      return { ...(await this.o.service.acquire(consumerUid, generation, inherit)), lane: next };
+      const r = await this.o.service.acquire(consumerUid, generation, inherit);
+      return { ...r, lane: laneOfSlot(next, r) };
     }
     const r = await this.o.service.acquireWithin(consumerUid, generation, inherit, until);
     // A lane that could not take its first slot inside a fresh window (its AcquireSlot came late:
@@ -308,9 +321,23 @@ export class ControlLoop {
     // After its own wait (round 1) a lane hands over to the kind its consumer fits: the new lane
     // starts without a wait, so if it too comes late, it is the one that goes to Standard.
     if (r.status === 'elsewhere') {
-      return elsewhere('window', (lane.round ?? 0) === 0 ? 'standard' : r.kind, undefined, r.inherit);
+      const kind = (lane.round ?? 0) === 0 ? 'standard' : r.kind;
+      // Of the generation it read (an updated consumer's new one), as the lane it hands over to.
+      const name = laneNames.handover(consumerUid, r.inherit.generation);
+      const handedOver = await this.launch(
+        name,
+        consumerUid,
+        r.inherit.generation,
+        'window',
+        undefined,
+        r.inherit,
+        kind,
+      );
+      return { status: 'handedOver', handedOver, lane: next };
     }
-    return r.status === 'acquired' ? { ...r, laneUntil: until, lane: next } : { ...r, lane: next };
+    return r.status === 'acquired'
+      ? { ...r, laneUntil: until, lane: laneOfSlot(next, r) }
+      : { ...r, lane: next };
   }
 
   /**
@@ -372,18 +399,22 @@ export class ControlLoop {
   /**
    * One supervision round for a consumer: recover batches whose deadline passed, then start lanes
    * for a visible backlog that no lane is receiving. Returns how many lanes it started. `roundAt`
-   * (epoch ms) names the round's lanes: the same round run twice starts nothing new.
+   * (epoch ms) names the round's lanes: the same round run twice starts nothing new. `activated`:
+   * the round of a generation that just became active, whose receiving lanes, if any, may be the
+   * old generation's (their registrations are refused now): they do not cover the backlog.
    */
   async superviseConsumer(
     c: { consumerUid: string; generation: number; maxBatchSize: number; maxConcurrency: number },
     visibleNow: () => Promise<number>,
     roundAt: number = this.clock(),
+    opts: { activated?: boolean } = {},
   ): Promise<{ recovered: number; started: number; visible: number }> {
     const recovered = await this.o.service.recoverExpired(c.consumerUid);
     // Read after recovery, which may have returned messages to the queue.
     const visible = await visibleNow();
     const state = await this.o.service.dispatchState(c.consumerUid);
-    if (visible <= 0 || gatheringSlots(state) > 0) return { recovered, started: 0, visible };
+    const covered = !opts.activated && gatheringSlots(state) > 0;
+    if (visible <= 0 || covered) return { recovered, started: 0, visible };
     const count = lanesForBacklog({
       visible,
       maxBatchSize: c.maxBatchSize,
@@ -407,7 +438,8 @@ export class ControlLoop {
         : undefined;
     if (cohort) {
       // A cohort of lanes fills the map at once: its shards exist before the lanes' takes.
-      await this.o.service.prepareSlots(c.consumerUid, c.maxConcurrency, count).catch((err) => {
+      const bound = { max: c.maxConcurrency, generation: c.generation };
+      await this.o.service.prepareSlots(c.consumerUid, bound, count).catch((err) => {
         log.warn('could not prepare the slot map; the lanes create what they need', { err });
       });
     }

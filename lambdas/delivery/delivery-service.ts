@@ -9,6 +9,7 @@ import type { ConsumerSpec } from '../forms/queue-consumer/consumer-spec.ts';
 import { BatchRecovery, type RecoverOptions } from './batch-recovery.ts';
 import { type DeadLetterItem, DeadLetterMoves } from './dead-letter-moves.ts';
 import { DeliveryContext, type DeliveryServiceOptions } from './delivery-context.ts';
+import type { SlotBound } from './delivery-store.ts';
 import { type Finalized, type FinalizeOptions, Finalizer } from './finalization.ts';
 import type { BatchBounds, LaneKind } from './lane-kinds.ts';
 import { type Received, type RegisterOptions, Registrar, type Registration } from './registration.ts';
@@ -178,8 +179,8 @@ export class DeliveryService {
   }
 
   /** Before `lanes` lanes of a cohort start: the slot map is ready for their takes. */
-  prepareSlots(consumerUid: string, maxConcurrency: number, lanes: number): Promise<void> {
-    return this.c.o.store.prepareSlots(consumerUid, maxConcurrency, lanes);
+  prepareSlots(consumerUid: string, bound: SlotBound, lanes: number): Promise<void> {
+    return this.c.o.store.prepareSlots(consumerUid, bound, lanes);
   }
 
   /** Counts a send through the Host to the consumer's queue; returns the state after it. */

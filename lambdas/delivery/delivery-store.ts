@@ -111,6 +111,12 @@ export interface BatchDigest {
   firstReceivedAt: number | null;
 }
 
+/** What a finalisation releases with a batch's handles: its retried messages, or the moves it owed. */
+export type ReleaseKind = 'retried' | 'owed';
+
+/** A claim on a batch's release (`DeliveryStore.claimRelease`); items name a handle as `<id>:<copy>`. */
+export type ReleaseClaim = { release: 'all' } | { release: 'some'; items: string[] } | { release: 'none' };
+
 /** Per-message delivery state kept only while needed (after a retry or an unclean end). */
 export interface AttemptsRecord {
   id: string;
@@ -138,6 +144,16 @@ export interface DispatchState {
   recoveredAt?: number;
   /** The answer of a write: it shows the shard written, not every slot of the consumer. */
   partial?: true;
+}
+
+/**
+ * What a take or hand-over is bounded by: its consumer generation and that generation's
+ * maxConcurrency. Slots of every generation count against it (an update that lowers the bound
+ * starts nothing while the old generation's batches fill it).
+ */
+export interface SlotBound {
+  max: number;
+  generation: number;
 }
 
 /** A take's or hand-over's answer: whether it took the slot, as which batch id, and the state seen. */
@@ -172,34 +188,36 @@ export interface DeliveryStore {
   // Concurrency slots: one entry per running batch with its deadline (DL-02).
   initSlots(consumerUid: string): Promise<void>;
   /** Before `lanes` lanes start together (`takeSlot`'s `spread`): the map is ready for their takes. */
-  prepareSlots(consumerUid: string, max: number, lanes: number): Promise<void>;
+  prepareSlots(consumerUid: string, bound: SlotBound, lanes: number): Promise<void>;
   slots(consumerUid: string): Promise<Record<string, number>>;
   /** The slot map, which slots hold a registered batch, and the wake count. */
   dispatchState(consumerUid: string): Promise<DispatchState>;
   /**
-   * Takes a slot if fewer than `max` are held. Answers with the state after the take, or as it
-   * was when every slot was taken (its expired slots are then worth recovering); the batch id
-   * comes back with the slot's shard in it.
+   * Takes a slot if fewer than `bound.max` are held, by any generation; refused for a generation
+   * older than one that took slots since. Answers with the state after the take, or as it was
+   * when every slot was taken (its expired slots are then worth recovering); the batch id comes
+   * back with the slot's shard in it.
    */
   takeSlot(
     consumerUid: string,
     batchId: string,
     deadline: number,
-    max: number,
+    bound: SlotBound,
     /** The take's rank among lanes started together: they begin in different parts of the map. */
     spread?: { rank: number },
   ): Promise<SlotAnswer>;
   /**
    * Frees `previous` and takes `batchId` (in `previous`'s shard) in one write, if the count of
-   * held slots then stays within `max`; refused (and `previous` freed all the same) otherwise.
-   * Repeating a hand-over that was made answers `taken` again.
+   * held slots then stays within `bound`; refused (and `previous` freed all the same) otherwise.
+   * Without `previous` held (recovered meanwhile) it is a take, and bounded as one. Repeating a
+   * hand-over that was made answers `taken` again.
    */
   swapSlot(
     consumerUid: string,
     previous: string,
     batchId: string,
     deadline: number,
-    max: number,
+    bound: SlotBound,
   ): Promise<SlotAnswer>;
   /** Frees a slot; `recoveredAt` stamps a recovery's release (see `register`). */
   releaseSlot(consumerUid: string, batchId: string, opts?: { recoveredAt?: number }): Promise<void>;
@@ -267,6 +285,17 @@ export interface DeliveryStore {
   ): Promise<boolean>;
   /** Marks the batch as taken over by a recovery, before it acts; the head after the mark. */
   fenceRecovery(batchId: string): Promise<BatchHead | undefined>;
+  /**
+   * Claims, for the caller named by `token`, the one release of a batch's messages of one kind
+   * (`ReleaseKind`) with the manifest's receipt handles. A finalisation repeated after a release
+   * began must not replay it: the messages may have been received again since, and a handle is
+   * then older than their last receive. `all`: nothing was released before; `some`: a claimant
+   * whose release SQS did not take in full left these items (`leaveUnreleased`); `none`: another
+   * caller holds the claim. A repeated call with the same token answers as the first.
+   */
+  claimRelease(batchId: string, kind: ReleaseKind, token: string): Promise<ReleaseClaim>;
+  /** The claimant's release left `items` untaken by SQS: the next claimant releases only those. */
+  leaveUnreleased(batchId: string, kind: ReleaseKind, token: string, items: string[]): Promise<void>;
 
   // Attempts records and the per-queue count of them.
   /**
@@ -280,8 +309,13 @@ export interface DeliveryStore {
     slotsOf?: { consumerUid: string; maxConcurrency: number },
   ): Promise<RegistrationReads>;
   getAttempts(queueUid: string, ids: readonly string[]): Promise<Map<string, AttemptsRecord>>;
-  /** Creates or replaces a record, counting it in `outstanding` exactly once. */
-  putAttempts(queueUid: string, record: AttemptsRecord, expiresAtSeconds: number): Promise<void>;
+  /**
+   * Creates or replaces a record, counting it in `outstanding` exactly once. Attempts only ever
+   * grow: false, and nothing written, when the record holds more attempts (a later delivery of
+   * the message wrote it, so this decision is stale) — but for an acknowledgement, which then
+   * marks that record `acked`, keeping its count.
+   */
+  putAttempts(queueUid: string, record: AttemptsRecord, expiresAtSeconds: number): Promise<boolean>;
   clearAttempts(queueUid: string, id: string): Promise<void>;
 
   /** Records of dead-letter copies by the copy's message id, kept until `expiresAtSeconds`. */

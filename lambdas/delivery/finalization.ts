@@ -4,12 +4,20 @@
  * their attempts recorded first, those out of retries owed a dead-letter move.
  */
 
+import { newToken } from '../engine/ids.ts';
 import { crashPoint } from '../shared/crash-points.ts';
 import { log } from '../shared/log.ts';
 import { type DeliveryContext, hashCredential, visibilityLeft } from './delivery-context.ts';
-import type { BatchHead, Manifest, ManifestEntry, SettlementCode } from './delivery-store.ts';
+import type {
+  AttemptsRecord,
+  BatchHead,
+  Manifest,
+  ManifestEntry,
+  ReleaseKind,
+  SettlementCode,
+} from './delivery-store.ts';
 import { NamedError, recordExpiry } from './limits.ts';
-import { returnNow, type Visibility } from './queue-requests.ts';
+import { changeVisibility, type Visibility } from './queue-requests.ts';
 import type { SealedManifest } from './registration.ts';
 import type { HandlerError, InvocationOutcome } from './settlement-protocol.ts';
 import { manifestSealValid } from './slot-seal.ts';
@@ -137,92 +145,15 @@ export class Finalizer {
     const spec = slot ?? (await this.c.consumer(head.consumerUid))?.spec;
     const queue = slot ?? (await this.c.queueTarget(head.queueUid));
     const now = this.c.now();
-    const usable = queue !== undefined && this.c.handlesValid(head, now);
-    const handlesOf = (m: ManifestEntry) => (usable ? (m.handles ?? []) : []);
-    const expires = recordExpiry(now);
-    const effective = head.outcome === 'returned' && !head.doubtful ? 'returned' : 'retry-rest';
-    const toDelete: { entry: ManifestEntry; handle: string }[] = [];
-    const toHide: Visibility[] = [];
-    const deadLetter: string[] = [];
-    // A runner whose handler may still run is ending its invocation: its moves return to the
-    // queue (attempts recorded) and are made when the messages come back, as after a recovery.
-    const owesMove = (m: ManifestEntry, handles: string[]) => {
-      if (mode === 'live' && !keepSlot && handles.length > 0) deadLetter.push(m.id);
-      else toHide.push(...returnNow([{ ...m, handles }]));
-    };
-
-    for (const [i, m] of manifest.entries.entries()) {
-      const code: SettlementCode =
-        head.settled[String(i)] ?? head.all ?? (effective === 'returned' ? 'a' : 'r');
-      const handles = handlesOf(m);
-      if (code === 'a') {
-        if (handles.length > 0) for (const handle of handles) toDelete.push({ entry: m, handle });
-        else
-          await this.c.o.store.putAttempts(
-            head.queueUid,
-            { id: m.id, attempts: m.attempts, acked: true },
-            expires,
-          );
-        continue;
-      }
-      // The attempts record is durable before the message can be seen again (exact attempts).
-      if (m.attempts >= 1 + (spec?.maxRetries ?? 0)) {
-        // Out of retries: the next step is the dead-letter move, which needs the body.
-        await this.c.o.store.putAttempts(head.queueUid, { id: m.id, attempts: m.attempts }, expires);
-        owesMove(m, handles);
-        continue;
-      }
-      const delay = code.length > 1 ? Number(code.slice(1)) : (spec?.retryDelaySeconds ?? 0);
-      await this.c.o.store.putAttempts(
-        head.queueUid,
-        { id: m.id, attempts: m.attempts, notBefore: delay > 0 ? now + delay * 1000 : undefined },
-        expires,
-      );
-      const seconds = Math.max(0, Math.min(delay, visibilityLeft(m.receivedAt ?? now, now)));
-      for (const handle of handles) toHide.push({ handle, seconds });
-      log.info('message retried', {
-        consumerUid: head.consumerUid,
-        messageId: m.id,
-        attempts: m.attempts,
-        delaySeconds: delay,
-        ...(mode === 'recovery' ? { recovery: true } : {}),
-      });
-    }
-    for (const m of manifest.moves) owesMove(m, handlesOf(m));
-    if (queue) {
-      const { failed, unsent } = await this.c.deletions(
-        queue.sqsUrl,
-        toDelete.map((d) => d.handle),
-      );
-      // The runner finalises again (then the recovery): an acknowledged copy SQS kept in an
-      // outage would otherwise stay in flight until the batch's hold ends (16 minutes at the
-      // defaults; the oldest-message alarm counts it). Recovery, with no runner to try again,
-      // leaves such a copy to be deleted on sight.
-      if (unsent > 0 && mode === 'live') {
-        throw new Error(`SQS did not take ${unsent} deletes of acknowledged messages; applied again`);
-      }
-      let acknowledged = 0;
-      for (const m of new Set(toDelete.map((d) => d.entry))) {
-        if ((m.handles ?? []).some((h) => failed.has(h))) {
-          await this.c.o.store.putAttempts(
-            head.queueUid,
-            { id: m.id, attempts: m.attempts, acked: true },
-            expires,
-          );
-        } else {
-          acknowledged += 1;
-          if (m.hadRecord) await this.c.o.store.clearAttempts(head.queueUid, m.id);
-        }
-      }
-      this.c.o.delivery.acknowledged?.(head.queueUid, acknowledged);
-      crashPoint('delivery.mid-finalize');
-      await this.c.releaseVisibility(queue.sqsUrl, toHide, 'retried messages');
-      await this.c.o.delivery.hidden(
-        head.consumerUid,
-        head.generation,
-        toHide.map((h) => h.seconds),
-      );
-    }
+    const decided = await this.decide(head, manifest, mode, {
+      keepSlot,
+      maxRetries: spec?.maxRetries ?? 0,
+      retryDelaySeconds: spec?.retryDelaySeconds ?? 0,
+      usable: queue !== undefined && this.c.handlesValid(head, now),
+      now,
+    });
+    if (queue) await this.applyToQueue(head, mode, queue.sqsUrl, decided, recordExpiry(now));
+    const { deadLetter } = decided;
     if (deadLetter.length > 0) {
       // The moves still need the bodies: the slot stays until the runner sent them — unless a
       // recovery took the batch over meanwhile; it returns them (moved on return) and frees the slot.
@@ -249,6 +180,145 @@ export class Finalizer {
   }
 
   /**
+   * Each message's decision, its attempts record written first (exact attempts): deletes for the
+   * acknowledged, visibility changes for the retried, moves for those out of retries. A record
+   * that a later delivery of the message raised past this batch's count refuses the write: the
+   * message was received since, so this batch's handles are stale and its decision is dropped —
+   * never a visibility change or a move with them (a repeated finalisation).
+   */
+  private async decide(
+    head: BatchHead,
+    manifest: Manifest,
+    mode: 'live' | 'recovery',
+    o: { keepSlot: boolean; maxRetries: number; retryDelaySeconds: number; usable: boolean; now: number },
+  ): Promise<Decisions> {
+    const { now } = o;
+    const handlesOf = (m: ManifestEntry) => (o.usable ? (m.handles ?? []) : []);
+    const expires = recordExpiry(now);
+    const record = (r: AttemptsRecord) => this.c.o.store.putAttempts(head.queueUid, r, expires);
+    const effective = head.outcome === 'returned' && !head.doubtful ? 'returned' : 'retry-rest';
+    const out: Decisions = { toDelete: [], toRelease: [], deadLetter: [] };
+    // A runner whose handler may still run is ending its invocation: its moves return to the
+    // queue (attempts recorded) and are made when the messages come back, as after a recovery.
+    const owesMove = (m: ManifestEntry, handles: string[]) => {
+      if (mode === 'live' && !o.keepSlot && handles.length > 0) out.deadLetter.push(m.id);
+      else out.toRelease.push(...releasesOf(m, handles, 0));
+    };
+    const stale = (m: ManifestEntry) =>
+      log.info('a later delivery of the message counted more attempts: this batch’s decision is stale', {
+        consumerUid: head.consumerUid,
+        batchId: head.batchId,
+        messageId: m.id,
+        attempts: m.attempts,
+      });
+    for (const [i, m] of manifest.entries.entries()) {
+      const code: SettlementCode =
+        head.settled[String(i)] ?? head.all ?? (effective === 'returned' ? 'a' : 'r');
+      const handles = handlesOf(m);
+      if (code === 'a') {
+        if (handles.length > 0) for (const handle of handles) out.toDelete.push({ entry: m, handle });
+        else await record({ id: m.id, attempts: m.attempts, acked: true });
+        continue;
+      }
+      if (m.attempts >= 1 + o.maxRetries) {
+        // Out of retries: the next step is the dead-letter move, which needs the body.
+        if (await record({ id: m.id, attempts: m.attempts })) owesMove(m, handles);
+        else stale(m);
+        continue;
+      }
+      const delay = code.length > 1 ? Number(code.slice(1)) : o.retryDelaySeconds;
+      const notBefore = delay > 0 ? now + delay * 1000 : undefined;
+      if (!(await record({ id: m.id, attempts: m.attempts, notBefore }))) {
+        stale(m);
+        continue;
+      }
+      const seconds = Math.max(0, Math.min(delay, visibilityLeft(m.receivedAt ?? now, now)));
+      out.toRelease.push(...releasesOf(m, handles, seconds));
+      log.info('message retried', {
+        consumerUid: head.consumerUid,
+        messageId: m.id,
+        attempts: m.attempts,
+        delaySeconds: delay,
+        ...(mode === 'recovery' ? { recovery: true } : {}),
+      });
+    }
+    for (const m of manifest.moves) owesMove(m, handlesOf(m));
+    return out;
+  }
+
+  /** Deletes the acknowledged messages and releases the retried ones (`releaseOnce`). */
+  private async applyToQueue(
+    head: BatchHead,
+    mode: 'live' | 'recovery',
+    url: string,
+    decided: Decisions,
+    expires: number,
+  ): Promise<void> {
+    const { toDelete } = decided;
+    const { failed, unsent } = await this.c.deletions(
+      url,
+      toDelete.map((d) => d.handle),
+    );
+    // The runner finalises again (then the recovery): an acknowledged copy SQS kept in an
+    // outage would otherwise stay in flight until the batch's hold ends (16 minutes at the
+    // defaults; the oldest-message alarm counts it). Recovery, with no runner to try again,
+    // leaves such a copy to be deleted on sight.
+    if (unsent > 0 && mode === 'live') {
+      throw new Error(`SQS did not take ${unsent} deletes of acknowledged messages; applied again`);
+    }
+    let acknowledged = 0;
+    for (const m of new Set(toDelete.map((d) => d.entry))) {
+      if ((m.handles ?? []).some((h) => failed.has(h))) {
+        await this.c.o.store.putAttempts(
+          head.queueUid,
+          { id: m.id, attempts: m.attempts, acked: true },
+          expires,
+        );
+      } else {
+        acknowledged += 1;
+        if (m.hadRecord) await this.c.o.store.clearAttempts(head.queueUid, m.id);
+      }
+    }
+    this.c.o.delivery.acknowledged?.(head.queueUid, acknowledged);
+    crashPoint('delivery.mid-finalize');
+    const released = await this.releaseOnce(head.batchId, 'retried', url, decided.toRelease);
+    await this.c.o.delivery.hidden(
+      head.consumerUid,
+      head.generation,
+      released.map((h) => h.seconds),
+    );
+  }
+
+  /**
+   * Makes a batch's visibility changes of one kind once, whoever finalises it how often: a claim
+   * on the head (`claimRelease`) decides who makes them. A later finalisation (the runner's retry
+   * after a lost answer, a recovery after it) makes only those the claimant left because SQS did
+   * not take them — still hidden, so their handles are still the latest — and never replays one
+   * SQS took: the message may have been received since, and a handle older than its last receive
+   * must not change it. Throws when SQS did not take some, after leaving them to the next try.
+   */
+  private async releaseOnce(
+    batchId: string,
+    kind: ReleaseKind,
+    url: string,
+    items: Release[],
+  ): Promise<Release[]> {
+    if (items.length === 0) return [];
+    const token = newToken(12);
+    const claim = await this.c.o.store.claimRelease(batchId, kind, token);
+    const left = claim.release === 'some' ? new Set(claim.items) : undefined;
+    const mine = claim.release === 'none' ? [] : items.filter((i) => left?.has(i.key) ?? true);
+    if (mine.length === 0) return [];
+    const { notTaken } = await changeVisibility(this.c.o.messages, url, mine);
+    if (notTaken.size > 0) {
+      const untaken = mine.filter((i) => notTaken.has(i.handle)).map((i) => i.key);
+      await this.c.o.store.leaveUnreleased(batchId, kind, token, untaken);
+      throw new Error(`SQS did not take ${notTaken.size} visibility changes (${kind}); applied again later`);
+    }
+    return mine;
+  }
+
+  /**
    * The runner left before moving these: back to the queue (attempts recorded), moved on return.
    * The head is fenced (`finalize`) before they go back: a runner still moving them (its move
    * outlived the slot's deadline) reads that after its delete and keeps their records.
@@ -258,7 +328,12 @@ export class Finalizer {
     const queue = await this.c.queueTarget(head.queueUid);
     if (queue && pending.size > 0 && this.c.handlesValid(head, this.c.now())) {
       const owed = [...manifest.entries, ...manifest.moves].filter((m) => pending.has(m.id));
-      await this.c.releaseVisibility(queue.sqsUrl, returnNow(owed), 'owed moves');
+      await this.releaseOnce(
+        head.batchId,
+        'owed',
+        queue.sqsUrl,
+        owed.flatMap((m) => releasesOf(m, m.handles ?? [], 0)),
+      );
     }
     await this.c.o.store.markApplied(head.batchId, []);
     await this.c.o.store.releaseSlot(head.consumerUid, head.batchId, { recoveredAt: this.c.now() });
@@ -270,4 +345,17 @@ export function pendingIds(head: BatchHead, manifest: Manifest): string[] {
   return head.pendingDeadLetter.flatMap((p: string | number) =>
     typeof p === 'number' ? (manifest.entries[p]?.id ?? []) : p,
   );
+}
+
+/** One copy's visibility change, named `<id>:<copy>` (its place in the entry's handles) for claims. */
+type Release = Visibility & { key: string };
+
+const releasesOf = (m: ManifestEntry, handles: string[], seconds: number): Release[] =>
+  handles.map((handle, copy) => ({ handle, seconds, key: `${m.id}:${copy}` }));
+
+/** A closed batch's decisions as `decide` makes them. */
+interface Decisions {
+  toDelete: { entry: ManifestEntry; handle: string }[];
+  toRelease: Release[];
+  deadLetter: string[];
 }

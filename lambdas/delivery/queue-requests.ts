@@ -14,10 +14,11 @@ export interface Visibility {
   seconds: number;
 }
 
-/** Handles not done, and how many of them the service never took (an outage, not a refusal). */
+/** Handles not done, and those of them the service never took (an outage, not a refusal). */
 export interface RequestsOutcome {
   failed: Set<string>;
   unsent: number;
+  notTaken: Set<string>;
 }
 
 /** Tries of one batch request for entries the service failed on its side (about 1.5 s in all). */
@@ -61,15 +62,15 @@ async function inBatchRequests<T>(
   warning: string,
 ): Promise<RequestsOutcome> {
   const failed = new Set<string>();
-  let unsent = 0;
+  const notTaken = new Set<string>();
   const parts = await Promise.all(byCount(items).map((part) => batchEntries(part, send)));
   for (const out of parts) {
     const left = [...out.refused, ...out.unsent];
     if (left.length > 0) log.warn(warning, { entries: left.length });
     for (const item of left) failed.add(handleOf(item));
-    unsent += out.unsent.length;
+    for (const item of out.unsent) notTaken.add(handleOf(item));
   }
-  return { failed, unsent };
+  return { failed, unsent: notTaken.size, notTaken };
 }
 
 /**

@@ -150,11 +150,14 @@ export class SlotDesk {
   /**
    * AcquireSlot, a lane's first slot of a worker invocation: reads the consumer generation, its
    * queue and worker once, and seals what it learned into the slot; the lane's later slots and
-   * the runner's calls carry it (`acquireNext`, `register`, `finalizeAsRunner`).
+   * the runner's calls carry it (`acquireNext`, `register`, `finalizeAsRunner`). A lane whose
+   * consumer was updated meanwhile goes on as a lane of the new generation (the slot says which):
+   * as the old generation's batches end, their lanes take the places the new bound has, so a
+   * consumer with a backlog does not wait for the supervisor after an update.
    */
   async acquire(consumerUid: string, generation: number, inherited?: unknown): Promise<AcquireResult> {
     const inheritedLane = this.inheritedContext(consumerUid, generation, inherited);
-    const context = inheritedLane?.context ?? (await this.laneContext(consumerUid, generation));
+    const context = inheritedLane?.context ?? (await this.laneContext(consumerUid, generation, true));
     if (!context) return { status: 'stop' };
     return this.take(context, `b${newToken(18)}`, inheritedLane?.cohort);
   }
@@ -172,7 +175,7 @@ export class SlotDesk {
     until: number,
   ): Promise<AcquireResult | { status: 'elsewhere'; kind: LaneKind; inherit: InheritedLane }> {
     const inheritedLane = this.inheritedContext(consumerUid, generation, inherited);
-    const context = inheritedLane?.context ?? (await this.laneContext(consumerUid, generation));
+    const context = inheritedLane?.context ?? (await this.laneContext(consumerUid, generation, true));
     if (!context) return { status: 'stop' };
     if (!batchFits(this.c.now(), until, context, this.c.o.idleWaitSeconds)) {
       return {
@@ -234,11 +237,19 @@ export class SlotDesk {
       : undefined;
   }
 
-  /** The consumer generation as a lane needs it; undefined when it stopped or changed. */
-  private async laneContext(consumerUid: string, generation: number): Promise<LaneContext | undefined> {
+  /**
+   * The consumer generation as a lane needs it; undefined when it stopped or changed — unless
+   * `orNewer`, for a lane that goes on as a lane of the generation that replaced its own.
+   */
+  private async laneContext(
+    consumerUid: string,
+    generation: number,
+    orNewer = false,
+  ): Promise<LaneContext | undefined> {
     const readAt = this.c.now();
     const a = await this.c.consumer(consumerUid);
-    if (a?.state !== 'active' || a.generation !== generation) return undefined;
+    if (a?.state !== 'active' || a.generation < generation) return undefined;
+    if (a.generation !== generation && !orNewer) return undefined;
     const queue = await this.c.queueTarget(a.spec.queue.resourceUid);
     const worker = await this.c.o.getWorker(a.spec.worker.resourceUid);
     if (!queue || !worker || worker.deleted) return undefined;
@@ -248,7 +259,7 @@ export class SlotDesk {
     return {
       contextReadAt: readAt,
       consumerUid,
-      generation,
+      generation: a.generation,
       queueUid: queue.queueUid,
       queueName: queue.queueName,
       sqsUrl: queue.sqsUrl,
@@ -326,8 +337,9 @@ export class SlotDesk {
     const now = this.c.now();
     const deadline = this.gatheringDeadline(context, now);
     const max = context.maxConcurrency;
+    const bound = { max, generation: context.generation };
     const spread = cohort !== undefined ? { rank: cohort } : undefined;
-    let out = await this.c.o.store.takeSlot(context.consumerUid, batchId, deadline, max, spread);
+    let out = await this.c.o.store.takeSlot(context.consumerUid, batchId, deadline, bound, spread);
     const expired = Object.entries(out.state.slots)
       .filter(([id, until]) => id !== out.batchId && until <= now)
       .map(([id]) => id);
@@ -335,7 +347,7 @@ export class SlotDesk {
       await this.c.recoverBatch(context.consumerUid, id, { expired: out.state.slots[id] as number });
     }
     if (!out.taken && expired.length > 0) {
-      out = await this.c.o.store.takeSlot(context.consumerUid, batchId, deadline, max, spread);
+      out = await this.c.o.store.takeSlot(context.consumerUid, batchId, deadline, bound, spread);
     }
     if (!out.taken) return { status: 'busy' };
     const slot = this.slotFor(
@@ -385,13 +397,10 @@ export class SlotDesk {
     const now = this.c.now();
     const batchId = nextBatchId(slot.batchId);
     const deadline = this.gatheringDeadline(context, now);
-    const out = await this.c.o.store.swapSlot(
-      slot.consumerUid,
-      slot.batchId,
-      batchId,
-      deadline,
-      slot.maxConcurrency,
-    );
+    const out = await this.c.o.store.swapSlot(slot.consumerUid, slot.batchId, batchId, deadline, {
+      max: slot.maxConcurrency,
+      generation: slot.generation,
+    });
     if (!out.taken) return { status: 'busy' };
     const next = this.slotFor(context, out.batchId, out.state.slots[out.batchId] ?? deadline, out.state, now);
     return {

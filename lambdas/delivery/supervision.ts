@@ -61,6 +61,41 @@ async function superviseConsumer(
 }
 
 /**
+ * The round of one consumer right after its generation became active (an update or a create
+ * applied): lanes for its backlog now, rather than at the supervisor's next round. Its old
+ * generation's batches still count against the bound; their lanes go on as lanes of the new
+ * generation when they next take a slot (`SlotDesk.acquire`). Never throws.
+ */
+export async function superviseActivated(
+  deps: Pick<SupervisionDeps, 'loop' | 'queueDirectory' | 'messages'>,
+  a: Attachment,
+  now: number,
+): Promise<void> {
+  try {
+    const queue = await deps.queueDirectory.queue(a.spec.queue.resourceUid);
+    if (!queue) return;
+    const r = await deps.loop.superviseConsumer(
+      {
+        consumerUid: a.consumerUid,
+        generation: a.generation,
+        maxBatchSize: a.spec.maxBatchSize,
+        maxConcurrency: a.spec.maxConcurrency,
+      },
+      async () => (await deps.messages.counts(queue.sqsUrl)).visible,
+      now,
+      { activated: true },
+    );
+    if (r.started > 0)
+      log.info('lanes start for a consumer generation', { consumerUid: a.consumerUid, ...r });
+  } catch (err) {
+    log.warn('could not start the lanes of a consumer generation; the supervisor will', {
+      consumerUid: a.consumerUid,
+      err,
+    });
+  }
+}
+
+/**
  * `roundAt` (epoch ms) is the time the round was scheduled for: it names the lanes the round
  * starts, so a round delivered twice starts them once.
  */

@@ -101,9 +101,17 @@ export async function waitFor<T>(
  * aws-local-stepfunctions, the worker-thread pool and worker modules written by the test.
  */
 export async function createDeliveryHost(
-  opts: { workerTimeoutMs?: number; graceMs?: number; clock?: () => number; slotsPerShard?: number } = {},
+  opts: {
+    workerTimeoutMs?: number;
+    graceMs?: number;
+    clock?: () => number;
+    slotsPerShard?: number;
+    /** How long an idle lane long-polls (default 1 s here; the local Host's is 10 s). */
+    idleWaitSeconds?: number;
+  } = {},
 ) {
   const workerTimeoutMs = opts.workerTimeoutMs ?? 10_000;
+  const idleWaitSeconds = opts.idleWaitSeconds ?? 1;
   /** Running delivery sides; `kill` makes one behave like a dead process from then on. */
   const dispatchers: {
     lanes: LocalLanes;
@@ -124,7 +132,7 @@ export async function createDeliveryHost(
     delivery: {
       workerTimeoutMs,
       graceMs: opts.graceMs ?? 1_000,
-      idleWaitSeconds: 1,
+      idleWaitSeconds,
       ...(opts.slotsPerShard ? { slotsPerShard: opts.slotsPerShard } : {}),
     },
     ...(opts.clock ? { clock: opts.clock } : {}),
@@ -200,7 +208,7 @@ export async function createDeliveryHost(
       loop,
       host: directBatchHost(service, loop),
       messages: sqsMessageQueue(host.sqs),
-      idleWaitSeconds: 1,
+      idleWaitSeconds,
       invokerFor,
       ...(o.waitTimeOverrides ? { waitTimeOverrides: o.waitTimeOverrides } : {}),
     });

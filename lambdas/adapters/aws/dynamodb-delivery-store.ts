@@ -15,16 +15,21 @@ import type {
   GroupSettleResult,
   Manifest,
   RegistrationReads,
+  ReleaseClaim,
+  ReleaseKind,
   SettleResult,
   SlotAnswer,
+  SlotBound,
 } from '../../delivery/delivery-store.ts';
 import type { SettleCall } from '../../delivery/settlement-protocol.ts';
 import { clearAttempts, getAttempts, putAttempts } from './delivery-store/attempts.ts';
 import {
+  claimRelease,
   closeHead,
   fenceRecovery,
   getHead,
   getManifest,
+  leaveUnreleased,
   markApplied,
   markDoubtful,
 } from './delivery-store/batch-heads.ts';
@@ -54,8 +59,8 @@ export class DynamoDeliveryStore implements DeliveryStore {
     return this.slotMap.init(consumerUid);
   }
 
-  prepareSlots(consumerUid: string, max: number, lanes: number): Promise<void> {
-    return this.slotMap.prepare(consumerUid, max, lanes);
+  prepareSlots(consumerUid: string, bound: SlotBound, lanes: number): Promise<void> {
+    return this.slotMap.prepare(consumerUid, bound, lanes);
   }
 
   async slots(consumerUid: string): Promise<Record<string, number>> {
@@ -70,10 +75,10 @@ export class DynamoDeliveryStore implements DeliveryStore {
     consumerUid: string,
     batchId: string,
     deadline: number,
-    max: number,
+    bound: SlotBound,
     spread?: { rank: number },
   ): Promise<SlotAnswer> {
-    return this.slotMap.take(consumerUid, batchId, deadline, max, spread);
+    return this.slotMap.take(consumerUid, batchId, deadline, bound, spread);
   }
 
   swapSlot(
@@ -81,9 +86,9 @@ export class DynamoDeliveryStore implements DeliveryStore {
     previous: string,
     batchId: string,
     deadline: number,
-    max: number,
+    bound: SlotBound,
   ): Promise<SlotAnswer> {
-    return this.slotMap.swap(consumerUid, previous, batchId, deadline, max);
+    return this.slotMap.swap(consumerUid, previous, batchId, deadline, bound);
   }
 
   async releaseSlot(
@@ -170,6 +175,14 @@ export class DynamoDeliveryStore implements DeliveryStore {
     return fenceRecovery(this.table, batchId);
   }
 
+  claimRelease(batchId: string, kind: ReleaseKind, token: string): Promise<ReleaseClaim> {
+    return claimRelease(this.table, batchId, kind, token);
+  }
+
+  leaveUnreleased(batchId: string, kind: ReleaseKind, token: string, items: string[]): Promise<void> {
+    return leaveUnreleased(this.table, batchId, kind, token, items);
+  }
+
   recentlyClosed(consumerUid: string, limit: number, since: number): Promise<BatchHead[]> {
     return recentlyClosed(this.table, consumerUid, limit, since);
   }
@@ -191,7 +204,7 @@ export class DynamoDeliveryStore implements DeliveryStore {
     return getAttempts(this.table, queueUid, ids);
   }
 
-  putAttempts(queueUid: string, r: AttemptsRecord, expiresAtSeconds: number): Promise<void> {
+  putAttempts(queueUid: string, r: AttemptsRecord, expiresAtSeconds: number): Promise<boolean> {
     return putAttempts(this.table, queueUid, r, expiresAtSeconds);
   }
 

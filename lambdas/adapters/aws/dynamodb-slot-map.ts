@@ -6,6 +6,9 @@
  * holds a batch) in its shard, and every write names one shard item, so its cost does not grow
  * with maxConcurrency. Shard 0 records how many shards the consumer has used (`shards`), raised
  * before a slot is first taken in a new one, so that a reader who knows shard 0 knows them all.
+ * Each shard records the consumer generation that adopted it (`gen`): a take at one write is
+ * admitted only there, and a generation adopts a shard only when no slot lives beyond its bound
+ * (`planTake` in `slot-shards.ts`), so maxConcurrency bounds every generation's slots together.
  */
 import {
   type AttributeValue,
@@ -13,19 +16,22 @@ import {
   GetItemCommand,
   QueryCommand,
   ScanCommand,
-  UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
-import type { DispatchState, SlotAnswer } from '../../delivery/delivery-store.ts';
+import type { DispatchState, SlotAnswer, SlotBound } from '../../delivery/delivery-store.ts';
 import { TABLE_KEYS } from '../../shared/table-schema.ts';
 import { conditionalUpdate } from './dynamodb-conditional-update.ts';
 import {
   inShard,
+  overhang,
+  planTake,
+  type ShardSeen,
   SLOTS_PER_SHARD,
   shardCapacity,
   shardCount,
   shardOf,
   spreadShard,
+  supersededIn,
   takeOrder,
 } from './slot-shards.ts';
 import { writeToken } from './write-token.ts';
@@ -69,6 +75,20 @@ function mergeStates(states: DispatchState[], complete: boolean): DispatchState 
   return out;
 }
 
+/**
+ * How a take writes its shard: `fenced`, admitted only in a shard its generation adopted (one
+ * write, the common case); `adopt`, adopting the shard with the take, after a read of every
+ * shard found nothing beyond the bound; `gated`, in shard 0 without adopting it, below a budget
+ * that leaves room for the slots seen in the other shards.
+ */
+type TakeMode = { kind: 'fenced' } | { kind: 'adopt' } | { kind: 'gated'; budget: number };
+
+/** What a refused take saw of its shard's generation: its own, a newer one, or another. */
+type Fence = 'ours' | 'newer' | 'other';
+
+const generationOf = (item: Record<string, unknown> | undefined) =>
+  typeof item?.gen === 'number' ? item.gen : undefined;
+
 /** Every shard's state merged: a whole view, with the wake count (0 before the first wake). */
 function whole(states: DispatchState[]): DispatchState {
   const merged = mergeStates(states, true);
@@ -86,6 +106,8 @@ export class DynamoSlotMap {
   private readonly sizes = new Map<string, Map<number, { size: number; at: number }>>();
   /** Raises of shard 0's count under way, so concurrent takes in this process make one. */
   private readonly raising = new Map<string, Promise<void>>();
+  /** Shards `prepare` saw adopted, per consumer generation (`<consumer>#<generation>`). */
+  private readonly prepared = new Map<string, Set<number>>();
 
   constructor(client: DynamoDBClient, table: string, perShard = SLOTS_PER_SHARD) {
     if (!Number.isInteger(perShard) || perShard < 1 || perShard > SLOTS_PER_SHARD) {
@@ -107,34 +129,46 @@ export class DynamoSlotMap {
   }
 
   /**
-   * Before `lanes` lanes start together: creates the shards their takes begin in (`spreadShard`)
-   * that this process has not seen exist, counted first. Without it a cohort filling a new map
-   * meets them missing, and every lane pays a refused take and a create of its own.
+   * Before `lanes` lanes start together: makes the shards their takes begin in (`spreadShard`)
+   * exist and adopted by their generation, counted first, where this process has not seen them
+   * so. Without it a cohort filling a new map meets them missing or unadopted, and every lane
+   * pays a refused take, a read and a write of its own. Nothing is adopted while slots live
+   * beyond the bound (after an update that lowered it): the lanes then take as `take` says.
    */
-  async prepare(consumerUid: string, max: number, lanes: number): Promise<void> {
+  async prepare(consumerUid: string, bound: SlotBound, lanes: number): Promise<void> {
+    const { max, generation } = bound;
+    const key = `${consumerUid}#${generation}`;
+    const done = this.prepared.get(key) ?? new Set<number>();
     const begin = new Set(
       Array.from({ length: Math.min(lanes, max) }, (_, rank) => spreadShard(rank, max, this.perShard)),
     );
-    const seen = this.sizes.get(consumerUid);
-    const missing = [...begin].filter((shard) => !seen?.has(shard));
+    const missing = [...begin].filter((shard) => !done.has(shard));
     if (missing.length === 0) return;
+    const { seen } = await this.readShards(consumerUid);
+    if (supersededIn(seen, generation) || overhang(seen, max, this.perShard) > 0) return;
     const count = Math.max(...missing) + 1;
     if (count > (this.knownShards.get(consumerUid) ?? 1)) await this.countShards(consumerUid, count);
-    await Promise.all(missing.map((shard) => this.create(consumerUid, shard)));
+    const unadopted = missing.filter((shard) => seen.get(shard)?.generation !== generation);
+    await Promise.all(unadopted.map((shard) => this.create(consumerUid, shard, generation)));
+    if (this.prepared.size > 1_000) this.prepared.clear();
+    this.prepared.set(key, new Set([...done, ...missing]));
   }
 
-  private async create(consumerUid: string, shard: number): Promise<void> {
-    const out = await this.client.send(
-      new UpdateItemCommand({
-        TableName: this.table,
-        Key: marshall(slotShardKey(consumerUid, shard)),
-        UpdateExpression:
-          'SET slots = if_not_exists(slots, :empty), registered = if_not_exists(registered, :empty)',
-        ExpressionAttributeValues: marshall({ ':empty': {} }),
-        ReturnValues: 'ALL_NEW',
-      }),
-    );
-    if (out.Attributes) this.noteSize(consumerUid, shard, unmarshall(out.Attributes));
+  /** Creates a shard's maps if missing; with `generation`, adopts it too (unless a newer one did). */
+  private async create(consumerUid: string, shard: number, generation?: number): Promise<void> {
+    const init = 'SET slots = if_not_exists(slots, :empty), registered = if_not_exists(registered, :empty)';
+    const out = await this.update(consumerUid, shard, {
+      UpdateExpression: generation === undefined ? init : `${init}, #gen = :g`,
+      ...(generation === undefined
+        ? { ExpressionAttributeValues: marshall({ ':empty': {} }) }
+        : {
+            ConditionExpression: 'attribute_not_exists(#gen) OR #gen <= :g',
+            ExpressionAttributeNames: { '#gen': 'gen' },
+            ExpressionAttributeValues: marshall({ ':empty': {}, ':g': generation }),
+          }),
+      ReturnValues: 'ALL_NEW',
+    });
+    if (out.ok) this.noteSize(consumerUid, shard, out.item);
   }
 
   /** Raises shard 0's count of used shards to at least `count`. */
@@ -170,7 +204,15 @@ export class DynamoSlotMap {
 
   /** Every shard of the consumer in one consistent Query. */
   async read(consumerUid: string): Promise<DispatchState> {
+    return whole((await this.readShards(consumerUid)).states);
+  }
+
+  /** Every shard's state, and its size and adopting generation (`planTake`), in one Query. */
+  private async readShards(
+    consumerUid: string,
+  ): Promise<{ states: DispatchState[]; seen: Map<number, ShardSeen> }> {
     const states: DispatchState[] = [];
+    const seen = new Map<number, ShardSeen>();
     let start: Record<string, AttributeValue> | undefined;
     do {
       const page = await this.client.send(
@@ -187,11 +229,17 @@ export class DynamoSlotMap {
         const item = unmarshall(raw);
         const shard = shardOfKey(item[SK]);
         this.noteSize(consumerUid, shard, item);
-        states.push(stateOf(item, shard));
+        const state = stateOf(item, shard);
+        states.push(state);
+        const generation = generationOf(item);
+        seen.set(shard, {
+          size: Object.keys(state.slots).length,
+          ...(generation !== undefined ? { generation } : {}),
+        });
       }
       start = page.LastEvaluatedKey;
     } while (start);
-    return whole(states);
+    return { states, seen };
   }
 
   /** The keys a registration reads to see every slot of the consumer (`fromReads` completes them). */
@@ -230,68 +278,65 @@ export class DynamoSlotMap {
   /**
    * Takes a slot in a shard with room. The first try goes, in the batch id's order (so lanes
    * starting together spread out), to a shard that had room when this process last saw it
-   * (within 2 s; one not seen since counts as having room); once a try is refused, every shard is
-   * read once and only those with room are tried. A lane start costs one request when it finds
-   * room at once, and near the bound the try, the read and the take, not one refused write per
-   * full shard. Lanes started together (`spread`) begin where their rank deals them, so a cohort
-   * that fills an empty map does not crowd into the shards a hash happened to pick.
+   * (within 2 s; one not seen since counts as having room), admitted only if the take's
+   * generation adopted that shard. Once a try is refused, every shard is read once and the take
+   * goes on as `planTake` says: in the shards with room (adopting them), or, while slots live
+   * beyond the bound, in shard 0 below the room the others leave. A lane start costs one request
+   * when it finds room at once, and near the bound (or its generation's first take in a shard)
+   * the try, the read and the take, not one refused write per full shard. Lanes started
+   * together (`spread`) begin where their rank deals them, so a cohort that fills an empty map
+   * does not crowd into the shards a hash happened to pick.
    */
   async take(
     consumerUid: string,
     batchId: string,
     deadline: number,
-    max: number,
+    bound: SlotBound,
     spread?: { rank: number },
   ): Promise<SlotAnswer> {
+    const { max } = bound;
     const count = shardCount(max, this.perShard);
     const order = takeOrder(
       batchId,
       count,
       spread ? spreadShard(spread.rank, max, this.perShard) : undefined,
     );
-    const tryIn = async (shard: number) => {
+    const tryIn = async (shard: number, mode: TakeMode) => {
       if (shard > 0 && (this.knownShards.get(consumerUid) ?? 1) <= shard) {
         await this.countShards(consumerUid, shard + 1);
       }
       const id = inShard(batchId, shard);
-      const out = await this.takeIn(
-        consumerUid,
-        shard,
-        id,
-        deadline,
-        shardCapacity(max, shard, this.perShard),
-      );
+      const out = await this.takeIn(consumerUid, shard, id, deadline, bound, mode);
       return { ...out, batchId: id };
     };
+    const refused = (state: DispatchState) => ({ taken: false, state, batchId: inShard(batchId, 0) });
     const recent = this.recentRoom(consumerUid, max);
     const first = count === 1 ? 0 : order.find((s) => (recent[s] ?? 0) > 0);
     if (first !== undefined) {
-      const out = await tryIn(first);
+      const out = await tryIn(first, { kind: 'fenced' });
       if (out.taken) return out;
-      if (count === 1) return { ...out, state: mergeStates([out.state], out.state.partial === undefined) };
+      if (out.fence === 'newer') return refused(out.state);
+      // The only shard under the bound, adopted and full: no other shard could have room.
+      if (count === 1 && out.fence === 'ours') return out;
     }
-    const all = await this.read(consumerUid);
+    const { states, seen } = await this.readShards(consumerUid);
+    const all = whole(states);
     // Taken in another shard by this call's earlier try, whose answer was lost.
     const earlier = Object.keys(all.slots).find((id) => inShard(id, 0) === inShard(batchId, 0));
     if (earlier !== undefined) return { taken: true, state: all, batchId: earlier };
-    const room = this.roomOf(all, max);
-    for (const shard of order.filter((s) => s !== first && (room[s] ?? 0) > 0)) {
-      const out = await tryIn(shard);
+    const plan = planTake(seen, max, bound.generation, this.perShard, order);
+    if (plan.kind === 'gated') {
+      const out = await tryIn(0, plan);
       if (out.taken) return out;
     }
-    return { taken: false, state: all, batchId: inShard(batchId, 0) };
-  }
-
-  /** Free slots per shard under `max` in a state of every shard. */
-  private roomOf(state: DispatchState, max: number): number[] {
-    const room = Array.from({ length: shardCount(max, this.perShard) }, (_, s) =>
-      shardCapacity(max, s, this.perShard),
-    );
-    for (const id of Object.keys(state.slots)) {
-      const s = shardOf(id);
-      if (s < room.length) room[s] = (room[s] as number) - 1;
+    if (plan.kind === 'shards') {
+      for (const shard of plan.shards) {
+        const adopted = seen.get(shard)?.generation === bound.generation;
+        const out = await tryIn(shard, { kind: adopted ? 'fenced' : 'adopt' });
+        if (out.taken) return out;
+      }
     }
-    return room;
+    return refused(all);
   }
 
   /**
@@ -308,25 +353,35 @@ export class DynamoSlotMap {
     });
   }
 
-  /** A take in one shard: its answer after the take, or as it was when the shard was full. */
+  /**
+   * A take in one shard (`TakeMode`): its answer after the take, or as it was when refused, with
+   * the shard's generation as the refusal saw it.
+   */
   private async takeIn(
     consumerUid: string,
     shard: number,
     batchId: string,
     deadline: number,
-    capacity: number,
-  ): Promise<{ taken: boolean; state: DispatchState }> {
+    bound: SlotBound,
+    mode: TakeMode,
+  ): Promise<{ taken: boolean; state: DispatchState; fence?: Fence }> {
+    const capacity = mode.kind === 'gated' ? mode.budget : shardCapacity(bound.max, shard, this.perShard);
+    const sets = ['slots.#b = :deadline', ...(mode.kind === 'adopt' ? ['#gen = :g'] : [])];
     for (let round = 0; round < 2; round++) {
       const out = await this.update(consumerUid, shard, {
         // A lane that takes a slot is receiving: a wake's start lease is no longer needed.
-        UpdateExpression:
-          shard === 0 ? 'SET slots.#b = :deadline REMOVE starting' : 'SET slots.#b = :deadline',
+        UpdateExpression: `SET ${sets.join(', ')}${shard === 0 ? ' REMOVE starting' : ''}`,
         // `<`, not `<>`: a lowered maxConcurrency must not let the count run past it. size() of a
         // missing map is false on AWS already; saying so first keeps moto from failing the call.
-        ConditionExpression:
-          'attribute_exists(slots) AND size(slots) < :max AND attribute_not_exists(slots.#b)',
-        ExpressionAttributeNames: { '#b': batchId },
-        ExpressionAttributeValues: marshall({ ':deadline': deadline, ':max': capacity }),
+        ConditionExpression: `attribute_exists(slots) AND size(slots) < :max AND attribute_not_exists(slots.#b) AND ${
+          mode.kind === 'fenced' ? '#gen = :g' : '(attribute_not_exists(#gen) OR #gen <= :g)'
+        }`,
+        ExpressionAttributeNames: { '#b': batchId, '#gen': 'gen' },
+        ExpressionAttributeValues: marshall({
+          ':deadline': deadline,
+          ':max': capacity,
+          ':g': bound.generation,
+        }),
         ReturnValues: 'ALL_NEW',
         ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
       });
@@ -337,13 +392,16 @@ export class DynamoSlotMap {
       if (out.old?.slots !== undefined) {
         this.noteSize(consumerUid, shard, out.old);
         const state = stateOf(out.old, shard);
+        const gen = generationOf(out.old);
+        const fence: Fence =
+          gen === bound.generation ? 'ours' : gen !== undefined && gen > bound.generation ? 'newer' : 'other';
         // Taken by this call's earlier try, whose answer was lost (a lane's ids are derived, so
-        // no one else asks for this one): it is ours. Otherwise the shard is full.
-        return { taken: state.slots[batchId] !== undefined, state };
+        // no one else asks for this one): it is ours. Otherwise the shard is full or not adopted.
+        return { taken: state.slots[batchId] !== undefined, state, fence };
       }
       await this.init(consumerUid, shard); // first use: the shard does not exist yet
     }
-    return { taken: false, state: stateOf(undefined, shard) };
+    return { taken: false, state: stateOf(undefined, shard), fence: 'other' };
   }
 
   async swap(
@@ -351,7 +409,7 @@ export class DynamoSlotMap {
     previous: string,
     batchId: string,
     deadline: number,
-    max: number,
+    bound: SlotBound,
   ): Promise<SlotAnswer> {
     // The next batch stays in its lane's shard, where the count does not change.
     const shard = shardOf(previous);
@@ -361,15 +419,16 @@ export class DynamoSlotMap {
         shard === 0 ? ', starting' : '',
       ),
       // With the previous slot held the count stays as it is, so it may equal the bound; without
-      // it (recovered meanwhile) this is a take like any other. A missing shard (deleted
-      // meanwhile) fails the condition on AWS already (size() of it is false); saying so first
-      // keeps moto from failing the call, as in a take.
+      // it (recovered meanwhile) this is a take like any other, admitted only where its generation
+      // adopted the shard (`take`). A missing shard (deleted meanwhile) fails the condition on AWS
+      // already (size() of it is false); saying so first keeps moto from failing the call.
       ConditionExpression:
-        'attribute_exists(slots) AND attribute_not_exists(slots.#b) AND ((attribute_exists(slots.#p) AND size(slots) <= :max) OR (attribute_not_exists(slots.#p) AND size(slots) < :max))',
-      ExpressionAttributeNames: { '#b': id, '#p': previous },
+        'attribute_exists(slots) AND attribute_not_exists(slots.#b) AND ((attribute_exists(slots.#p) AND size(slots) <= :max) OR (attribute_not_exists(slots.#p) AND size(slots) < :max AND #gen = :g))',
+      ExpressionAttributeNames: { '#b': id, '#p': previous, '#gen': 'gen' },
       ExpressionAttributeValues: marshall({
         ':deadline': deadline,
-        ':max': shardCapacity(max, shard, this.perShard),
+        ':max': shardCapacity(bound.max, shard, this.perShard),
+        ':g': bound.generation,
       }),
       ReturnValues: 'ALL_NEW',
       ReturnValuesOnConditionCheckFailure: 'ALL_OLD',

@@ -4,9 +4,15 @@
  * (1 WRU, 2 inside a transaction; the longest batch ids keep 10 slots under 1 KB).
  *
  * Shard `s` may hold at most `shardCapacity(max, s)` slots: shards fill in order, the capacities
- * add up to `max`, and each shard's capacity only grows with `max`. So while lanes of two
- * consumer generations with different maxConcurrency run side by side (an update), the slots
- * held never exceed the larger of the two, as with a single map (DL-02).
+ * add up to `max`, and each shard's capacity only grows with `max`.
+ *
+ * After an update that lowers maxConcurrency, slots of the old generation may live where the new
+ * bound has less room, or none (a shard beyond its last): a take that counted its own shard only
+ * would let the new generation run beside them. So each shard admits, at one write, only the
+ * takes of the generation that last *adopted* it, and a generation adopts a shard only after a
+ * read of every shard showed none over its capacity under the new bound (`planTake`). Until then
+ * its takes go to shard 0 alone, each on condition that it leaves room for every slot the read
+ * saw in the others: old slots only end, so a stale count of them only errs on the safe side.
  *
  * A slot's shard is part of its batch id (`<id>.s<shard>`; none for shard 0), so every later
  * write of the slot finds its item without a read.
@@ -60,4 +66,54 @@ export function spreadShard(rank: number, max: number, perShard: number): number
     }
   }
   return 0;
+}
+
+/** One shard as a read of every shard saw it: its slots, and the generation that adopted it. */
+export interface ShardSeen {
+  size: number;
+  /** Absent before any generation adopted the shard (new, or written by an older Host). */
+  generation?: number;
+}
+
+/** Slots held beyond their shard's capacity under `max`: where a lowered bound has less room. */
+export function overhang(seen: ReadonlyMap<number, ShardSeen>, max: number, perShard: number): number {
+  let over = 0;
+  for (const [shard, s] of seen) over += Math.max(0, s.size - shardCapacity(max, shard, perShard));
+  return over;
+}
+
+/** A newer generation adopted one of the shards: this one's lanes take nothing. */
+export const supersededIn = (seen: ReadonlyMap<number, ShardSeen>, generation: number) =>
+  [...seen.values()].some((s) => s.generation !== undefined && s.generation > generation);
+
+/**
+ * How a take of `generation` under `max` goes on after a read of every shard (`seen`):
+ * - `shards`: nothing lives beyond the bound, so each shard's own capacity keeps the sum within
+ *   it; try these (with room, in `order`), adopting any this generation has not adopted yet;
+ * - `gated`: slots live beyond the bound; take in shard 0 only, on condition that it holds fewer
+ *   than `budget`: its own capacity, and never more than the bound less the slots seen elsewhere;
+ * - `refuse`: the bound is reached, or a newer generation holds the map.
+ */
+export type TakePlan =
+  | { kind: 'shards'; shards: number[] }
+  | { kind: 'gated'; budget: number }
+  | { kind: 'refuse' };
+
+export function planTake(
+  seen: ReadonlyMap<number, ShardSeen>,
+  max: number,
+  generation: number,
+  perShard: number,
+  order: readonly number[],
+): TakePlan {
+  if (supersededIn(seen, generation)) return { kind: 'refuse' };
+  const sizeOf = (shard: number) => seen.get(shard)?.size ?? 0;
+  if (overhang(seen, max, perShard) > 0) {
+    let elsewhere = 0;
+    for (const [shard, s] of seen) if (shard !== 0) elsewhere += s.size;
+    const budget = Math.min(shardCapacity(max, 0, perShard), max - elsewhere);
+    return budget > sizeOf(0) ? { kind: 'gated', budget } : { kind: 'refuse' };
+  }
+  const shards = order.filter((shard) => sizeOf(shard) < shardCapacity(max, shard, perShard));
+  return shards.length > 0 ? { kind: 'shards', shards } : { kind: 'refuse' };
 }

@@ -27,4 +27,9 @@ export interface AttachmentStore {
 export interface DeliveryMonitor {
   /** Batches of this consumer that started and have not ended (or been made redeliverable). */
   inFlightBatches(consumerUid: string): Promise<number>;
+  /**
+   * Told once a generation is active (a create or an update applied): delivery starts its lanes
+   * for a backlog now rather than at the supervisor's next round. Never throws.
+   */
+  activated?(a: Attachment): Promise<void>;
 }

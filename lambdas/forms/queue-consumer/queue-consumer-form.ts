@@ -135,14 +135,18 @@ export function createQueueConsumerForm(deps: QueueConsumerDeps): Form {
       return { kind: 'complete', observed: await observe(spec, false), output: {} };
     }
     const queue = await deps.getResource(spec.queue.resourceUid);
-    await deps.attachments.activate({
+    const attachment = {
       consumerUid: exec.resourceUid,
       space: exec.space,
       queueName: queue?.name ?? spec.queue.resourceUid,
       generation: exec.generation,
       spec,
-      state: 'active',
-    });
+      state: 'active' as const,
+    };
+    await deps.attachments.activate(attachment);
+    // A consumer with a backlog goes on at its new settings now: the old generation's lanes end
+    // as their batches do, and nothing else would start the new one's before the supervisor.
+    await deps.delivery.activated?.(attachment);
     return { kind: 'complete', observed: await observe(spec, true), output: {} };
   };
 

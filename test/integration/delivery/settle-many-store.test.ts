@@ -63,7 +63,9 @@ describe('issue 12: settleMany in the DynamoDB store', () => {
         retryDelaySeconds: 0,
       },
     });
-    expect((await store.takeSlot(consumerUid, batchId, Date.now() + 60_000, 5)).taken).toBe(true);
+    expect(
+      (await store.takeSlot(consumerUid, batchId, Date.now() + 60_000, { max: 5, generation: 1 })).taken,
+    ).toBe(true);
     const head: BatchHead = {
       batchId,
       consumerUid,

@@ -29,23 +29,23 @@ describe('DL-02 slots in the DynamoDB store without a slot map', () => {
     const c = `c-${randomUUID()}`;
     // Only a wake count: the item exists, its slot map does not.
     await store.wake(c, Date.now());
-    expect((await store.takeSlot(c, 'b1', deadline(), 1)).taken).toBe(true);
+    expect((await store.takeSlot(c, 'b1', deadline(), { max: 1, generation: 1 })).taken).toBe(true);
     expect(await store.slots(c)).toEqual({ b1: expect.any(Number) });
-    expect((await store.takeSlot(c, 'b2', deadline(), 1)).taken).toBe(false);
+    expect((await store.takeSlot(c, 'b2', deadline(), { max: 1, generation: 1 })).taken).toBe(false);
     // One held of one: the hand-over frees b1 as it takes b2.
-    const swapped = await store.swapSlot(c, 'b1', 'b2', deadline(), 1);
+    const swapped = await store.swapSlot(c, 'b1', 'b2', deadline(), { max: 1, generation: 1 });
     expect(swapped.taken).toBe(true);
     expect(Object.keys(swapped.state.slots)).toEqual(['b2']);
     // b3's previous slot is not held: a take like any other, refused at the bound.
-    expect((await store.swapSlot(c, 'b1', 'b3', deadline(), 1)).taken).toBe(false);
+    expect((await store.swapSlot(c, 'b1', 'b3', deadline(), { max: 1, generation: 1 })).taken).toBe(false);
     expect(Object.keys(await store.slots(c))).toEqual(['b2']);
   });
 
   it('DL-02 a hand-over after the slot map was deleted is refused, not an error', async () => {
     const c = `c-${randomUUID()}`;
-    expect((await store.takeSlot(c, 'b1', deadline(), 2)).taken).toBe(true);
+    expect((await store.takeSlot(c, 'b1', deadline(), { max: 2, generation: 1 })).taken).toBe(true);
     await client.send(new DeleteItemCommand({ TableName: table, Key: marshall(deliveryKeys.slots(c)) }));
-    const out = await store.swapSlot(c, 'b1', 'b2', deadline(), 2);
+    const out = await store.swapSlot(c, 'b1', 'b2', deadline(), { max: 2, generation: 1 });
     expect(out).toMatchObject({ taken: false, state: { slots: {} } });
     expect(await store.slots(c)).toEqual({});
   });

@@ -17,6 +17,8 @@ describe('DL-02 slots in shards (DynamoDB store)', () => {
   let client: DynamoDBClient;
   let table: string;
   const deadline = () => Date.now() + 60_000;
+  /** The bound of a consumer's first generation. */
+  const g1 = (max: number) => ({ max, generation: 1 });
   const storeWith = (slotsPerShard: number) => new DynamoDeliveryStore(client, table, { slotsPerShard });
   /** A store of its own process (nothing of the consumer seen yet) that names every request it sends. */
   function countedStore(slotsPerShard: number) {
@@ -56,14 +58,14 @@ describe('DL-02 slots in shards (DynamoDB store)', () => {
     const c = `c-${randomUUID()}`;
     const held: string[] = [];
     for (let i = 0; i < 5; i++) {
-      const out = await store.takeSlot(c, `b${i}x${randomUUID().slice(0, 8)}`, deadline(), 5);
+      const out = await store.takeSlot(c, `b${i}x${randomUUID().slice(0, 8)}`, deadline(), g1(5));
       expect(out.taken).toBe(true);
       // The answer of a write to one shard shows that shard only (shard 0 alone is complete
       // while no other shard was used yet).
       if (shardOf(out.batchId) > 0) expect(out.state.partial).toBe(true);
       held.push(out.batchId);
     }
-    expect((await store.takeSlot(c, `b-more`, deadline(), 5)).taken).toBe(false);
+    expect((await store.takeSlot(c, `b-more`, deadline(), g1(5))).taken).toBe(false);
     const byShard = held.map(shardOf).sort();
     expect(byShard).toEqual([0, 0, 1, 1, 2]);
     const stored = await items(c);
@@ -81,7 +83,7 @@ describe('DL-02 slots in shards (DynamoDB store)', () => {
     const store = storeWith(3);
     const c = `c-${randomUUID()}`;
     const outs = await Promise.all(
-      Array.from({ length: 30 }, (_, i) => store.takeSlot(c, `b${i}-${randomUUID()}`, deadline(), 7)),
+      Array.from({ length: 30 }, (_, i) => store.takeSlot(c, `b${i}-${randomUUID()}`, deadline(), g1(7))),
     );
     const taken = outs.filter((o) => o.taken);
     expect(taken).toHaveLength(7);
@@ -93,24 +95,25 @@ describe('DL-02 slots in shards (DynamoDB store)', () => {
     const c = `c-${randomUUID()}`;
     const held: string[] = [];
     for (let i = 0; i < 6; i++) {
-      const out = await store.takeSlot(c, `b${i}-${randomUUID()}`, deadline(), 6);
+      const out = await store.takeSlot(c, `b${i}-${randomUUID()}`, deadline(), g1(6));
       held.push(out.batchId);
     }
     const inShard2 = held.find((id) => shardOf(id) === 2) as string;
     const inShard0 = held.find((id) => shardOf(id) === 0) as string;
     // Same bound: the next batch of a lane takes its place in the same shard.
-    const next = await store.swapSlot(c, inShard2, 'bNext', deadline(), 6);
+    const next = await store.swapSlot(c, inShard2, 'bNext', deadline(), g1(6));
     expect(next).toMatchObject({ taken: true, batchId: 'bNext.s2' });
-    // maxConcurrency lowered to 4: shard 2 may hold none, shard 0 still two.
-    const refused = await store.swapSlot(c, 'bNext.s2', 'bLater', deadline(), 4);
+    // maxConcurrency lowered to 4 (the next generation): shard 2 may hold none, shard 0 still two.
+    const lowered = { max: 4, generation: 2 };
+    const refused = await store.swapSlot(c, 'bNext.s2', 'bLater', deadline(), lowered);
     expect(refused.taken).toBe(false);
-    const kept = await store.swapSlot(c, inShard0, 'bKept', deadline(), 4);
+    const kept = await store.swapSlot(c, inShard0, 'bKept', deadline(), lowered);
     expect(kept).toMatchObject({ taken: true, batchId: 'bKept' });
     const slots = Object.keys(await store.slots(c));
     expect(slots).toHaveLength(5);
     expect(slots).not.toContain('bNext.s2');
     // Five held, over the new bound of four: no take succeeds until they drop below it.
-    expect((await store.takeSlot(c, 'bNew', deadline(), 4)).taken).toBe(false);
+    expect((await store.takeSlot(c, 'bNew', deadline(), lowered)).taken).toBe(false);
   });
 
   it('DL-02 lanes of two generations (maxConcurrency 4 and 6) taking at once hold at most six between them', async () => {
@@ -118,7 +121,12 @@ describe('DL-02 slots in shards (DynamoDB store)', () => {
     const c = `c-${randomUUID()}`;
     const outs = await Promise.all(
       Array.from({ length: 24 }, (_, i) =>
-        store.takeSlot(c, `b${i}-${randomUUID()}`, deadline(), i % 2 === 0 ? 4 : 6),
+        store.takeSlot(
+          c,
+          `b${i}-${randomUUID()}`,
+          deadline(),
+          i % 2 === 0 ? { max: 4, generation: 1 } : { max: 6, generation: 2 },
+        ),
       ),
     );
     expect(outs.filter((o) => o.taken).length).toBeLessThanOrEqual(6);
@@ -129,21 +137,21 @@ describe('DL-02 slots in shards (DynamoDB store)', () => {
     const c = `c-${randomUUID()}`;
     const writer = storeWith(2);
     // Nine of ten slots held over five shards; the free one is in whichever shard the ninth missed.
-    for (let i = 0; i < 9; i++) await writer.takeSlot(c, `b${i}-${randomUUID()}`, deadline(), 10);
+    for (let i = 0; i < 9; i++) await writer.takeSlot(c, `b${i}-${randomUUID()}`, deadline(), g1(10));
     // A process that has seen nothing of the consumer: its first try may meet a full shard,
     // then one read of them all, then the take (and once per process, the shard count).
     const { store: fresh, calls } = countedStore(2);
-    const out = await fresh.takeSlot(c, 'bLast', deadline(), 10);
+    const out = await fresh.takeSlot(c, 'bLast', deadline(), g1(10));
     expect(out.taken).toBe(true);
     expect(calls.length).toBeLessThanOrEqual(4);
     expect(calls.filter((n) => n === 'QueryCommand').length).toBeLessThanOrEqual(1);
     expect(Object.keys(await writer.slots(c))).toHaveLength(10);
-    expect((await fresh.takeSlot(c, 'bOneMore', deadline(), 10)).taken).toBe(false);
+    expect((await fresh.takeSlot(c, 'bOneMore', deadline(), g1(10))).taken).toBe(false);
     // Having just read every shard, it goes straight to the one with room: one request.
     await fresh.releaseSlot(c, out.batchId);
     await fresh.dispatchState(c);
     calls.length = 0;
-    expect((await fresh.takeSlot(c, 'bAgain', deadline(), 10)).taken).toBe(true);
+    expect((await fresh.takeSlot(c, 'bAgain', deadline(), g1(10))).taken).toBe(true);
     expect(calls).toEqual(['UpdateItemCommand']);
   });
 
@@ -154,14 +162,14 @@ describe('DL-02 slots in shards (DynamoDB store)', () => {
     // prepares it for its cohort of 8 — the count raised once, three shards created.
     await store.dispatchState(c);
     calls.length = 0;
-    await store.prepareSlots(c, 8, 8);
+    await store.prepareSlots(c, g1(8), 8);
     expect(calls.filter((n) => n === 'UpdateItemCommand')).toHaveLength(4);
     expect(Object.keys(await items(c)).sort()).toEqual(['_', 'shard#1', 'shard#2']);
     expect((await items(c))._?.shards).toBe(3);
     calls.length = 0;
     const takes = await Promise.all(
       Array.from({ length: 8 }, (_, rank) =>
-        store.takeSlot(c, `b${rank}-${randomUUID()}`, deadline(), 8, { rank }),
+        store.takeSlot(c, `b${rank}-${randomUUID()}`, deadline(), g1(8), { rank }),
       ),
     );
     expect(takes.every((t) => t.taken)).toBe(true);
@@ -169,9 +177,9 @@ describe('DL-02 slots in shards (DynamoDB store)', () => {
     expect(calls).toEqual(Array.from({ length: 8 }, () => 'UpdateItemCommand'));
     expect(takes.map((t) => shardOf(t.batchId)).sort()).toEqual([0, 0, 0, 1, 1, 1, 2, 2]);
     // The bound holds for a ninth lane of the cohort, and preparing again writes nothing.
-    expect((await store.takeSlot(c, `b8-${randomUUID()}`, deadline(), 8, { rank: 8 })).taken).toBe(false);
+    expect((await store.takeSlot(c, `b8-${randomUUID()}`, deadline(), g1(8), { rank: 8 })).taken).toBe(false);
     calls.length = 0;
-    await store.prepareSlots(c, 8, 8);
+    await store.prepareSlots(c, g1(8), 8);
     expect(calls).toEqual([]);
   });
 
@@ -179,7 +187,7 @@ describe('DL-02 slots in shards (DynamoDB store)', () => {
     const writer = storeWith(1);
     const c = `c-${randomUUID()}`;
     // Slots in shards 0..3 (maxConcurrency 4 at one slot per shard).
-    for (let i = 0; i < 4; i++) await writer.takeSlot(c, `b${i}-${randomUUID()}`, deadline(), 4);
+    for (let i = 0; i < 4; i++) await writer.takeSlot(c, `b${i}-${randomUUID()}`, deadline(), g1(4));
     // Another process that has never seen the consumer, reading for maxConcurrency 2.
     const reader = storeWith(1);
     const read = await reader.registrationReads(`q-${randomUUID()}`, [], {
@@ -193,15 +201,15 @@ describe('DL-02 slots in shards (DynamoDB store)', () => {
   it('a recovery’s release is stamped; an idle release of a slot outside shard 0 reports shard 0’s wake count and the last wake’s time', async () => {
     const store = storeWith(1);
     const c = `c-${randomUUID()}`;
-    const a = await store.takeSlot(c, `bA-${randomUUID()}`, deadline(), 3);
-    const b = await store.takeSlot(c, `bB-${randomUUID()}`, deadline(), 3);
+    const a = await store.takeSlot(c, `bA-${randomUUID()}`, deadline(), g1(3));
+    const b = await store.takeSlot(c, `bB-${randomUUID()}`, deadline(), g1(3));
     const other = [a, b].find((o) => shardOf(o.batchId) > 0) as { batchId: string };
     const wakeAt = Date.now();
     await store.wake(c, wakeAt);
     expect(await store.releaseIdle(c, other.batchId)).toEqual({ wakes: 1, lastWakeAt: wakeAt });
     const first = [a, b].find((o) => shardOf(o.batchId) === 0);
     if (first) expect(await store.releaseIdle(c, first.batchId)).toEqual({ wakes: 1, lastWakeAt: wakeAt });
-    const c2 = await store.takeSlot(c, `bC-${randomUUID()}`, deadline(), 3);
+    const c2 = await store.takeSlot(c, `bC-${randomUUID()}`, deadline(), g1(3));
     await store.releaseSlot(c, c2.batchId, { recoveredAt: 12345 });
     const read = await store.registrationReads(`q-${randomUUID()}`, [], {
       consumerUid: c,

@@ -197,14 +197,18 @@ export async function sqsUrl(host: TestHost, queueUid: string): Promise<string |
  */
 export async function startBatch(host: TestHost, consumerUid: string, batchId: string, deadline: number) {
   const store = new DynamoDeliveryStore(host.dynamodb, host.tableName);
-  expect((await store.takeSlot(consumerUid, batchId, deadline, FIRST_SHARD)).batchId).toBe(batchId);
+  expect(
+    (await store.takeSlot(consumerUid, batchId, deadline, { max: FIRST_SHARD, generation: 1 })).batchId,
+  ).toBe(batchId);
   expect(await store.markRegistered(consumerUid, batchId)).toBe(true);
 }
 
 /** An idle lane: a slot taken, no batch registered in it yet. */
 export async function idleLane(host: TestHost, consumerUid: string, batchId: string, deadline: number) {
   const store = new DynamoDeliveryStore(host.dynamodb, host.tableName);
-  expect((await store.takeSlot(consumerUid, batchId, deadline, FIRST_SHARD)).batchId).toBe(batchId);
+  expect(
+    (await store.takeSlot(consumerUid, batchId, deadline, { max: FIRST_SHARD, generation: 1 })).batchId,
+  ).toBe(batchId);
 }
 
 /** A bound that keeps every slot in the consumer's first shard, where a batch id stays as given. */

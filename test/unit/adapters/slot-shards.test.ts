@@ -6,6 +6,8 @@
 import { describe, expect, it } from 'vitest';
 import {
   inShard,
+  planTake,
+  type ShardSeen,
   shardCapacity,
   shardCount,
   shardOf,
@@ -86,5 +88,19 @@ describe('DL-02 slot shards', () => {
     expect(Array.from({ length: 6 }, (_, r) => spreadShard(r, 50, 10))).toEqual([0, 1, 2, 3, 4, 0]);
     // A take begins at its rank's shard and goes round the rest.
     expect(takeOrder('bAny', 5, 3)).toEqual([3, 4, 0, 1, 2]);
+  });
+  it('DL-02 after a read of every shard: per-shard takes only with nothing beyond the bound, else shard 0 below the room the others leave', () => {
+    const seen = (sizes: number[], generation?: number) =>
+      new Map<number, ShardSeen>(
+        sizes.map((size, shard) => [shard, { size, ...(generation !== undefined ? { generation } : {}) }]),
+      );
+    // Lowered 30 → 10 while 20 run in shards 1–2: shard 0 may hold nothing yet.
+    expect(planTake(seen([0, 10, 10], 1), 10, 2, 10, [0])).toEqual({ kind: 'refuse' });
+    // Lowered 30 → 15 with 7 in shard 1 (capacity 5 now): shard 0 below 15 − 7.
+    expect(planTake(seen([3, 7, 0], 1), 15, 2, 10, [1, 0])).toEqual({ kind: 'gated', budget: 8 });
+    // Nothing beyond the bound: the shards with room, in the take's order.
+    expect(planTake(seen([10, 2]), 15, 2, 10, [1, 0])).toEqual({ kind: 'shards', shards: [1] });
+    // A newer generation adopted a shard: this one takes nothing.
+    expect(planTake(seen([0, 0], 3), 20, 2, 10, [0, 1])).toEqual({ kind: 'refuse' });
   });
 });

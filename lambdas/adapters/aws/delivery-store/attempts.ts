@@ -7,10 +7,15 @@ import {
   TransactionCanceledException,
   TransactWriteItemsCommand,
 } from '@aws-sdk/client-dynamodb';
-import { marshall } from '@aws-sdk/util-dynamodb';
+import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import type { AttemptsRecord } from '../../../delivery/delivery-store.ts';
 import { TABLE_KEYS } from '../../../shared/table-schema.ts';
-import { backoff, CONFLICT_TRIES, isConditionFailure } from '../dynamodb-conditional-update.ts';
+import {
+  backoff,
+  CONFLICT_TRIES,
+  conditionalUpdate,
+  isConditionFailure,
+} from '../dynamodb-conditional-update.ts';
 import { cancellationCodes, consistentBatchGet, type DeliveryTable, retryable } from './delivery-table.ts';
 import { deliveryKeys } from './items.ts';
 
@@ -29,23 +34,30 @@ export async function getAttempts(
   return found;
 }
 
+/**
+ * Creates or replaces a message's record, never with fewer attempts than it holds: a record with
+ * more was written by a later delivery, and this decision is stale (false, nothing written). An
+ * acknowledgement still marks such a record (delete on sight), keeping its count.
+ */
 export async function putAttempts(
   t: DeliveryTable,
   queueUid: string,
   r: AttemptsRecord,
   expiresAtSeconds: number,
-): Promise<void> {
-  const item = marshall(
-    { ...deliveryKeys.attempts(queueUid, r.id), ...r, [TTL]: expiresAtSeconds },
-    { removeUndefinedValues: true },
-  );
+): Promise<boolean> {
+  const key = deliveryKeys.attempts(queueUid, r.id);
+  const item = marshall({ ...key, ...r, [TTL]: expiresAtSeconds }, { removeUndefinedValues: true });
   const replace = () =>
     t.client.send(
       new PutItemCommand({
         TableName: t.table,
         Item: item,
-        ConditionExpression: 'attribute_exists(#pk)',
-        ExpressionAttributeNames: { '#pk': PK },
+        // Equal attempts pass: the same decision written again (a repeated finalisation, or the
+        // SDK's retry of a write whose answer was lost).
+        ConditionExpression: 'attribute_exists(#pk) AND (attribute_not_exists(#a) OR #a <= :a)',
+        ExpressionAttributeNames: { '#pk': PK, '#a': 'attempts' },
+        ExpressionAttributeValues: marshall({ ':a': r.attempts }),
+        ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
       }),
     );
   // Replace an existing record (count unchanged), else create it and count it, in one transaction.
@@ -53,9 +65,21 @@ export async function putAttempts(
     if (round > 0) await backoff(round);
     try {
       await replace();
-      return;
+      return true;
     } catch (err) {
-      if (!isConditionFailure(err)) throw err; // no record to replace: create it below
+      if (!isConditionFailure(err)) throw err;
+      const held = err.Item ? unmarshall(err.Item).attempts : undefined;
+      if (typeof held === 'number' && held > r.attempts) {
+        if (!r.acked) return false;
+        const marked = await conditionalUpdate(t.client, t.table, key, {
+          UpdateExpression: 'SET acked = :true',
+          ConditionExpression: 'attribute_exists(#pk)',
+          ExpressionAttributeNames: { '#pk': PK },
+          ExpressionAttributeValues: marshall({ ':true': true }),
+        });
+        if (marked.ok) return true;
+      }
+      // No record to replace (or it was cleared meanwhile): create it below.
     }
     try {
       await t.client.send(
@@ -80,7 +104,7 @@ export async function putAttempts(
           ],
         }),
       );
-      return;
+      return true;
     } catch (err) {
       // Created meanwhile (replace it), or a conflict or throttle: try again.
       if (!(err instanceof TransactionCanceledException)) throw err;

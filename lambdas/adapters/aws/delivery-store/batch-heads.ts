@@ -3,7 +3,13 @@
  * also lists it among the consumer's recent batches), mark its outcome applied, fence recovery.
  */
 import { marshall } from '@aws-sdk/util-dynamodb';
-import type { BatchClose, BatchHead, Manifest } from '../../../delivery/delivery-store.ts';
+import type {
+  BatchClose,
+  BatchHead,
+  Manifest,
+  ReleaseClaim,
+  ReleaseKind,
+} from '../../../delivery/delivery-store.ts';
 import { TABLE_KEYS, timeOrderedKey } from '../../../shared/table-schema.ts';
 import { type DeliveryTable, getItem, updateItem } from './delivery-table.ts';
 import { deliveryKeys, manifestOfItem, toHead } from './items.ts';
@@ -90,4 +96,46 @@ export async function fenceRecovery(t: DeliveryTable, batchId: string): Promise<
     ReturnValues: 'ALL_NEW',
   });
   return out.ok && out.item ? toHead(out.item) : undefined;
+}
+
+/** The head's attributes of a release claim: who holds it, and what a claimant left unreleased. */
+const RELEASE_ATTRIBUTES: Record<ReleaseKind, { claim: string; left: string }> = {
+  retried: { claim: 'releaseClaim', left: 'releaseLeft' },
+  owed: { claim: 'returnClaim', left: 'returnLeft' },
+};
+
+export async function claimRelease(
+  t: DeliveryTable,
+  batchId: string,
+  kind: ReleaseKind,
+  token: string,
+): Promise<ReleaseClaim> {
+  const { claim, left } = RELEASE_ATTRIBUTES[kind];
+  const out = await updateItem(t, deliveryKeys.head(batchId), {
+    UpdateExpression: 'SET #c = :token',
+    // Held by this token already: the SDK's retry of a claim whose answer was lost.
+    ConditionExpression: 'attribute_exists(#pk) AND (attribute_not_exists(#c) OR #c = :token)',
+    ExpressionAttributeNames: { '#pk': PK, '#c': claim },
+    ExpressionAttributeValues: marshall({ ':token': token }),
+    ReturnValues: 'ALL_OLD',
+  });
+  if (!out.ok) return { release: 'none' };
+  const items = out.item?.[left];
+  return Array.isArray(items) ? { release: 'some', items: items.map(String) } : { release: 'all' };
+}
+
+export async function leaveUnreleased(
+  t: DeliveryTable,
+  batchId: string,
+  kind: ReleaseKind,
+  token: string,
+  items: string[],
+): Promise<void> {
+  const { claim, left } = RELEASE_ATTRIBUTES[kind];
+  await updateItem(t, deliveryKeys.head(batchId), {
+    UpdateExpression: 'SET #l = :items REMOVE #c',
+    ConditionExpression: '#c = :token',
+    ExpressionAttributeNames: { '#c': claim, '#l': left },
+    ExpressionAttributeValues: marshall({ ':token': token, ':items': items }),
+  });
 }
