@@ -75,6 +75,8 @@ const dynamoRates = {
   serviceError: probability.optional(),
   /** Per TransactWriteItems / TransactGetItems attempt: TransactionCanceledException with ThrottlingError reasons. */
   transactionThrottle: probability.optional(),
+  /** Per attempt the server answered: it took effect, then the answer is lost (reset or 500); the SDK retries. */
+  lostAnswer: probability.optional(),
 };
 const sqsRates = {
   /** Per attempt: RequestThrottled, before the server. */
@@ -83,6 +85,8 @@ const sqsRates = {
   serviceError: probability.optional(),
   /** Per Send/Delete/ChangeMessageVisibility batch: some entries fail (InternalError), not applied. */
   batchEntryFailure: probability.optional(),
+  /** Per attempt the server answered: it took effect, then the answer is lost (reset or 500); the SDK retries. */
+  lostAnswer: probability.optional(),
 };
 const lambdaRates = {
   /** Per attempt: TooManyRequestsException (429), before the service. */

@@ -9,7 +9,9 @@ export type FaultKind =
   | 'tooManyRequests'
   | 'unprocessed'
   | 'batchEntryFailure'
-  | 'timeout';
+  | 'timeout'
+  | 'lostAnswer'
+  | 'overlap';
 
 export interface InjectedFault {
   service: FaultService;
