@@ -44,6 +44,12 @@ export interface LocalLanesOptions {
  */
 export class LocalLanes implements LaneLauncher {
   private o: LocalLanesOptions | undefined;
+  /**
+   * The Task handlers, made once: each execution calls the same functions, as every execution
+   * on AWS invokes the same Lambda functions, so their injected faults draw from one schedule
+   * (made per execution, every lane would meet the same first draw).
+   */
+  private handlers: Record<string, (payload: unknown) => Promise<unknown>> | undefined;
   /** One state machine per kind of lane, as on AWS (the same two definitions). */
   private readonly machines: Record<LaneKind, LocalStateMachine>;
   private stopped = false;
@@ -63,17 +69,18 @@ export class LocalLanes implements LaneLauncher {
   /** Connects the lanes to the Host they run for (the loop needs the launcher, and back). */
   attach(opts: LocalLanesOptions): void {
     this.o = opts;
+    this.handlers = this.taskHandlers(opts);
   }
 
   async start(name: string, input: LaneInput, kind: LaneKind = 'standard'): Promise<'started' | 'exists'> {
     const o = this.o;
-    if (!o || this.stopped) return 'exists';
+    if (!o || !this.handlers || this.stopped) return 'exists';
     let execution: LocalExecution;
     try {
       execution = this.machines[kind].start({
         name,
         input,
-        taskHandlers: this.taskHandlers(o),
+        taskHandlers: this.handlers,
         ...(o.waitTimeOverrides ? { waitTimeOverrides: o.waitTimeOverrides } : {}),
       });
     } catch (err) {
