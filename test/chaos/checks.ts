@@ -13,9 +13,22 @@ export interface Accepted {
   body: string;
 }
 
+/**
+ * One update of the main consumer's maxConcurrency: accepted by the Host at `acceptedAt`, its
+ * Operation succeeded at `succeededAt` (unset: not seen to succeed). Epoch ms.
+ */
+export interface ConcurrencyUpdate {
+  maxConcurrency: number;
+  acceptedAt: number;
+  succeededAt?: number;
+}
+
 export interface DeliveryEvidence {
   maxRetries: number;
+  /** The main consumer's maxConcurrency at its creation. */
   maxConcurrency: number;
+  /** Later updates of it, in order. */
+  concurrencyUpdates?: ConcurrencyUpdate[];
   deadLetter: boolean;
   mainQueue: string;
   mainConsumerUid: string;
@@ -54,6 +67,16 @@ export interface DeliveryVerdict {
   flips: string[];
   breaches: string[];
   attemptAnomalies: string[];
+  /**
+   * Messages delivered more often than DL-07 allows before the Host acknowledged them: a delivery
+   * whose attempts exceed 1 + maxRetries, or a second delivery of the same attempt (which a lost
+   * answer can cause). Duplicates after an acknowledgement are counted in `duplicates` instead.
+   */
+  beyondRetries: string[];
+  /** How many deliveries `beyondRetries` names in all. */
+  excessDeliveries: number;
+  /** A settlement's first call refused as `already_settled` (DL-03: only a second one is). */
+  refusedFirstSettlements: string[];
   unknownSettlementAcked: string[];
   wrongOutcome: string[];
   conflicts: string[];
@@ -119,18 +142,46 @@ function batchLogs(records: WorkerRecord[]): Map<string, BatchLog> {
 }
 
 /**
- * At no moment more than `max` handlers of `queue` ran. Each interval is start → end as the
- * handler recorded them. A handler with no end either hung — it beats every 20 ms until its
- * thread is cut off, so it ended just after its last beat — or died with its Host (at the
- * latest when the runner saw the Host exit).
+ * The maxConcurrency a handler starting at `t` is held to: the value of the last update that
+ * succeeded before `t` (else the initial one), or, while an update is accepted and has not
+ * succeeded yet, the larger of that and the update's own value.
+ */
+export function concurrencyBoundAt(
+  initial: number,
+  updates: readonly ConcurrencyUpdate[],
+  t: number,
+): number {
+  let settled = initial;
+  let settledAt = Number.NEGATIVE_INFINITY;
+  for (const u of updates) {
+    if (u.succeededAt !== undefined && u.succeededAt < t && u.succeededAt >= settledAt) {
+      settled = u.maxConcurrency;
+      settledAt = u.succeededAt;
+    }
+  }
+  let bound = settled;
+  for (const u of updates) {
+    const pending = u.acceptedAt <= t && (u.succeededAt === undefined || u.succeededAt >= t);
+    if (pending) bound = Math.max(bound, u.maxConcurrency);
+  }
+  return bound;
+}
+
+/**
+ * No handler of `queue` started while `max` (at its start) or more of them ran, whatever
+ * generation of the consumer started them. Each interval is start → end as the handler recorded
+ * them. A handler with no end either hung — it beats every 20 ms until its thread is cut off, so
+ * it ended just after its last beat — or died with its Host (at the latest when the runner saw
+ * the Host exit).
  */
 export function concurrencyBreaches(
   logs: Iterable<BatchLog>,
   queue: string,
-  max: number,
+  max: number | ((t: number) => number),
   deaths: Map<number, number>,
   timeoutMs: number,
 ): string[] {
+  const boundAt = typeof max === 'number' ? () => max : max;
   const edges: { t: number; d: 1 | -1; batch: string }[] = [];
   for (const l of logs) {
     if (l.queue !== queue) continue;
@@ -151,11 +202,76 @@ export function concurrencyBreaches(
     if (e.d === -1) running.delete(e.batch);
     else {
       running.add(e.batch);
-      if (running.size > max)
+      const bound = boundAt(e.t);
+      if (running.size > bound)
         out.push(
-          `${queue} at ${new Date(e.t).toISOString()}: ${running.size} > ${max} (${[...running].join(' ')})`,
+          `${queue} at ${new Date(e.t).toISOString()}: ${running.size} > ${bound} (${[...running].join(' ')})`,
         );
     }
+  }
+  return out;
+}
+
+/** One handler's delivery of a message. */
+interface Seen {
+  batch: string;
+  i: number;
+  /** Its attempts number as the handler saw it. */
+  a: number;
+  t: number;
+  believedAck: boolean;
+}
+
+/**
+ * The deliveries of one message, in the order handlers saw them, that DL-07 does not allow
+ * before the Host acknowledged it: attempts above `max`, or an attempts number seen before.
+ * Deliveries after the first one the Host acknowledged are at-least-once duplicates, not these.
+ */
+function excessOf(
+  saw: readonly Seen[],
+  counted: readonly { batch: string; index: number }[],
+  heads: ReadonlyMap<string, HeadItem>,
+  max: number,
+): { count: number; what: string } | undefined {
+  const sorted = [...saw].sort((x, y) => x.t - y.t);
+  const acked = sorted.findIndex((s) => {
+    const head = heads.get(s.batch);
+    const d = counted.find((c) => c.batch === s.batch);
+    return head !== undefined && d !== undefined && decisionOf(head, d.index) === 'a';
+  });
+  const owed = acked >= 0 ? sorted.slice(0, acked + 1) : sorted;
+  const seen = new Set<number>();
+  let count = 0;
+  for (const s of owed) {
+    if (s.a > max || seen.has(s.a)) count++;
+    seen.add(s.a);
+  }
+  if (count === 0) return undefined;
+  return {
+    count,
+    what: `delivered as attempts ${owed.map((s) => s.a).join(',')} before its fate (each of 1..${max} at most once): ${count} beyond`,
+  };
+}
+
+/**
+ * Settle calls of one batch answered `already_settled` although no earlier call of the batch
+ * settled that message (or the whole batch): a first settlement must be recorded or fail
+ * otherwise (DL-03), e.g. not be refused because a retried write met its own first try.
+ */
+function refusedFirstCalls(l: BatchLog): string[] {
+  const out: string[] = [];
+  const touched = new Set<number>();
+  let batchWide = false;
+  for (const r of l.results) {
+    // A batch-wide call after calls for single messages may find nothing left to settle.
+    const first = r.i === undefined ? !batchWide && touched.size === 0 : !batchWide && !touched.has(r.i);
+    if (r.r === 'already_settled' && first)
+      out.push(
+        `${l.batch}${r.i === undefined ? '' : `[${r.i}]`}: ${r.k} refused already_settled on its first call`,
+      );
+    if (r.i === undefined) {
+      if (r.r === 'resolved' || r.r === 'already_settled') batchWide = true;
+    } else touched.add(r.i);
   }
   return out;
 }
@@ -183,6 +299,9 @@ export function checkDelivery(e: DeliveryEvidence): DeliveryVerdict {
     flips: [],
     breaches: [],
     attemptAnomalies: [],
+    beyondRetries: [],
+    excessDeliveries: 0,
+    refusedFirstSettlements: [],
     unknownSettlementAcked: [],
     wrongOutcome: [],
     conflicts: [],
@@ -198,6 +317,7 @@ export function checkDelivery(e: DeliveryEvidence): DeliveryVerdict {
       v.orphanBatches.push(l.batch);
       continue;
     }
+    v.refusedFirstSettlements.push(...refusedFirstCalls(l));
     let firstAll: string | undefined;
     for (const r of l.results) {
       if (r.r === 'resolved') {
@@ -243,7 +363,7 @@ export function checkDelivery(e: DeliveryEvidence): DeliveryVerdict {
       counted.set(m.id, list);
     });
   }
-  const seenBy = new Map<string, { batch: string; i: number; t: number; believedAck: boolean }[]>();
+  const seenBy = new Map<string, Seen[]>();
   for (const l of logs.values()) {
     if (l.queue !== e.mainQueue) continue;
     const resolved = l.results.filter((r) => r.r === 'resolved');
@@ -252,7 +372,7 @@ export function checkDelivery(e: DeliveryEvidence): DeliveryVerdict {
       const own = resolved.find((r) => r.i === m.i && (r.k === 'ack' || r.k === 'retry'));
       const believedAck = own ? own.k === 'ack' : allAck ? allAck.k === 'ackAll' : l.end?.how === 'returned';
       const list = seenBy.get(m.id) ?? [];
-      list.push({ batch: l.batch, i: m.i, t: m.t, believedAck });
+      list.push({ batch: l.batch, i: m.i, a: m.a, t: m.t, believedAck });
       seenBy.set(m.id, list);
       v.deliveries++;
     }
@@ -290,6 +410,11 @@ export function checkDelivery(e: DeliveryEvidence): DeliveryVerdict {
       }
     }
     if (ackedAt !== undefined) ackedIds.add(id);
+    const excess = excessOf(saw, deliveries, e.view.heads, max);
+    if (excess) {
+      v.excessDeliveries += excess.count;
+      v.beyondRetries.push(`${id}: ${excess.what}`);
+    }
     const lastDelivery = deliveries[deliveries.length - 1];
     const lastHead = lastDelivery ? e.view.heads.get(lastDelivery.batch) : undefined;
     const lastDecision = lastHead && lastDelivery ? decisionOf(lastHead, lastDelivery.index) : undefined;
@@ -357,8 +482,15 @@ export function checkDelivery(e: DeliveryEvidence): DeliveryVerdict {
     else v.lost.push(`${a.id} (seq ${a.seq})`);
   }
 
+  const updates = e.concurrencyUpdates ?? [];
   v.breaches.push(
-    ...concurrencyBreaches(logs.values(), e.mainQueue, e.maxConcurrency, e.deaths, e.workerTimeoutMs),
+    ...concurrencyBreaches(
+      logs.values(),
+      e.mainQueue,
+      (t) => concurrencyBoundAt(e.maxConcurrency, updates, t),
+      e.deaths,
+      e.workerTimeoutMs,
+    ),
   );
   if (e.deadLetterQueue && e.deadLetterConcurrency !== undefined) {
     v.breaches.push(
