@@ -25,6 +25,8 @@ export interface InjectedFault {
   of?: number;
   /** Whether the function ran (local invocation faults). */
   ran?: boolean;
+  /** What a lost answer's request addressed (key kinds, update expression), for diagnosis. */
+  target?: string;
 }
 
 const listeners = new Set<(fault: InjectedFault) => void>();

@@ -124,6 +124,30 @@ function entry<V>(map: Record<string, V>, key: string, init: () => V): V {
 
 const operationOf = (context: Context) => (context.commandName ?? '').replace(/Command$/, '');
 
+/** The kind of a DynamoDB key (`BATCH`, `DISPATCH`, …: its `pk` up to the first `#`). */
+function keyKind(item: unknown): string | undefined {
+  const pk = (item as { pk?: { S?: unknown } } | undefined)?.pk?.S;
+  return typeof pk === 'string' ? pk.split('#')[0] : undefined;
+}
+
+/**
+ * What a DynamoDB write addressed, for the debug line of a lost answer: the kinds of its keys
+ * and the start of its update expression, enough to tell which of the Host's writes it was.
+ */
+function targetOf(input: Input): { target?: string } {
+  type Part = { Key?: unknown; Item?: unknown; UpdateExpression?: string };
+  const parts: Part[] = [input as Part];
+  for (const t of (input.TransactItems as Record<string, Part>[] | undefined) ?? [])
+    parts.push(...Object.values(t));
+  const named = parts
+    .map((p) => {
+      const kind = keyKind(p.Key ?? p.Item);
+      return kind && `${kind}${p.UpdateExpression ? ` ${p.UpdateExpression.slice(0, 40)}` : ''}`;
+    })
+    .filter((x): x is string => !!x);
+  return named.length > 0 ? { target: named.join('; ') } : {};
+}
+
 class Injector {
   private readonly streams: Streams;
   private readonly config: FaultConfig;
@@ -249,7 +273,14 @@ class Injector {
     // Drawn only for a request the server took: a failed one had no effect to lose the answer of.
     if (this.fires(operation, 'lostAnswer')) {
       const error = this.lostAnswerError(operation);
-      report({ service: this.service, label: this.label, operation, kind: 'lostAnswer', error: error.name });
+      report({
+        service: this.service,
+        label: this.label,
+        operation,
+        kind: 'lostAnswer',
+        error: error.name,
+        ...targetOf(args.input ?? {}),
+      });
       throw error;
     }
     return result;

@@ -116,6 +116,8 @@ describe('lost answers against DynamoDB Local', () => {
     expect(err.$metadata?.attempts).toBe(2);
     expect(faults.map((f) => [f.operation, f.kind])).toEqual([['UpdateItem', 'lostAnswer']]);
     expect(['TimeoutError', 'InternalServerError']).toContain(faults[0]?.error);
+    // The debug line names what the write addressed: its key's kind and update expression.
+    expect(faults[0]?.target).toBe('L ADD n :one');
     expect(await count('cond')).toBe(1);
   });
 
