@@ -9,7 +9,13 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { bodyOf, chaosWorkerSource, deadLetterWorkerSource, readRecords } from './chaos-worker.ts';
+import {
+  bodyOf,
+  chaosWorkerSource,
+  deadLetterWorkerSource,
+  readRecords,
+  type WorkerRecord,
+} from './chaos-worker.ts';
 import {
   type Accepted,
   type ConcurrencyUpdate,
@@ -20,6 +26,25 @@ import {
 import { HostController, tuningFor } from './host-control.ts';
 import { type BatchView, type HeadItem, HostState } from './host-state.ts';
 import { isBoundary, type Schedule, type Step } from './schedule.ts';
+
+/**
+ * Handlers of `queue` running now by their records: started, not ended, not in a dead Host, and
+ * started within the worker timeout (a later one was cut off).
+ */
+function runningHandlers(
+  records: WorkerRecord[],
+  queue: string,
+  deaths: Map<number, number>,
+  timeoutMs: number,
+): number {
+  const open = new Map<string, { p: number; t: number }>();
+  for (const r of records) {
+    if (r.ev === 'start' && r.q === queue) open.set(r.b, { p: r.p, t: r.t });
+    else if (r.ev === 'end') open.delete(r.b);
+  }
+  const now = Date.now();
+  return [...open.values()].filter((h) => !deaths.has(h.p) && now - h.t < timeoutMs).length;
+}
 
 /** How long a send is retried while the Host answers with errors (a stand-in restarting). */
 const SEND_RETRY_MS = 30_000;
@@ -471,6 +496,19 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
     const extraQueues = new Map<string, string>();
     let boundary = 0;
     let consumerGeneration = 1;
+    /** Waits (bounded) until `n` handlers of the main queue run; returns the most seen at once. */
+    const untilRunning = async (n: number, boundMs: number): Promise<number> => {
+      const deadline = Date.now() + boundMs;
+      let most = 0;
+      while (most < n && Date.now() < deadline) {
+        most = Math.max(
+          most,
+          runningHandlers(readRecords(mainLog).records, 'q', ctl.deaths(), workerTimeoutMs),
+        );
+        if (most < n) await sleep(100);
+      }
+      return most;
+    };
     /** Sends the update and records when the Host accepted it and when it succeeded. */
     const updateConcurrency = async (maxConcurrency: number): Promise<void> => {
       // Recorded before the request leaves: from then on the Host may apply the new bound.
@@ -506,6 +544,12 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
         case 'update':
           await updateConcurrency(step.maxConcurrency);
           return;
+        case 'busy': {
+          const most = await untilRunning(step.atLeast, step.boundMs);
+          if (most < step.atLeast)
+            notes.push(`at most ${most} handler(s) ran at once before the update (wanted ${step.atLeast})`);
+          return;
+        }
         case 'standin':
           await sleep(step.afterMs);
           if (!(await ctl.killStandIn(step.which))) notes.push(`stand-in ${step.which} not seen back`);

@@ -86,7 +86,12 @@ export type Step =
    * Update the main consumer's maxConcurrency through the Host API, as a user would (PUT with the
    * expected generation, sent twice with one key), and wait until its Operation succeeded.
    */
-  | { kind: 'update'; maxConcurrency: number };
+  | { kind: 'update'; maxConcurrency: number }
+  /**
+   * Wait (at most `boundMs`) until at least `atLeast` handlers of the main consumer run, so that
+   * the next step happens while they do.
+   */
+  | { kind: 'busy'; atLeast: number; boundMs: number };
 
 /**
  * `short` (what `npm test` runs): shortened timings, no AWS faults. `truth`: full-size schedules
@@ -222,8 +227,9 @@ function faultsJson(base: string, extra: Record<string, Record<string, unknown>>
 
 /** Plans of the messages sent while an update runs: handlers that take long enough to overlap it. */
 function burstPlan(rng: Rng, timing: Timing): MessagePlan {
-  // Shortened timings cut a handler off after 2 s: most of these end well before.
-  const slowMs = timing === 'chaos' ? rng.int(300, 1_200) : rng.int(500, 3_000);
+  // Long enough that many still run when the update succeeds and the new generation's lanes
+  // start beside them; shortened timings cut a handler off after 2 s, so these end just before.
+  const slowMs = timing === 'chaos' ? rng.int(900, 1_900) : rng.int(2_000, 20_000);
   return { modes: rng.chance(0.2) ? ['throw', 'slow'] : ['slow'], slowMs };
 }
 
@@ -256,10 +262,15 @@ function updateBlock(
       out.push({ kind: 'send', seqs: seqs.slice(i, i + 10), multi: true, duplicates: [] });
     return out;
   };
+  // More handlers than the lower bound allows, so a start beside them after a lowering counts.
+  const atLeast = Math.min(first, Math.min(first, second) + 1, batches);
   const steps: Step[] = [
     { kind: 'update', maxConcurrency: first },
     ...burst(batches * batchSize),
-    { kind: 'pause', ms: rng.int(300, 1_200) },
+    // An update takes effect when the new generation's lanes start: that may take the
+    // supervisor's round (a minute at default timings).
+    { kind: 'busy', atLeast, boundMs: timing === 'chaos' ? 20_000 : 75_000 },
+    { kind: 'pause', ms: rng.int(0, 300) },
     { kind: 'update', maxConcurrency: second },
     { kind: 'pause', ms: rng.int(200, 1_000) },
     ...burst(rng.int(3, 6)),
@@ -444,5 +455,7 @@ function stepLabel(st: Step): string {
       return 'SIGTERM + restart';
     case 'update':
       return `update maxConcurrency to ${st.maxConcurrency}`;
+    case 'busy':
+      return `wait until ${st.atLeast} handler(s) run (at most ${st.boundMs}ms)`;
   }
 }
