@@ -222,6 +222,39 @@ interface Seen {
   believedAck: boolean;
 }
 
+/** The first delivery a handler saw whose batch the Host decided `a` for that message. */
+function firstAcknowledged(
+  saw: readonly Seen[],
+  counted: readonly { batch: string; index: number }[],
+  heads: ReadonlyMap<string, HeadItem>,
+): Seen | undefined {
+  return [...saw]
+    .sort((x, y) => x.t - y.t)
+    .find((s) => {
+      const head = heads.get(s.batch);
+      const d = counted.find((c) => c.batch === s.batch);
+      return head !== undefined && d !== undefined && decisionOf(head, d.index) === 'a';
+    });
+}
+
+/**
+ * A message's counted deliveries up to the one the Host acknowledged: those a handler saw no
+ * later than it, and unseen ones with a lower attempts number (registered before it).
+ */
+function owedDeliveries<D extends { batch: string; index: number; attempts: number }>(
+  deliveries: readonly D[],
+  saw: readonly Seen[],
+  heads: ReadonlyMap<string, HeadItem>,
+): D[] {
+  const acked = firstAcknowledged(saw, deliveries, heads);
+  if (!acked) return [...deliveries];
+  const ackedAttempts = deliveries.find((d) => d.batch === acked.batch)?.attempts ?? Number.POSITIVE_INFINITY;
+  return deliveries.filter((d) => {
+    const seen = saw.find((s) => s.batch === d.batch);
+    return seen ? seen.t <= acked.t : d.attempts < ackedAttempts;
+  });
+}
+
 /**
  * The deliveries of one message, in the order handlers saw them, that DL-07 does not allow
  * before the Host acknowledged it: attempts above `max`, or an attempts number seen before.
@@ -234,12 +267,8 @@ function excessOf(
   max: number,
 ): { count: number; what: string } | undefined {
   const sorted = [...saw].sort((x, y) => x.t - y.t);
-  const acked = sorted.findIndex((s) => {
-    const head = heads.get(s.batch);
-    const d = counted.find((c) => c.batch === s.batch);
-    return head !== undefined && d !== undefined && decisionOf(head, d.index) === 'a';
-  });
-  const owed = acked >= 0 ? sorted.slice(0, acked + 1) : sorted;
+  const acked = firstAcknowledged(saw, counted, heads);
+  const owed = acked ? sorted.filter((s) => s.t <= acked.t) : sorted;
   const seen = new Set<number>();
   let count = 0;
   for (const s of owed) {
@@ -390,7 +419,9 @@ export function checkDelivery(e: DeliveryEvidence): DeliveryVerdict {
   for (const id of new Set([...acceptedIds, ...seenBy.keys(), ...counted.keys()])) {
     const deliveries = (counted.get(id) ?? []).sort((a, b) => a.attempts - b.attempts);
     const saw = seenBy.get(id) ?? [];
-    const attempts = deliveries.map((d) => d.attempts);
+    // Counted until the Host acknowledged the message: a copy delivered after that (SQS's
+    // at-least-once, a producer's retried send) starts its own count and is a duplicate.
+    const attempts = owedDeliveries(deliveries, saw, e.view.heads).map((d) => d.attempts);
     if (attempts.some((a, n) => a !== n + 1))
       v.attemptAnomalies.push(
         `${id}: counted attempts ${attempts.join(',')} (expected 1..${attempts.length})`,

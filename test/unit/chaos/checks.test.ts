@@ -218,7 +218,7 @@ describe('chaos checkers', () => {
         records,
         view: {
           heads: new Map([
-            ['A', head('A')],
+            ['A', head('A', { settled: { '0': 'r' } })],
             ['B', head('B')],
           ]),
           manifests: new Map([
@@ -232,6 +232,29 @@ describe('chaos checkers', () => {
     expect(v.attemptAnomalies).toHaveLength(1);
     expect(v.wrongOutcome).toHaveLength(1);
     expect(v.unknownSettlementAcked).toHaveLength(1);
+  });
+
+  it('DL-07 a copy delivered after the Host acknowledged the message is a duplicate, not a second count', () => {
+    // A producer's send retried after a lost answer put two copies of x in the queue.
+    const v = checkDelivery(
+      evidence({
+        maxRetries: 0,
+        accepted: [{ id: 'x', seq: 0, body: 'chaos:1:x' }],
+        records: [...run('A', 0, ['x'], 'returned'), ...run('B', 100, ['x'], 'returned')],
+        view: {
+          heads: new Map([
+            ['A', head('A')],
+            ['B', head('B')],
+          ]),
+          manifests: new Map([
+            ['A', [entry('x', 1)]],
+            ['B', [entry('x', 1)]],
+          ]),
+          slots: new Map(),
+        },
+      }),
+    );
+    expect([v.attemptAnomalies, v.beyondRetries, v.duplicates, v.acked]).toEqual([[], [], 1, 1]);
   });
 
   it('a schedule is a pure function of its seed', () => {
