@@ -212,7 +212,13 @@ function lostAnswerFaults(seed: number): Record<string, Record<string, unknown>>
   return {
     dynamodb: { lostAnswer: rng.pick([0.01, 0.03, 0.05]) },
     sqs: { lostAnswer: rng.pick([0.01, 0.03, 0.05]) },
-    localInvoke: { overlap: rng.pick([0.02, 0.05, 0.1]), lambdaCutOff: true },
+    // A schedule makes few worker invocations (each runs up to 100 batches): a higher rate
+    // there, so that a second runner beside the first happens at all.
+    localInvoke: {
+      overlap: rng.pick([0.02, 0.05]),
+      functions: { worker: { overlap: rng.pick([0.1, 0.2, 0.3]) } },
+      lambdaCutOff: true,
+    },
   };
 }
 
@@ -230,7 +236,13 @@ function burstPlan(rng: Rng, timing: Timing): MessagePlan {
   // Long enough that many still run when the update succeeds and the new generation's lanes
   // start beside them; shortened timings cut a handler off after 2 s, so these end just before.
   const slowMs = timing === 'chaos' ? rng.int(900, 1_900) : rng.int(2_000, 20_000);
-  return { modes: rng.chance(0.2) ? ['throw', 'slow'] : ['slow'], slowMs };
+  // At shortened timings some hang on their first delivery: cut off while others run.
+  const first = rng.weighted<Mode | undefined>([
+    [undefined, 7],
+    ['throw', 2],
+    [timing === 'chaos' ? 'hang' : 'throw', 1],
+  ]);
+  return { modes: first ? [first, 'slow'] : ['slow'], slowMs };
 }
 
 /**
