@@ -415,13 +415,16 @@ export function checkDelivery(e: DeliveryEvidence): DeliveryVerdict {
   const max = 1 + e.maxRetries;
   const ackedIds = new Set<string>();
   const exhausted = new Set<string>();
+  /** Acknowledged messages a later copy of which exhausted its own deliveries. */
+  const exhaustedCopies = new Set<string>();
   // Counted ids too: a send whose answer was lost may still have been delivered (and exhausted).
   for (const id of new Set([...acceptedIds, ...seenBy.keys(), ...counted.keys()])) {
     const deliveries = (counted.get(id) ?? []).sort((a, b) => a.attempts - b.attempts);
     const saw = seenBy.get(id) ?? [];
     // Counted until the Host acknowledged the message: a copy delivered after that (SQS's
     // at-least-once, a producer's retried send) starts its own count and is a duplicate.
-    const attempts = owedDeliveries(deliveries, saw, e.view.heads).map((d) => d.attempts);
+    const owed = owedDeliveries(deliveries, saw, e.view.heads);
+    const attempts = owed.map((d) => d.attempts);
     if (attempts.some((a, n) => a !== n + 1))
       v.attemptAnomalies.push(
         `${id}: counted attempts ${attempts.join(',')} (expected 1..${attempts.length})`,
@@ -450,7 +453,11 @@ export function checkDelivery(e: DeliveryEvidence): DeliveryVerdict {
     const lastHead = lastDelivery ? e.view.heads.get(lastDelivery.batch) : undefined;
     const lastDecision = lastHead && lastDelivery ? decisionOf(lastHead, lastDelivery.index) : undefined;
     if (lastDelivery?.attempts === max && lastDecision !== undefined && lastDecision !== 'a') {
-      if (ackedAt !== undefined)
+      // Counted from 1 again after the acknowledgement: another copy of the message (a
+      // producer's retried send), exhausted on its own — a duplicate, not a conflict.
+      const later = deliveries.filter((d) => !owed.includes(d));
+      if (ackedAt !== undefined && later.some((d) => d.attempts === 1)) exhaustedCopies.add(id);
+      else if (ackedAt !== undefined)
         v.conflicts.push(`${id}: acknowledged at attempt ${ackedAt}, later delivered until exhausted`);
       else {
         exhausted.add(id);
@@ -494,14 +501,22 @@ export function checkDelivery(e: DeliveryEvidence): DeliveryVerdict {
   // an anonymous exhausted id of its own, and one unconfirmed attempt with that body.
   const unconfirmed = new Map<string, number>();
   for (const b of e.unconfirmedBodies ?? []) unconfirmed.set(b, (unconfirmed.get(b) ?? 0) + 1);
+  const copies = new Map<string, number>();
+  for (const id of exhaustedCopies) {
+    const body = bodyOfId.get(id);
+    if (body !== undefined) copies.set(body, (copies.get(body) ?? 0) + 1);
+  }
   for (const [body, ids] of receipts) {
     if (candidates.has(body)) continue;
-    const explained = Math.min(ids.size, anonymous, unconfirmed.get(body) ?? 0);
+    const ofCopies = Math.min(ids.size, copies.get(body) ?? 0);
+    v.deadLetterCopies += ofCopies;
+    const rest = ids.size - ofCopies;
+    const explained = Math.min(rest, anonymous, unconfirmed.get(body) ?? 0);
     anonymous -= explained;
     v.unconfirmedDeadLettered += explained;
-    if (explained < ids.size)
+    if (explained < rest)
       v.unexplainedDeadLetters.push(
-        `${body}: ${ids.size - explained} in the dead-letter queue, none exhausted its deliveries`,
+        `${body}: ${rest - explained} in the dead-letter queue, none exhausted its deliveries`,
       );
   }
 

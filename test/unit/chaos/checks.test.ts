@@ -257,6 +257,51 @@ describe('chaos checkers', () => {
     expect([v.attemptAnomalies, v.beyondRetries, v.duplicates, v.acked]).toEqual([[], [], 1, 1]);
   });
 
+  it('DL-07 a later copy of an acknowledged message may exhaust its own count; the same count going on is a conflict', () => {
+    /** x acknowledged in A as attempt 1, then delivered with `later` attempts until exhausted. */
+    const afterAck = (later: number[]) =>
+      checkDelivery(
+        evidence({
+          maxRetries: 1,
+          deadLetter: true,
+          deadLetterQueue: 'dlq',
+          accepted: [{ id: 'x', seq: 0, body: 'chaos:1:x' }],
+          records: [
+            ...run('A', 0, ['x'], 'returned'),
+            ...later.flatMap((a, k) => run(`L${k}`, 100 * (k + 1), ['x'], 'threw', 'throw', 'q', { a })),
+          ],
+          deadLetterRecords: [
+            { ev: 'start', q: 'dlq', b: 'D', n: 1, p: 1, t: 900 },
+            { ev: 'msg', q: 'dlq', b: 'D', i: 0, id: 'new', a: 1, body: 'chaos:1:x', p: 1, t: 900 },
+          ],
+          view: {
+            heads: new Map([
+              ['A', head('A')],
+              ...later.map((_, k) => [`L${k}`, head(`L${k}`, { outcome: 'threw' })] as [string, HeadItem]),
+              ['D', head('D', { consumerUid: 'dc', queueUid: 'dlq' })],
+            ]),
+            manifests: new Map([
+              ['A', [entry('x', 1)]],
+              ...later.map((a, k) => [`L${k}`, [entry('x', a)]] as [string, ManifestItem[]]),
+            ]),
+            slots: new Map(),
+          },
+        }),
+      );
+    // A second copy (a producer's send retried after a lost answer), counted 1, 2 on its own.
+    const copy = afterAck([1, 2]);
+    expect([copy.conflicts, copy.unexplainedDeadLetters, copy.deadLetterCopies, copy.acked]).toEqual([
+      [],
+      [],
+      1,
+      1,
+    ]);
+    // The acknowledged count going on (2 after 1) is the Host retrying what it acknowledged.
+    const goingOn = afterAck([2]);
+    expect(goingOn.conflicts).toHaveLength(1);
+    expect(goingOn.unexplainedDeadLetters).toHaveLength(1);
+  });
+
   it('a schedule is a pure function of its seed', () => {
     expect(scheduleFor(42)).toEqual(scheduleFor(42));
     expect(scheduleFor(42)).not.toEqual(scheduleFor(43));
