@@ -235,7 +235,7 @@ function faultsJson(base: string, extra: Record<string, Record<string, unknown>>
 function burstPlan(rng: Rng, timing: Timing): MessagePlan {
   // Long enough that many still run when the update succeeds and the new generation's lanes
   // start beside them; shortened timings cut a handler off after 2 s, so these end just before.
-  const slowMs = timing === 'chaos' ? rng.int(900, 1_900) : rng.int(2_000, 20_000);
+  const slowMs = timing === 'chaos' ? rng.int(900, 1_900) : rng.int(2_000, 8_000);
   // At shortened timings some hang on their first delivery: cut off while others run.
   const first = rng.weighted<Mode | undefined>([
     [undefined, 7],
