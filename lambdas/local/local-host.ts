@@ -15,6 +15,7 @@ import { DataDir } from './data-dir.ts';
 import { deliveryTuning } from './delivery-tuning.ts';
 import { ExecutorLoop } from './executor-loop.ts';
 import { armCrashAt } from './faults/crash-at.ts';
+import { faultConfigFromEnv, lambdaCutOffFrom } from './faults/fault-config.ts';
 import { localDynamoDbClient, localSqsClient } from './faults/faulty-clients.ts';
 import { localInvoker } from './lanes/local-invoker.ts';
 import { LocalLanes } from './lanes/local-lanes.ts';
@@ -183,7 +184,8 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
       host: directBatchHost(host.delivery, host.loop),
       messages: sqsForDelivery,
       idleWaitSeconds: delivery.idleWaitSeconds,
-      invokerFor: async (slot) => localInvoker(slot, { workers, pool: workerPool, host }),
+      invokerFor: async (slot, onCutOff) => localInvoker(slot, { workers, pool: workerPool, host }, onCutOff),
+      lambdaCutOff: lambdaCutOffFrom(faultConfigFromEnv()),
     });
     supervisor = new LocalSupervisor(
       {

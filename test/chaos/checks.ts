@@ -13,9 +13,22 @@ export interface Accepted {
   body: string;
 }
 
+/**
+ * One update of the main consumer's maxConcurrency: accepted by the Host at `acceptedAt`, its
+ * Operation succeeded at `succeededAt` (unset: not seen to succeed). Epoch ms.
+ */
+export interface ConcurrencyUpdate {
+  maxConcurrency: number;
+  acceptedAt: number;
+  succeededAt?: number;
+}
+
 export interface DeliveryEvidence {
   maxRetries: number;
+  /** The main consumer's maxConcurrency at its creation. */
   maxConcurrency: number;
+  /** Later updates of it, in order. */
+  concurrencyUpdates?: ConcurrencyUpdate[];
   deadLetter: boolean;
   mainQueue: string;
   mainConsumerUid: string;
@@ -54,6 +67,16 @@ export interface DeliveryVerdict {
   flips: string[];
   breaches: string[];
   attemptAnomalies: string[];
+  /**
+   * Messages delivered more often than DL-07 allows before the Host acknowledged them: a delivery
+   * whose attempts exceed 1 + maxRetries, or a second delivery of the same attempt (which a lost
+   * answer can cause). Duplicates after an acknowledgement are counted in `duplicates` instead.
+   */
+  beyondRetries: string[];
+  /** How many deliveries `beyondRetries` names in all. */
+  excessDeliveries: number;
+  /** A settlement's first call refused as `already_settled` (DL-03: only a second one is). */
+  refusedFirstSettlements: string[];
   unknownSettlementAcked: string[];
   wrongOutcome: string[];
   conflicts: string[];
@@ -119,18 +142,46 @@ function batchLogs(records: WorkerRecord[]): Map<string, BatchLog> {
 }
 
 /**
- * At no moment more than `max` handlers of `queue` ran. Each interval is start → end as the
- * handler recorded them. A handler with no end either hung — it beats every 20 ms until its
- * thread is cut off, so it ended just after its last beat — or died with its Host (at the
- * latest when the runner saw the Host exit).
+ * The maxConcurrency a handler starting at `t` is held to: the value of the last update that
+ * succeeded before `t` (else the initial one), or, while an update is accepted and has not
+ * succeeded yet, the larger of that and the update's own value.
+ */
+export function concurrencyBoundAt(
+  initial: number,
+  updates: readonly ConcurrencyUpdate[],
+  t: number,
+): number {
+  let settled = initial;
+  let settledAt = Number.NEGATIVE_INFINITY;
+  for (const u of updates) {
+    if (u.succeededAt !== undefined && u.succeededAt < t && u.succeededAt >= settledAt) {
+      settled = u.maxConcurrency;
+      settledAt = u.succeededAt;
+    }
+  }
+  let bound = settled;
+  for (const u of updates) {
+    const pending = u.acceptedAt <= t && (u.succeededAt === undefined || u.succeededAt >= t);
+    if (pending) bound = Math.max(bound, u.maxConcurrency);
+  }
+  return bound;
+}
+
+/**
+ * No handler of `queue` started while `max` (at its start) or more of them ran, whatever
+ * generation of the consumer started them. Each interval is start → end as the handler recorded
+ * them. A handler with no end either hung — it beats every 20 ms until its thread is cut off, so
+ * it ended just after its last beat — or died with its Host (at the latest when the runner saw
+ * the Host exit).
  */
 export function concurrencyBreaches(
   logs: Iterable<BatchLog>,
   queue: string,
-  max: number,
+  max: number | ((t: number) => number),
   deaths: Map<number, number>,
   timeoutMs: number,
 ): string[] {
+  const boundAt = typeof max === 'number' ? () => max : max;
   const edges: { t: number; d: 1 | -1; batch: string }[] = [];
   for (const l of logs) {
     if (l.queue !== queue) continue;
@@ -151,11 +202,105 @@ export function concurrencyBreaches(
     if (e.d === -1) running.delete(e.batch);
     else {
       running.add(e.batch);
-      if (running.size > max)
+      const bound = boundAt(e.t);
+      if (running.size > bound)
         out.push(
-          `${queue} at ${new Date(e.t).toISOString()}: ${running.size} > ${max} (${[...running].join(' ')})`,
+          `${queue} at ${new Date(e.t).toISOString()}: ${running.size} > ${bound} (${[...running].join(' ')})`,
         );
     }
+  }
+  return out;
+}
+
+/** One handler's delivery of a message. */
+interface Seen {
+  batch: string;
+  i: number;
+  /** Its attempts number as the handler saw it. */
+  a: number;
+  t: number;
+  believedAck: boolean;
+}
+
+/** The first delivery a handler saw whose batch the Host decided `a` for that message. */
+function firstAcknowledged(
+  saw: readonly Seen[],
+  counted: readonly { batch: string; index: number }[],
+  heads: ReadonlyMap<string, HeadItem>,
+): Seen | undefined {
+  return [...saw]
+    .sort((x, y) => x.t - y.t)
+    .find((s) => {
+      const head = heads.get(s.batch);
+      const d = counted.find((c) => c.batch === s.batch);
+      return head !== undefined && d !== undefined && decisionOf(head, d.index) === 'a';
+    });
+}
+
+/**
+ * A message's counted deliveries up to the one the Host acknowledged: those a handler saw no
+ * later than it, and unseen ones with a lower attempts number (registered before it).
+ */
+function owedDeliveries<D extends { batch: string; index: number; attempts: number }>(
+  deliveries: readonly D[],
+  saw: readonly Seen[],
+  heads: ReadonlyMap<string, HeadItem>,
+): D[] {
+  const acked = firstAcknowledged(saw, deliveries, heads);
+  if (!acked) return [...deliveries];
+  const ackedAttempts = deliveries.find((d) => d.batch === acked.batch)?.attempts ?? Number.POSITIVE_INFINITY;
+  return deliveries.filter((d) => {
+    const seen = saw.find((s) => s.batch === d.batch);
+    return seen ? seen.t <= acked.t : d.attempts < ackedAttempts;
+  });
+}
+
+/**
+ * The deliveries of one message, in the order handlers saw them, that DL-07 does not allow
+ * before the Host acknowledged it: attempts above `max`, or an attempts number seen before.
+ * Deliveries after the first one the Host acknowledged are at-least-once duplicates, not these.
+ */
+function excessOf(
+  saw: readonly Seen[],
+  counted: readonly { batch: string; index: number }[],
+  heads: ReadonlyMap<string, HeadItem>,
+  max: number,
+): { count: number; what: string } | undefined {
+  const sorted = [...saw].sort((x, y) => x.t - y.t);
+  const acked = firstAcknowledged(saw, counted, heads);
+  const owed = acked ? sorted.filter((s) => s.t <= acked.t) : sorted;
+  const seen = new Set<number>();
+  let count = 0;
+  for (const s of owed) {
+    if (s.a > max || seen.has(s.a)) count++;
+    seen.add(s.a);
+  }
+  if (count === 0) return undefined;
+  return {
+    count,
+    what: `delivered as attempts ${owed.map((s) => s.a).join(',')} before its fate (each of 1..${max} at most once): ${count} beyond`,
+  };
+}
+
+/**
+ * Settle calls of one batch answered `already_settled` although no earlier call of the batch
+ * settled that message (or the whole batch): a first settlement must be recorded or fail
+ * otherwise (DL-03), e.g. not be refused because a retried write met its own first try.
+ */
+function refusedFirstCalls(l: BatchLog): string[] {
+  const out: string[] = [];
+  const touched = new Set<number>();
+  let batchWide = false;
+  for (const r of l.results) {
+    // A batch-wide call after calls for single messages may find nothing left to settle.
+    const first = r.i === undefined ? !batchWide && touched.size === 0 : !batchWide && !touched.has(r.i);
+    if (r.r === 'already_settled' && first)
+      out.push(
+        `${l.batch}${r.i === undefined ? '' : `[${r.i}]`}: ${r.k} refused already_settled on its first call`,
+      );
+    if (r.i === undefined) {
+      if (r.r === 'resolved' || r.r === 'already_settled') batchWide = true;
+    } else touched.add(r.i);
   }
   return out;
 }
@@ -183,6 +328,9 @@ export function checkDelivery(e: DeliveryEvidence): DeliveryVerdict {
     flips: [],
     breaches: [],
     attemptAnomalies: [],
+    beyondRetries: [],
+    excessDeliveries: 0,
+    refusedFirstSettlements: [],
     unknownSettlementAcked: [],
     wrongOutcome: [],
     conflicts: [],
@@ -198,6 +346,7 @@ export function checkDelivery(e: DeliveryEvidence): DeliveryVerdict {
       v.orphanBatches.push(l.batch);
       continue;
     }
+    v.refusedFirstSettlements.push(...refusedFirstCalls(l));
     let firstAll: string | undefined;
     for (const r of l.results) {
       if (r.r === 'resolved') {
@@ -243,7 +392,7 @@ export function checkDelivery(e: DeliveryEvidence): DeliveryVerdict {
       counted.set(m.id, list);
     });
   }
-  const seenBy = new Map<string, { batch: string; i: number; t: number; believedAck: boolean }[]>();
+  const seenBy = new Map<string, Seen[]>();
   for (const l of logs.values()) {
     if (l.queue !== e.mainQueue) continue;
     const resolved = l.results.filter((r) => r.r === 'resolved');
@@ -252,7 +401,7 @@ export function checkDelivery(e: DeliveryEvidence): DeliveryVerdict {
       const own = resolved.find((r) => r.i === m.i && (r.k === 'ack' || r.k === 'retry'));
       const believedAck = own ? own.k === 'ack' : allAck ? allAck.k === 'ackAll' : l.end?.how === 'returned';
       const list = seenBy.get(m.id) ?? [];
-      list.push({ batch: l.batch, i: m.i, t: m.t, believedAck });
+      list.push({ batch: l.batch, i: m.i, a: m.a, t: m.t, believedAck });
       seenBy.set(m.id, list);
       v.deliveries++;
     }
@@ -266,11 +415,16 @@ export function checkDelivery(e: DeliveryEvidence): DeliveryVerdict {
   const max = 1 + e.maxRetries;
   const ackedIds = new Set<string>();
   const exhausted = new Set<string>();
+  /** Acknowledged messages a later copy of which exhausted its own deliveries. */
+  const exhaustedCopies = new Set<string>();
   // Counted ids too: a send whose answer was lost may still have been delivered (and exhausted).
   for (const id of new Set([...acceptedIds, ...seenBy.keys(), ...counted.keys()])) {
     const deliveries = (counted.get(id) ?? []).sort((a, b) => a.attempts - b.attempts);
     const saw = seenBy.get(id) ?? [];
-    const attempts = deliveries.map((d) => d.attempts);
+    // Counted until the Host acknowledged the message: a copy delivered after that (SQS's
+    // at-least-once, a producer's retried send) starts its own count and is a duplicate.
+    const owed = owedDeliveries(deliveries, saw, e.view.heads);
+    const attempts = owed.map((d) => d.attempts);
     if (attempts.some((a, n) => a !== n + 1))
       v.attemptAnomalies.push(
         `${id}: counted attempts ${attempts.join(',')} (expected 1..${attempts.length})`,
@@ -290,11 +444,20 @@ export function checkDelivery(e: DeliveryEvidence): DeliveryVerdict {
       }
     }
     if (ackedAt !== undefined) ackedIds.add(id);
+    const excess = excessOf(saw, deliveries, e.view.heads, max);
+    if (excess) {
+      v.excessDeliveries += excess.count;
+      v.beyondRetries.push(`${id}: ${excess.what}`);
+    }
     const lastDelivery = deliveries[deliveries.length - 1];
     const lastHead = lastDelivery ? e.view.heads.get(lastDelivery.batch) : undefined;
     const lastDecision = lastHead && lastDelivery ? decisionOf(lastHead, lastDelivery.index) : undefined;
     if (lastDelivery?.attempts === max && lastDecision !== undefined && lastDecision !== 'a') {
-      if (ackedAt !== undefined)
+      // Counted from 1 again after the acknowledgement: another copy of the message (a
+      // producer's retried send), exhausted on its own — a duplicate, not a conflict.
+      const later = deliveries.filter((d) => !owed.includes(d));
+      if (ackedAt !== undefined && later.some((d) => d.attempts === 1)) exhaustedCopies.add(id);
+      else if (ackedAt !== undefined)
         v.conflicts.push(`${id}: acknowledged at attempt ${ackedAt}, later delivered until exhausted`);
       else {
         exhausted.add(id);
@@ -338,14 +501,22 @@ export function checkDelivery(e: DeliveryEvidence): DeliveryVerdict {
   // an anonymous exhausted id of its own, and one unconfirmed attempt with that body.
   const unconfirmed = new Map<string, number>();
   for (const b of e.unconfirmedBodies ?? []) unconfirmed.set(b, (unconfirmed.get(b) ?? 0) + 1);
+  const copies = new Map<string, number>();
+  for (const id of exhaustedCopies) {
+    const body = bodyOfId.get(id);
+    if (body !== undefined) copies.set(body, (copies.get(body) ?? 0) + 1);
+  }
   for (const [body, ids] of receipts) {
     if (candidates.has(body)) continue;
-    const explained = Math.min(ids.size, anonymous, unconfirmed.get(body) ?? 0);
+    const ofCopies = Math.min(ids.size, copies.get(body) ?? 0);
+    v.deadLetterCopies += ofCopies;
+    const rest = ids.size - ofCopies;
+    const explained = Math.min(rest, anonymous, unconfirmed.get(body) ?? 0);
     anonymous -= explained;
     v.unconfirmedDeadLettered += explained;
-    if (explained < ids.size)
+    if (explained < rest)
       v.unexplainedDeadLetters.push(
-        `${body}: ${ids.size - explained} in the dead-letter queue, none exhausted its deliveries`,
+        `${body}: ${rest - explained} in the dead-letter queue, none exhausted its deliveries`,
       );
   }
 
@@ -357,8 +528,15 @@ export function checkDelivery(e: DeliveryEvidence): DeliveryVerdict {
     else v.lost.push(`${a.id} (seq ${a.seq})`);
   }
 
+  const updates = e.concurrencyUpdates ?? [];
   v.breaches.push(
-    ...concurrencyBreaches(logs.values(), e.mainQueue, e.maxConcurrency, e.deaths, e.workerTimeoutMs),
+    ...concurrencyBreaches(
+      logs.values(),
+      e.mainQueue,
+      (t) => concurrencyBoundAt(e.maxConcurrency, updates, t),
+      e.deaths,
+      e.workerTimeoutMs,
+    ),
   );
   if (e.deadLetterQueue && e.deadLetterConcurrency !== undefined) {
     v.breaches.push(

@@ -204,6 +204,8 @@ export class HostController {
     const arm = this.arms[incarnation];
     const env: Record<string, string> = { ...this.tuning.env };
     if (arm) env.TAKOFORM_CRASH_AT = arm;
+    // Debug lines (every injected fault, every lane start) in host.log, for a replay by hand.
+    if (process.env.TAKOFORM_CHAOS_DEBUG) env.TAKOFORM_DEBUG = '1';
     const child = spawn(
       process.execPath,
       [

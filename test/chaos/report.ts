@@ -29,9 +29,11 @@ export function totals(results: ScheduleResult[]) {
     lost: d((v) => v.lost.length),
     flips: d((v) => v.flips.length),
     breaches: d((v) => v.breaches.length),
+    excessDeliveries: d((v) => v.excessDeliveries),
     anomalies: d(
       (v) =>
         v.attemptAnomalies.length +
+        v.refusedFirstSettlements.length +
         v.unknownSettlementAcked.length +
         v.wrongOutcome.length +
         v.conflicts.length +
@@ -111,8 +113,13 @@ export function formatReport(
     ),
     row('lost', t.lost, 'must be 0'),
     row('flips', t.flips, 'must be 0'),
-    row('concurrency breaches', t.breaches, 'must be 0'),
-    row('other anomalies', t.anomalies, 'attempts, DL-08, outcomes, conflicts: must be 0'),
+    row('concurrency breaches', t.breaches, 'must be 0 (counted across maxConcurrency updates)'),
+    row(
+      'beyond 1 + maxRetries',
+      t.excessDeliveries,
+      'deliveries the Host caused beyond DL-07 (an attempt repeated or above 1 + maxRetries): must be 0',
+    ),
+    row('other anomalies', t.anomalies, 'attempts, settlements, DL-08, outcomes, conflicts: must be 0'),
     row('unconverged', t.unconverged, 'must be 0'),
     row('operations', t.operations, `each request sent twice; ${t.replays} replays after restarts`),
     row('time', `${Math.round(meta.wallMs / 1000)} s`, `${Math.round(t.durationMs / 1000)} s of schedules`),
@@ -128,7 +135,7 @@ export function formatResult(r: ScheduleResult): string {
   const variant = r.variant === 'classic' ? '' : ` [${r.variant}]`;
   const head = `seed ${String(r.seed).padStart(4)} ${r.ok ? 'ok  ' : 'FAIL'} ${(r.durationMs / 1000).toFixed(1).padStart(5)}s${variant}`;
   const figures = v
-    ? `sent ${v.sent} acked ${v.acked} dlq ${v.deadLettered} dropped ${v.dropped} dup ${v.duplicates} lost ${v.lost.length} flips ${v.flips.length} breaches ${v.breaches.length}`
+    ? `sent ${v.sent} acked ${v.acked} dlq ${v.deadLettered} dropped ${v.dropped} dup ${v.duplicates} lost ${v.lost.length} flips ${v.flips.length} breaches ${v.breaches.length} beyond ${v.excessDeliveries}`
     : 'no delivery verdict';
   const faults = `kills ${r.hostKills} (crash ${r.crashPointKills}) stand-ins ${r.standInKills}`;
   const lines = [`${head}  ${faults}  ${figures}`];

@@ -9,11 +9,42 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { bodyOf, chaosWorkerSource, deadLetterWorkerSource, readRecords } from './chaos-worker.ts';
-import { type Accepted, checkDelivery, compareHeads, type DeliveryVerdict } from './checks.ts';
+import {
+  bodyOf,
+  chaosWorkerSource,
+  deadLetterWorkerSource,
+  readRecords,
+  type WorkerRecord,
+} from './chaos-worker.ts';
+import {
+  type Accepted,
+  type ConcurrencyUpdate,
+  checkDelivery,
+  compareHeads,
+  type DeliveryVerdict,
+} from './checks.ts';
 import { HostController, tuningFor } from './host-control.ts';
 import { type BatchView, type HeadItem, HostState } from './host-state.ts';
 import { isBoundary, type Schedule, type Step } from './schedule.ts';
+
+/**
+ * Handlers of `queue` running now by their records: started, not ended, not in a dead Host, and
+ * started within the worker timeout (a later one was cut off).
+ */
+function runningHandlers(
+  records: WorkerRecord[],
+  queue: string,
+  deaths: Map<number, number>,
+  timeoutMs: number,
+): number {
+  const open = new Map<string, { p: number; t: number }>();
+  for (const r of records) {
+    if (r.ev === 'start' && r.q === queue) open.set(r.b, { p: r.p, t: r.t });
+    else if (r.ev === 'end') open.delete(r.b);
+  }
+  const now = Date.now();
+  return [...open.values()].filter((h) => !deaths.has(h.p) && now - h.t < timeoutMs).length;
+}
 
 /** How long a send is retried while the Host answers with errors (a stand-in restarting). */
 const SEND_RETRY_MS = 30_000;
@@ -69,10 +100,15 @@ interface TrackedOp {
   what: string;
   opId?: string;
   resourceUid?: string;
-  action: 'create' | 'delete';
+  action: 'create' | 'delete' | 'update';
   form: string;
   status?: string;
   effect?: string;
+  /** The Resource generation the Operation produced. */
+  generation?: number;
+  /** The Host's acceptance time and the time of its last state change (epoch ms). */
+  createdAt?: number;
+  updatedAt?: number;
   /** Every operation id any answer for this key carried. */
   answers: Set<string>;
 }
@@ -134,10 +170,15 @@ class Operations {
         }
       }
       const r = await this.ctl.request('GET', `/operations/${op.opId}`).catch(() => undefined);
-      const body = r?.body as { status?: string; effect?: string } | undefined;
+      const body = r?.body as
+        | { status?: string; effect?: string; generation?: number; createdAt?: string; updatedAt?: string }
+        | undefined;
       if (r?.status === 200 && (body?.status === 'succeeded' || body?.status === 'failed')) {
         op.status = body.status;
         op.effect = body.effect;
+        op.generation = body.generation;
+        if (body.createdAt) op.createdAt = Date.parse(body.createdAt);
+        if (body.updatedAt) op.updatedAt = Date.parse(body.updatedAt);
         return;
       }
       if (Date.now() > deadline) {
@@ -169,6 +210,37 @@ class Operations {
     if (op.status !== 'succeeded' || !op.resourceUid)
       throw new RunFailure(`${op.what}: ${op.status}/${op.effect}`);
     return op.resourceUid;
+  }
+
+  /**
+   * Updates a Resource's spec as a user does: PUT with the generation it has now, each request
+   * sent twice with one key, then polled until terminal. Resolves to the succeeded Operation.
+   */
+  async update(
+    kind: 'consumer',
+    name: string,
+    uid: string,
+    generation: number,
+    spec: unknown,
+  ): Promise<TrackedOp> {
+    const op: TrackedOp = {
+      key: `chaos-${this.seed}-update-${name}-${generation}`,
+      what: `update ${kind} ${name} (generation ${generation})`,
+      action: 'update',
+      form: FORMS[kind],
+      answers: new Set(),
+      resourceUid: uid,
+    };
+    this.all.push(op);
+    const send = () =>
+      this.ctl.request('PUT', `/resources/${uid}`, {
+        body: { spec },
+        headers: { 'idempotency-key': op.key, 'takoform-expected-generation': String(generation) },
+      });
+    await this.submit(op, send);
+    await this.settle(op, send);
+    if (op.status !== 'succeeded') throw new RunFailure(`${op.what}: ${op.status}/${op.effect}`);
+    return op;
   }
 
   async remove(kind: 'queue', name: string, uid: string): Promise<void> {
@@ -260,6 +332,7 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
   const notes: string[] = [];
   const accepted: Accepted[] = [];
   const unconfirmedBodies: string[] = [];
+  const concurrencyUpdates: ConcurrencyUpdate[] = [];
   let sendsFailed = 0;
   /** Messages of multi-message sends that failed: never committed, so they may stay hidden in SQS. */
   let uncommittable = 0;
@@ -325,6 +398,9 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
     throw new RunFailure(`send of ${items.length} message(s) never confirmed in ${SEND_RETRY_MS / 1000} s`);
   };
 
+  if (s.updates.length > 0)
+    notes.push(`maxConcurrency ${s.consumer.maxConcurrency} → ${s.updates.join(' → ')} while handlers ran`);
+  if (s.lostAnswers) notes.push('with lost answers, overlapping invocations and Lambda cut-offs');
   try {
     log(`seed ${s.seed}: folder ${root}`);
     await ctl.ready();
@@ -368,6 +444,7 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
       return {
         maxRetries: c.maxRetries,
         maxConcurrency: c.maxConcurrency,
+        concurrencyUpdates,
         deadLetter: c.deadLetter,
         mainQueue: 'q',
         mainConsumerUid: mainConsumer,
@@ -418,6 +495,37 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
     // --- The schedule's steps.
     const extraQueues = new Map<string, string>();
     let boundary = 0;
+    let consumerGeneration = 1;
+    /** Waits (bounded) until `n` handlers of the main queue run; returns the most seen at once. */
+    const untilRunning = async (n: number, boundMs: number): Promise<number> => {
+      const deadline = Date.now() + boundMs;
+      let most = 0;
+      while (most < n && Date.now() < deadline) {
+        most = Math.max(
+          most,
+          runningHandlers(readRecords(mainLog).records, 'q', ctl.deaths(), workerTimeoutMs),
+        );
+        if (most < n) await sleep(100);
+      }
+      return most;
+    };
+    /** Sends the update and records when the Host accepted it and when it succeeded. */
+    const updateConcurrency = async (maxConcurrency: number): Promise<void> => {
+      // Recorded before the request leaves: from then on the Host may apply the new bound.
+      const update: ConcurrencyUpdate = { maxConcurrency, acceptedAt: Date.now() };
+      concurrencyUpdates.push(update);
+      const op = await ops.update('consumer', 'c', mainConsumer, consumerGeneration, {
+        ...consumerSpec,
+        maxConcurrency,
+      });
+      consumerGeneration = op.generation ?? consumerGeneration + 1;
+      // The Host's own times, on this machine's clock: acceptance, and the success's state change.
+      if (op.createdAt !== undefined) update.acceptedAt = op.createdAt;
+      update.succeededAt = op.updatedAt ?? Date.now();
+      log(
+        `seed ${s.seed}: maxConcurrency ${maxConcurrency} since ${new Date(update.succeededAt).toISOString()}`,
+      );
+    };
     const runStep = async (step: Step): Promise<void> => {
       switch (step.kind) {
         case 'send': {
@@ -433,6 +541,15 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
         case 'pause':
           await sleep(step.ms);
           return;
+        case 'update':
+          await updateConcurrency(step.maxConcurrency);
+          return;
+        case 'busy': {
+          const most = await untilRunning(step.atLeast, step.boundMs);
+          if (most < step.atLeast)
+            notes.push(`at most ${most} handler(s) ran at once before the update (wanted ${step.atLeast})`);
+          return;
+        }
         case 'standin':
           await sleep(step.afterMs);
           if (!(await ctl.killStandIn(step.which))) notes.push(`stand-in ${step.which} not seen back`);
@@ -529,6 +646,8 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
         ['flips', [...v.flips, ...watcher.flips]],
         ['concurrency breaches', v.breaches],
         ['attempt anomalies (DL-07)', v.attemptAnomalies],
+        ['deliveries beyond 1 + maxRetries (DL-07)', v.beyondRetries],
+        ['first settlements refused already_settled (DL-03)', v.refusedFirstSettlements],
         ['unknown settlement acknowledged (DL-08)', v.unknownSettlementAcked],
         ['outcome better than the handler’s', v.wrongOutcome],
         ['acknowledged and exhausted', v.conflicts],

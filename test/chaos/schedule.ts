@@ -1,7 +1,8 @@
 /**
  * Chaos schedules: everything a run does is decided here, from the seed alone — consumer
  * settings, how many messages and in which waves, what each handler does on each attempt, which
- * faults happen in which order, which crash point is armed and at which occurrence (`point@N`).
+ * faults happen in which order, which crash point is armed and at which occurrence (`point@N`),
+ * and which maxConcurrency updates are made while handlers run.
  * Running the same seed again replays the same schedule; only timing (which batch a wall-clock
  * kill or an occurrence-counted crash point happens to hit) can differ.
  */
@@ -80,7 +81,17 @@ export type Step =
   /** Boundary: `kill -9` of the Host after `afterMs`, then a restart on the same data folder. */
   | { kind: 'kill9'; afterMs: number }
   /** Boundary: SIGTERM (graceful stop, exit 0 expected), then a restart. */
-  | { kind: 'term' };
+  | { kind: 'term' }
+  /**
+   * Update the main consumer's maxConcurrency through the Host API, as a user would (PUT with the
+   * expected generation, sent twice with one key), and wait until its Operation succeeded.
+   */
+  | { kind: 'update'; maxConcurrency: number }
+  /**
+   * Wait (at most `boundMs`) until at least `atLeast` handlers of the main consumer run, so that
+   * the next step happens while they do.
+   */
+  | { kind: 'busy'; atLeast: number; boundMs: number };
 
 /**
  * `short` (what `npm test` runs): shortened timings, no AWS faults. `truth`: full-size schedules
@@ -110,6 +121,13 @@ export interface Schedule {
   timing: Timing;
   /** TAKOFORM_FAULTS of every incarnation (lambdas/local/faults/); undefined: none. */
   faults: string | undefined;
+  /**
+   * The maxConcurrency updates of the schedule, in order (see updateBlock): 1 ↔ 40 or 30 → 10,
+   * drawn for some seeds of the `full` and `truth` profiles; empty otherwise.
+   */
+  updates: number[];
+  /** Whether TAKOFORM_FAULTS holds the kinds that reproduce AWS's answers lost after the fact. */
+  lostAnswers: boolean;
   /**
    * TAKOFORM_SLOTS_PER_SHARD: 1 for odd seeds, so that a consumer of maxConcurrency 2 or 3 spreads
    * its slots over several items (the shards of dynamodb-slot-map.ts); the default 10 otherwise.
@@ -179,6 +197,97 @@ function awsFaultsFor(rng: Rng, seed: number): string {
       batchEntryFailure: rng.pick([0.05, 0.2]),
     },
   });
+}
+
+/**
+ * AWS's failures that happen after the fact, for some seeds with AWS faults: a request that took
+ * effect whose answer is lost (the SDK sends it again), a Lambda invocation whose caller sees an
+ * error while it runs on (the state machine starts a second one beside it), and handlers cut off
+ * as on Lambda (they run on until their invocation ends). From a stream of its own, so every
+ * other draw of a seed stays as it was.
+ */
+function lostAnswerFaults(seed: number): Record<string, Record<string, unknown>> | undefined {
+  const rng = createRng((seed ^ 0x2545f491) >>> 0);
+  if (!rng.chance(0.6)) return undefined;
+  return {
+    dynamodb: { lostAnswer: rng.pick([0.01, 0.03, 0.05]) },
+    sqs: { lostAnswer: rng.pick([0.01, 0.03, 0.05]) },
+    // A schedule makes few worker invocations (each runs up to 100 batches): a higher rate
+    // there, so that a second runner beside the first happens at all.
+    localInvoke: {
+      overlap: rng.pick([0.02, 0.05]),
+      functions: { worker: { overlap: rng.pick([0.1, 0.2, 0.3]) } },
+      lambdaCutOff: true,
+    },
+  };
+}
+
+/** AWS's faults as TAKOFORM_FAULTS, the lost answers merged into their services. */
+function faultsJson(base: string, extra: Record<string, Record<string, unknown>> | undefined): string {
+  if (!extra) return base;
+  const config = JSON.parse(base) as Record<string, unknown>;
+  for (const [service, rates] of Object.entries(extra))
+    config[service] = { ...((config[service] as Record<string, unknown> | undefined) ?? {}), ...rates };
+  return JSON.stringify(config);
+}
+
+/** Plans of the messages sent while an update runs: handlers that take long enough to overlap it. */
+function burstPlan(rng: Rng, timing: Timing): MessagePlan {
+  // Long enough that many still run when the update succeeds and the new generation's lanes
+  // start beside them; shortened timings cut a handler off after 2 s, so these end just before.
+  const slowMs = timing === 'chaos' ? rng.int(900, 1_900) : rng.int(2_000, 8_000);
+  // At shortened timings some hang on their first delivery: cut off while others run.
+  const first = rng.weighted<Mode | undefined>([
+    [undefined, 7],
+    ['throw', 2],
+    [timing === 'chaos' ? 'hang' : 'throw', 1],
+  ]);
+  return { modes: first ? [first, 'slow'] : ['slow'], slowMs };
+}
+
+/**
+ * The maxConcurrency updates of one seed, if it draws them: the steps (updates, and the messages
+ * sent so that handlers run while they happen) and the plans of those messages, whose sequence
+ * numbers start at `firstSeq`.
+ */
+function updateBlock(
+  seed: number,
+  firstSeq: number,
+  batchSize: number,
+  timing: Timing,
+): { updates: number[]; steps: Step[]; plans: MessagePlan[]; at: number } | undefined {
+  const rng = createRng((seed ^ 0x3c6ef372) >>> 0);
+  if (!rng.chance(0.4)) return undefined;
+  const updates = rng.pick([
+    [40, 1],
+    [1, 40],
+    [30, 10],
+  ]);
+  const [first, second] = updates as [number, number];
+  // Enough batches to run more handlers than the lower bound when the update comes.
+  const batches = first === 30 ? rng.int(14, 20) : rng.int(6, 10);
+  const plans: MessagePlan[] = [];
+  const burst = (n: number): Step[] => {
+    const seqs = Array.from({ length: n }, () => firstSeq + plans.push(burstPlan(rng, timing)) - 1);
+    const out: Step[] = [];
+    for (let i = 0; i < seqs.length; i += 10)
+      out.push({ kind: 'send', seqs: seqs.slice(i, i + 10), multi: true, duplicates: [] });
+    return out;
+  };
+  // More handlers than the lower bound allows, so a start beside them after a lowering counts.
+  const atLeast = Math.min(first, Math.min(first, second) + 1, batches);
+  const steps: Step[] = [
+    { kind: 'update', maxConcurrency: first },
+    ...burst(batches * batchSize),
+    // An update takes effect when the new generation's lanes start: that may take the
+    // supervisor's round (a minute at default timings).
+    { kind: 'busy', atLeast, boundMs: timing === 'chaos' ? 20_000 : 75_000 },
+    { kind: 'pause', ms: rng.int(0, 300) },
+    { kind: 'update', maxConcurrency: second },
+    { kind: 'pause', ms: rng.int(200, 1_000) },
+    ...burst(rng.int(3, 6)),
+  ];
+  return { updates, steps, plans, at: rng.next() };
 }
 
 /** The schedule of one seed (pure: no clock, no global state). */
@@ -295,6 +404,11 @@ export function scheduleFor(seed: number, profile: Profile = 'full'): Schedule {
   if (last.length > 0) steps.push(sendStep(last));
   if (!short && rng.chance(0.3)) steps.push(opsStep(rng.chance(0.5)));
 
+  // Drawn last, from streams of their own, so that every schedule drawn before stays as it was.
+  const block = short ? undefined : updateBlock(seed, messages, consumer.maxBatchSize, timing);
+  if (block) steps.splice(Math.floor(block.at * (steps.length + 1)), 0, ...block.steps);
+  const lost = awsFaults === undefined || short ? undefined : lostAnswerFaults(seed);
+
   const arms: (string | undefined)[] = steps
     .filter(isBoundary)
     .map((s) => (s.kind === 'crash' ? `${s.point}@${s.nth}` : undefined));
@@ -304,14 +418,16 @@ export function scheduleFor(seed: number, profile: Profile = 'full'): Schedule {
     seed,
     profile,
     consumer,
-    messages,
-    plans,
+    messages: messages + (block?.plans.length ?? 0),
+    plans: [...plans, ...(block?.plans ?? [])],
     parallelDuplicates,
     steps,
     arms,
     variant,
     timing,
-    faults: awsFaults,
+    faults: awsFaults === undefined ? undefined : faultsJson(awsFaults, lost),
+    updates: block?.updates ?? [],
+    lostAnswers: lost !== undefined,
     // From the seed alone, so every schedule drawn before stays as it was.
     slotsPerShard: seed % 2 === 1 ? 1 : 10,
   };
@@ -327,7 +443,8 @@ export function describeSchedule(s: Schedule): string {
     (s.variant === 'classic'
       ? ''
       : `; ${s.variant} (${s.timing} timings${s.faults ? `, TAKOFORM_FAULTS=${s.faults}` : ''})`) +
-    (s.slotsPerShard < 10 ? `; ${s.slotsPerShard} slot per shard` : '');
+    (s.slotsPerShard < 10 ? `; ${s.slotsPerShard} slot per shard` : '') +
+    (s.updates.length ? `; maxConcurrency updates ${s.updates.join(' → ')}` : '');
   const steps = s.steps.map(stepLabel);
   return `${head}\n  ${steps.join('\n  ')}`;
 }
@@ -348,5 +465,9 @@ function stepLabel(st: Step): string {
       return `kill -9 after ${st.afterMs}ms`;
     case 'term':
       return 'SIGTERM + restart';
+    case 'update':
+      return `update maxConcurrency to ${st.maxConcurrency}`;
+    case 'busy':
+      return `wait until ${st.atLeast} handler(s) run (at most ${st.boundMs}ms)`;
   }
 }

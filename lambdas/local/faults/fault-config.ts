@@ -75,6 +75,8 @@ const dynamoRates = {
   serviceError: probability.optional(),
   /** Per TransactWriteItems / TransactGetItems attempt: TransactionCanceledException with ThrottlingError reasons. */
   transactionThrottle: probability.optional(),
+  /** Per attempt the server answered: it took effect, then the answer is lost (reset or 500); the SDK retries. */
+  lostAnswer: probability.optional(),
 };
 const sqsRates = {
   /** Per attempt: RequestThrottled, before the server. */
@@ -83,6 +85,8 @@ const sqsRates = {
   serviceError: probability.optional(),
   /** Per Send/Delete/ChangeMessageVisibility batch: some entries fail (InternalError), not applied. */
   batchEntryFailure: probability.optional(),
+  /** Per attempt the server answered: it took effect, then the answer is lost (reset or 500); the SDK retries. */
+  lostAnswer: probability.optional(),
 };
 const lambdaRates = {
   /** Per attempt: TooManyRequestsException (429), before the service. */
@@ -102,6 +106,11 @@ export const localInvokeRates = {
   serviceError: probability.optional(),
   /** Per invocation: no answer (the function runs); see `timeoutMs`. */
   timeout: probability.optional(),
+  /**
+   * Per invocation: the function runs on, and its caller sees Lambda.ServiceException or
+   * Lambda.SdkClientException within `overlapAfterMs`, so a Retry starts a second one beside it.
+   */
+  overlap: probability.optional(),
 };
 
 const localInvokeSchema = z.strictObject({
@@ -113,6 +122,18 @@ const localInvokeSchema = z.strictObject({
     .min(1, 'must be a positive integer (ms)')
     .max(2 ** 31 - 1, 'must be below 2^31 ms')
     .optional(),
+  /** At most how long an overlapping invocation runs before its caller sees the error (default 2000). */
+  overlapAfterMs: z
+    .number({ error: 'must be a non-negative integer (ms)' })
+    .int('must be a non-negative integer (ms)')
+    .min(0, 'must be a non-negative integer (ms)')
+    .max(2 ** 31 - 1, 'must be below 2^31 ms')
+    .optional(),
+  /**
+   * Whether a cut-off handler runs on until its lane's invocation has ended, as on Lambda
+   * (default true whenever `localInvoke` is set; see lambdaCutOffFrom).
+   */
+  lambdaCutOff: z.boolean({ error: 'must be true or false' }).optional(),
   /** Per-function rates, e.g. `{"worker":{"timeout":1}}`; unset ones inherit. */
   functions: z.partialRecord(z.enum(LOCAL_INVOKE_LABELS), z.strictObject(localInvokeRates)).optional(),
 });
@@ -165,6 +186,16 @@ export function parseFaultConfig(raw: string): FaultConfig {
     throw new Error(`invalid ${FAULTS_ENV}: ${problems.join('; ')}`);
   }
   return parsed.data;
+}
+
+/**
+ * Whether the local Host cuts off handlers as Lambda does: the handler's batch is finalised as
+ * abandoned and its invocation ends, while the handler itself runs on until then (on Lambda the
+ * worker process exits only after that). On by default wherever `localInvoke` is configured, so
+ * that every run of the fault model sees it; `"lambdaCutOff": false` turns it off.
+ */
+export function lambdaCutOffFrom(config: FaultConfig | undefined): boolean {
+  return config?.localInvoke !== undefined && config.localInvoke.lambdaCutOff !== false;
 }
 
 /** The configuration in `env`, or undefined when the variable is unset or empty (no faults). */

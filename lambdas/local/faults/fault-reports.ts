@@ -9,7 +9,9 @@ export type FaultKind =
   | 'tooManyRequests'
   | 'unprocessed'
   | 'batchEntryFailure'
-  | 'timeout';
+  | 'timeout'
+  | 'lostAnswer'
+  | 'overlap';
 
 export interface InjectedFault {
   service: FaultService;
@@ -23,6 +25,8 @@ export interface InjectedFault {
   of?: number;
   /** Whether the function ran (local invocation faults). */
   ran?: boolean;
+  /** What a lost answer's request addressed (key kinds, update expression), for diagnosis. */
+  target?: string;
 }
 
 const listeners = new Set<(fault: InjectedFault) => void>();

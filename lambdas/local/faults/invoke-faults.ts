@@ -5,7 +5,7 @@
  *
  * ```json
  * {"seed":7,"localInvoke":{"tooManyRequests":0.05,"serviceError":0.02,"timeout":0.01,
- *  "timeoutMs":5000,"functions":{"worker":{"timeout":0.1}}}}
+ *  "timeoutMs":5000,"overlap":0.02,"functions":{"worker":{"timeout":0.1}}}}
  * ```
  *
  * - `tooManyRequests`: throws `Lambda.TooManyRequestsException`; the function did not run.
@@ -14,6 +14,14 @@
  * - `timeout`: the function runs, but the invocation never answers: with `timeoutMs` it rejects
  *   with `Lambda.Timeout` after that many ms; without, it never settles and the caller's own bound
  *   (the Task's `TimeoutSeconds`, i.e. `States.Timeout`) ends it. The function is not stopped.
+ * - `overlap`: the function runs on, and within a drawn 0..`overlapAfterMs` ms (default 2000; at
+ *   its end if sooner) the caller sees `Lambda.ServiceException` or `Lambda.SdkClientException`,
+ *   as when Lambda's answer or Step Functions' connection to it is lost. Both are in the
+ *   dispatcher's Retry (dispatcher-definition.ts), so the state machine starts a second
+ *   invocation with the same input while the first still runs: two runners of one lane's slot,
+ *   two AcquireSlot steps of one lane.
+ * - `lambdaCutOff` (default true whenever `localInvoke` is set): a handler cut off at its time
+ *   bound runs on, as on Lambda, until its lane's invocation ends (local-lanes.ts, worker-pool.ts).
  * - `functions`: per-label rates (`worker`, `step`, `batch-host`); unset ones inherit.
  * The errors are plain Errors with the names the Step Functions Lambda integration reports, which
  * is what an ASL `Retry`/`Catch` matches on.
@@ -31,6 +39,7 @@ import { Streams } from './fault-streams.ts';
 import { INJECTED } from './sdk-faults.ts';
 
 let announcedInvokes = false;
+const DEFAULT_OVERLAP_AFTER_MS = 2_000;
 
 const invokeError = (name: string, message: string): Error =>
   Object.assign(new Error(`${message}${INJECTED}`), { name });
@@ -82,6 +91,18 @@ export function withLambdaInvokeFaults<P, T>(
       if (after) await runQuietly();
       injected('serviceError', 'Lambda.ServiceException', after);
       throw invokeError('Lambda.ServiceException', 'The service encountered an internal error.');
+    }
+    if (fires('overlap')) {
+      // Step Functions names a failure Lambda reported ServiceException, one its own connection
+      // met SdkClientException; both are retried by the dispatcher's Retry.
+      const error =
+        streams.next('overlap-error') < 0.5 ? 'Lambda.ServiceException' : 'Lambda.SdkClientException';
+      const after = streams.int('overlap-after', 0, settings.overlapAfterMs ?? DEFAULT_OVERLAP_AFTER_MS);
+      injected('overlap', error, true);
+      // The function runs on beside whatever the caller's retry starts; its outcome is lost.
+      const running = runQuietly();
+      await Promise.race([running, new Promise((r) => setTimeout(r, after))]);
+      throw invokeError(error, 'The service encountered an internal error.');
     }
     if (fires('timeout')) {
       injected('timeout', 'Lambda.Timeout', true);

@@ -7,8 +7,8 @@
  * without it nothing is injected and no middleware is added.
  *
  * ```json
- * {"seed":7,"dynamodb":{"throttle":0.05,"unprocessed":0.3},"sqs":{"throttle":0.02},
- *  "lambda":{"tooManyRequests":0.1}}
+ * {"seed":7,"dynamodb":{"throttle":0.05,"unprocessed":0.3,"lostAnswer":0.02},
+ *  "sqs":{"throttle":0.02,"lostAnswer":0.02},"lambda":{"tooManyRequests":0.1}}
  * ```
  *
  * Where each fault sits, and why:
@@ -17,6 +17,15 @@
  *   loop and before signing and sending: every attempt draws again, the SDK's retry strategy
  *   classifies the error exactly as a real one (same exception class, `$fault`, `$metadata`), and
  *   the request never reaches the server, so an injected error has no effect.
+ * - **Lost answers** (`lostAnswer`, DynamoDB and SQS) are drawn by the same middleware after the
+ *   server answered a request with success: the request took effect (a conditional write
+ *   committed, a message was sent, deleted or received), and the caller's SDK then sees a
+ *   connection reset (`TimeoutError`, code `ECONNRESET`) or a 500/503, both of which its retry
+ *   strategy treats as transient. So the SDK sends the same request again, exactly as it does on
+ *   AWS when a connection breaks under a response: a conditional write's retry fails its own
+ *   condition, a `TransactWriteItems` retry with the same `ClientRequestToken` answers success
+ *   without writing again, a retried `SendMessage` sends a second copy. Each attempt draws again,
+ *   so the retry's answer can be lost too; after the last attempt the caller sees the error.
  * - **Partial batches** (`UnprocessedItems`, `UnprocessedKeys`, failed SQS batch entries) are
  *   successful responses, which the SDK never retries; an `initialize`-step middleware rewrites
  *   the request so that only the processed part reaches the server, then reports the rest in the
@@ -114,6 +123,30 @@ function entry<V>(map: Record<string, V>, key: string, init: () => V): V {
 }
 
 const operationOf = (context: Context) => (context.commandName ?? '').replace(/Command$/, '');
+
+/** The kind of a DynamoDB key (`BATCH`, `DISPATCH`, …: its `pk` up to the first `#`). */
+function keyKind(item: unknown): string | undefined {
+  const pk = (item as { pk?: { S?: unknown } } | undefined)?.pk?.S;
+  return typeof pk === 'string' ? pk.split('#')[0] : undefined;
+}
+
+/**
+ * What a DynamoDB write addressed, for the debug line of a lost answer: the kinds of its keys
+ * and the start of its update expression, enough to tell which of the Host's writes it was.
+ */
+function targetOf(input: Input): { target?: string } {
+  type Part = { Key?: unknown; Item?: unknown; UpdateExpression?: string };
+  const parts: Part[] = [input as Part];
+  for (const t of (input.TransactItems as Record<string, Part>[] | undefined) ?? [])
+    parts.push(...Object.values(t));
+  const named = parts
+    .map((p) => {
+      const kind = keyKind(p.Key ?? p.Item);
+      return kind && `${kind}${p.UpdateExpression ? ` ${p.UpdateExpression.slice(0, 40)}` : ''}`;
+    })
+    .filter((x): x is string => !!x);
+  return named.length > 0 ? { target: named.join('; ') } : {};
+}
 
 class Injector {
   private readonly streams: Streams;
@@ -236,8 +269,43 @@ class Injector {
       });
       throw fault.error;
     }
-    return next(args);
+    const result = await next(args);
+    // Drawn only for a request the server took: a failed one had no effect to lose the answer of.
+    if (this.fires(operation, 'lostAnswer')) {
+      const error = this.lostAnswerError(operation);
+      report({
+        service: this.service,
+        label: this.label,
+        operation,
+        kind: 'lostAnswer',
+        error: error.name,
+        ...targetOf(args.input ?? {}),
+      });
+      throw error;
+    }
+    return result;
   };
+
+  /**
+   * What a caller sees when the answer of a request that took effect does not reach it: the
+   * connection reset under the response (the HTTP handler names that TimeoutError), or a 5xx the
+   * service sent after it had applied the request. The SDK retries both as transient.
+   */
+  private lostAnswerError(operation: string): Error {
+    const reset = this.streams.next(`${operation}|lostAnswer-kind`) < 0.5;
+    if (reset)
+      return Object.assign(new Error(`read ECONNRESET${INJECTED}`), {
+        name: 'TimeoutError',
+        code: 'ECONNRESET',
+        errno: -104,
+        syscall: 'read',
+      });
+    if (this.service === 'sqs') return sqsServerError(this.streams.next(`${operation}|lostAnswer-5xx`) < 0.5);
+    return new InternalServerError({
+      message: `Internal server error.${INJECTED}`,
+      $metadata: metadata(500),
+    });
+  }
 
   readonly partialMiddleware: Middleware = (next, context) => async (args) => {
     const operation = operationOf(context);

@@ -5,7 +5,7 @@ import { NamedError } from '../../delivery/limits.ts';
 import type { ProduceCall } from '../../delivery/settlement-protocol.ts';
 import { log } from '../../shared/log.ts';
 import type { LocalWorkerRegistry } from '../workers/local-worker-registry.ts';
-import type { WorkerPool } from '../workers/worker-pool.ts';
+import type { QueueInvocation, WorkerPool } from '../workers/worker-pool.ts';
 
 type Host = ReturnType<typeof composeHost>;
 
@@ -16,6 +16,7 @@ type Host = ReturnType<typeof composeHost>;
 export async function localInvoker(
   slot: Slot,
   deps: { workers: LocalWorkerRegistry; pool: WorkerPool; host: Host },
+  onCutOff?: QueueInvocation['onCutOff'],
 ): Promise<QueueInvoker> {
   const found = await deps.workers.moduleFile(slot.workerSpace, slot.workerName);
   const config = await deps.workers.config(slot.workerSpace, slot.workerName).catch((err: unknown) => {
@@ -47,6 +48,7 @@ export async function localInvoker(
             produce,
             deadline: batchSlot.deadline,
             ...(failed ? { failed } : {}),
+            ...(onCutOff ? { onCutOff } : {}),
           })
         : 'abandoned',
   };

@@ -14,6 +14,7 @@ import type { MessageQueue } from '../../delivery/ports.ts';
 import { log } from '../../shared/log.ts';
 import { withLambdaInvokeFaults } from '../faults/invoke-faults.ts';
 import { type LocalExecution, LocalStateMachine } from '../standins/local-step-functions.ts';
+import { LambdaCutOff } from './lambda-cut-off.ts';
 
 export interface LocalLanesOptions {
   /** The control loop the state machine's Host tasks call (as the step Lambda does on AWS). */
@@ -21,8 +22,13 @@ export interface LocalLanesOptions {
   /** The runner's view of the Host (as the batch-host Lambda is on AWS). */
   host: BatchHostPort;
   messages: MessageQueue;
-  /** Makes the invoker that runs a slot's batch on the worker's code. */
-  invokerFor(slot: Slot): Promise<QueueInvoker>;
+  /**
+   * Makes the invoker that runs a slot's batch on the worker's code. With `onCutOff`, a handler
+   * cut off at its time bound is handed over still running (lambda-cut-off.ts).
+   */
+  invokerFor(slot: Slot, onCutOff?: LambdaCutOff['hold']): Promise<QueueInvoker>;
+  /** Whether a cut-off handler runs on until its invocation ends, as on Lambda (lambda-cut-off.ts). */
+  lambdaCutOff?: boolean;
   /** How long a lane long-polls an empty queue before it ends. */
   idleWaitSeconds: number;
   /** Wait state durations in ms (tests shorten the wait for a kept slot). */
@@ -38,6 +44,12 @@ export interface LocalLanesOptions {
  */
 export class LocalLanes implements LaneLauncher {
   private o: LocalLanesOptions | undefined;
+  /**
+   * The Task handlers, made once: each execution calls the same functions, as every execution
+   * on AWS invokes the same Lambda functions, so their injected faults draw from one schedule
+   * (made per execution, every lane would meet the same first draw).
+   */
+  private handlers: Record<string, (payload: unknown) => Promise<unknown>> | undefined;
   /** One state machine per kind of lane, as on AWS (the same two definitions). */
   private readonly machines: Record<LaneKind, LocalStateMachine>;
   private stopped = false;
@@ -57,17 +69,18 @@ export class LocalLanes implements LaneLauncher {
   /** Connects the lanes to the Host they run for (the loop needs the launcher, and back). */
   attach(opts: LocalLanesOptions): void {
     this.o = opts;
+    this.handlers = this.taskHandlers(opts);
   }
 
   async start(name: string, input: LaneInput, kind: LaneKind = 'standard'): Promise<'started' | 'exists'> {
     const o = this.o;
-    if (!o || this.stopped) return 'exists';
+    if (!o || !this.handlers || this.stopped) return 'exists';
     let execution: LocalExecution;
     try {
       execution = this.machines[kind].start({
         name,
         input,
-        taskHandlers: this.taskHandlers(o),
+        taskHandlers: this.handlers,
         ...(o.waitTimeOverrides ? { waitTimeOverrides: o.waitTimeOverrides } : {}),
       });
     } catch (err) {
@@ -98,20 +111,22 @@ export class LocalLanes implements LaneLauncher {
       [DISPATCHER_TASKS.handover]: async (payload) => (this.stopped ? { handedOver: false } : step(payload)),
       [DISPATCHER_TASKS.invoke]: withLambdaInvokeFaults(async (payload: unknown) => {
         const { slot, laneUntil } = payload as { slot: Slot; laneUntil?: number };
+        const cutOff = o.lambdaCutOff ? new LambdaCutOff() : undefined;
         // Several batches per InvokeWorker, as on AWS: the state machine's transitions are
         // paid per invocation, not per batch.
-        return runLane(
+        const run = runLane(
           slot,
           {
             messages: o.messages,
-            host: o.host,
-            invoker: await o.invokerFor(slot),
+            host: cutOff ? cutOff.host(o.host) : o.host,
+            invoker: await o.invokerFor(slot, cutOff?.hold),
             idleWaitSeconds: o.idleWaitSeconds,
             signal: this.stopping.signal,
             log: (message, fields) => log.warn(message, { consumerUid: slot.consumerUid, ...fields }),
           },
           { maxBatches: 100, budgetMs: 30_000, ...(laneUntil !== undefined ? { until: laneUntil } : {}) },
         );
+        return cutOff ? cutOff.ending(run) : run;
       }, 'worker'),
     };
   }

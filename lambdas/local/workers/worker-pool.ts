@@ -52,6 +52,12 @@ export interface QueueInvocation {
   deadline?: number;
   /** Told the handler's error (name and message) when it threw or could not start. */
   failed?: (error: HandlerError) => void;
+  /**
+   * When given, a cut-off does not end the thread, as Lambda cannot stop a handler: the
+   * invocation ends `abandoned` at once (its Host calls are refused from then on), the thread
+   * leaves the pool with its handler still running, and `onCutOff` gets what ends it.
+   */
+  onCutOff?: (batchId: string, end: () => void) => void;
 }
 
 const DEFAULT_MAX_THREADS = 8;
@@ -196,6 +202,8 @@ class PooledThread {
   /** Handed out by the pool and not yet given back. */
   leased = false;
   dead = false;
+  /** Cut off and left running (`onCutOff`): never handed out again. */
+  held = false;
   private readonly label: string;
 
   constructor(
@@ -338,6 +346,8 @@ export class WorkerPool {
   private readonly options: Required<Omit<WorkerPoolOptions, 'maxThreadsPerWorker'>>;
   private readonly maxThreads: number;
   private readonly files = new Map<string, FilePool>();
+  /** Cut-off threads left running (`onCutOff`), ended by their holder or by `close`. */
+  private readonly held = new Set<PooledThread>();
   private nextInvocation = 1;
   private closed = false;
 
@@ -400,7 +410,8 @@ export class WorkerPool {
             input.deadline === undefined ? ms : Math.min(ms, Math.max(0, input.deadline - Date.now()));
           return setTimeout(() => {
             this.options.output(`[worker ${workerLabel(file)}] invocation cut off after ${bounded} ms`);
-            thread.kill(); // ends `running` as abandoned
+            if (input.onCutOff && !thread.dead) this.hold(file, thread, running, input.onCutOff, batchId);
+            else thread.kill(); // ends `running` as abandoned
           }, bounded);
         };
         // Loading the module (a cold thread, a slow machine) does not eat into the handler's
@@ -439,10 +450,29 @@ export class WorkerPool {
     }
   }
 
+  /** Takes a cut-off thread out of the pool, its handler still running, until `onCutOff`'s end. */
+  private hold(
+    file: string,
+    thread: PooledThread,
+    running: Running,
+    onCutOff: NonNullable<QueueInvocation['onCutOff']>,
+    batchId: string,
+  ): void {
+    thread.held = true;
+    this.forget(file, thread);
+    this.held.add(thread);
+    running.end('abandoned');
+    onCutOff(batchId, () => {
+      this.held.delete(thread);
+      thread.kill();
+    });
+  }
+
   /** Ends every thread; invocations still running or waiting end as `abandoned`. */
   async close(): Promise<void> {
     this.closed = true;
-    const threads: PooledThread[] = [];
+    const threads: PooledThread[] = [...this.held];
+    this.held.clear();
     for (const pool of this.files.values()) {
       for (const waiter of pool.waiters.splice(0)) waiter(undefined);
       threads.push(...pool.threads.splice(0));
@@ -492,7 +522,7 @@ export class WorkerPool {
     if (thread.dead) this.forget(file, thread);
     const waiter = pool.waiters.shift();
     if (!waiter) return;
-    if (thread.dead) {
+    if (thread.dead || thread.held) {
       waiter(this.spawn(file, pool));
     } else {
       thread.leased = true;

@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -335,6 +335,41 @@ describe('WorkerPool: cut-offs and crashes (host-profile §2)', () => {
     await sleep(200);
     expect(r.settles.length).toBe(settles);
     expect(r.produced.length).toBe(produced);
+  });
+
+  it('DL-02 with onCutOff a cut-off handler runs on outside the pool, as on Lambda, until its end is called', async () => {
+    const { pool } = newPool({ maxThreadsPerWorker: 1 });
+    const marker = markerPath();
+    const file = await moduleFile(`
+      import { appendFileSync } from 'node:fs';
+      export default {
+        async queue(batch) {
+          for (;;) {
+            appendFileSync(${JSON.stringify(marker)}, 'x');
+            await batch.acknowledge(batch.messages[0].id).catch((e) => appendFileSync(${JSON.stringify(marker)}, e.name[0]));
+            await new Promise((r) => setTimeout(r, 20));
+          }
+        },
+      };`);
+    const size = () => (existsSync(marker) ? readFileSync(marker, 'utf8') : '');
+    const held: { batchId: string; end: () => void }[] = [];
+    const cut = await invoke(pool, file, { onCutOff: (batchId, end) => held.push({ batchId, end }) });
+    expect(cut.outcome).toBe('abandoned');
+    expect(held).toHaveLength(1);
+    // Still running: it goes on writing, and its settle calls no longer reach the Host.
+    const settles = cut.settles.length;
+    const before = size().length;
+    await sleep(200);
+    expect(size().length).toBeGreaterThan(before);
+    expect(size()).toContain('u'); // unknown_batch
+    expect(cut.settles.length).toBe(settles);
+    // The held thread is not the pool's any more: the next invocation gets a thread of its own.
+    expect((await invoke(pool, await moduleFile(`export default { queue() {} };`))).outcome).toBe('returned');
+    held[0]?.end();
+    await sleep(100);
+    const after = size().length;
+    await sleep(200);
+    expect(size().length).toBe(after);
   });
 
   it('abandons an invocation whose thread calls process.exit(3); the Host lives on', async () => {

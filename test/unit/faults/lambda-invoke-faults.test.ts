@@ -6,9 +6,11 @@
  */
 
 import { afterEach, describe, expect, it } from 'vitest';
+import { DISPATCHER_TASKS, dispatcherDefinition } from '../../../lambdas/delivery/dispatcher-definition.ts';
 import {
   FAULTS_ENV,
   type FaultConfig,
+  lambdaCutOffFrom,
   parseFaultConfig,
 } from '../../../lambdas/local/faults/fault-config.ts';
 import { type InjectedFault, onInjectedFault } from '../../../lambdas/local/faults/fault-reports.ts';
@@ -195,5 +197,105 @@ describe('withLambdaInvokeFaults', () => {
       taskHandlers: { Invoke: (p) => hung(p as number) },
     });
     expect(await timedOut.result).toMatchObject({ n: 1, failure: { Error: 'States.Timeout' } });
+  });
+
+  it('an overlap lets the function run on while its caller sees Lambda.ServiceException or Lambda.SdkClientException', async () => {
+    const faults = recordFaults();
+    const ended: number[] = [];
+    const slow = async (p: number) => {
+      await new Promise((r) => setTimeout(r, 300));
+      ended.push(p);
+      return p;
+    };
+    const wrapped = withLambdaInvokeFaults(slow, 'worker', config({ overlap: 1, overlapAfterMs: 50 }));
+    const started = Date.now();
+    const outcomes = await calls(wrapped, 16);
+    // Each caller heard its error within overlapAfterMs, long before the function ended...
+    expect(Date.now() - started).toBeLessThan(16 * 300);
+    expect(new Set(outcomes)).toEqual(new Set(['Lambda.ServiceException', 'Lambda.SdkClientException']));
+    expect(faults.every((f) => f.kind === 'overlap' && f.ran === true)).toBe(true);
+    // ...and every function ran to its end all the same.
+    await new Promise((r) => setTimeout(r, 400));
+    expect(ended.sort((a, b) => a - b)).toEqual([...Array(16).keys()]);
+    // A function that ends sooner answers with the error at its end, not later.
+    const quick = withLambdaInvokeFaults(
+      counting().fn,
+      'step',
+      config({ overlap: 1, overlapAfterMs: 60_000 }),
+    );
+    const t = Date.now();
+    expect((await calls(quick, 1))[0]).toMatch(/^Lambda\.(ServiceException|SdkClientException)$/);
+    expect(Date.now() - t).toBeLessThan(5_000);
+  });
+
+  it('overlap, overlapAfterMs and lambdaCutOff are validated; the Lambda cut-off is on wherever localInvoke is set, unless turned off', () => {
+    expect(
+      parseFaultConfig(
+        '{"seed":1,"localInvoke":{"overlap":0.05,"overlapAfterMs":0,"lambdaCutOff":false,"functions":{"step":{"overlap":0}}}}',
+      ),
+    ).toEqual({
+      seed: 1,
+      localInvoke: {
+        overlap: 0.05,
+        overlapAfterMs: 0,
+        lambdaCutOff: false,
+        functions: { step: { overlap: 0 } },
+      },
+    });
+    expect(() =>
+      parseFaultConfig('{"seed":1,"localInvoke":{"overlap":-1,"overlapAfterMs":1.5,"lambdaCutOff":"yes"}}'),
+    ).toThrow(
+      /localInvoke.overlap: must be a number between 0 and 1.*localInvoke.overlapAfterMs: must be a non-negative integer.*localInvoke.lambdaCutOff: must be true or false/,
+    );
+    expect(lambdaCutOffFrom(undefined)).toBe(false);
+    expect(lambdaCutOffFrom({ seed: 1, dynamodb: { lostAnswer: 0.1 } })).toBe(false);
+    expect(lambdaCutOffFrom({ seed: 1, localInvoke: {} })).toBe(true);
+    expect(lambdaCutOffFrom({ seed: 1, localInvoke: { overlap: 0.1, lambdaCutOff: false } })).toBe(false);
+  });
+
+  it('DL-02 under the dispatcher definition an overlapping InvokeWorker is retried, so a second runner starts while the first still runs', async () => {
+    const definition = dispatcherDefinition({ stepFunction: 'step' }, 'standard');
+    const retried = (
+      definition.States[DISPATCHER_TASKS.invoke] as { Retry: { ErrorEquals: string[] }[] }
+    ).Retry.flatMap((r) => r.ErrorEquals);
+    expect(retried).toEqual(expect.arrayContaining(['Lambda.ServiceException', 'Lambda.SdkClientException']));
+
+    const machine = new LocalStateMachine(definition);
+    const lane = { consumerUid: 'c', generation: 1, round: 1, inherit: {} };
+    let running = 0;
+    let most = 0;
+    let runs = 0;
+    const runner = async () => {
+      runs++;
+      running++;
+      most = Math.max(most, running);
+      await new Promise((r) => setTimeout(r, 2_500));
+      running--;
+      return { idle: true };
+    };
+    // Only the first invocation overlaps (its caller hears an error after at most 100 ms).
+    const overlapping = withLambdaInvokeFaults(runner, 'worker', config({ overlap: 1, overlapAfterMs: 100 }));
+    let invocations = 0;
+    const faults = recordFaults();
+    const execution = machine.start({
+      name: 'overlap',
+      input: { consumerUid: 'c', generation: 1, round: 0, idle: false, inherit: {} },
+      taskHandlers: {
+        [DISPATCHER_TASKS.acquire]: async () => ({
+          status: 'acquired',
+          slot: { batchId: 'b', workerFunction: 'worker' },
+          lane,
+        }),
+        [DISPATCHER_TASKS.invoke]: () => (++invocations === 1 ? overlapping(undefined) : runner()),
+        [DISPATCHER_TASKS.recover]: async () => {
+          throw new Error('not expected: the overlap is retried, not caught');
+        },
+        [DISPATCHER_TASKS.handover]: async () => ({}),
+      },
+    });
+    await execution.result;
+    expect(faults.map((f) => f.kind)).toEqual(['overlap']);
+    expect(runs).toBe(2);
+    expect(most).toBe(2);
   });
 });
