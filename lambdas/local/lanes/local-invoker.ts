@@ -35,8 +35,10 @@ export async function localInvoker(
     return deps.host.producer.sendBatch(target, call.messages);
   };
   return {
-    // The worker pool terminates a cut-off handler's thread before it answers `abandoned`.
-    stopsAbandonedHandlers: deps.pool.stopsAbandonedHandlers,
+    // The worker pool ends a cut-off handler's thread before it answers `abandoned`, unless the
+    // lane holds it (`onCutOff`, as Lambda lets it run): then it may still run after its batch
+    // is finalised, and its slot is kept until its deadline.
+    stopsAbandonedHandlers: onCutOff === undefined && deps.pool.stopsAbandonedHandlers,
     // Missing code or configuration: the batch ends unsettled and is retried, never acknowledged.
     invoke: async (delivery, settle, batchSlot, failed) =>
       found && config
