@@ -21,6 +21,8 @@ export interface ConcurrencyUpdate {
   maxConcurrency: number;
   acceptedAt: number;
   succeededAt?: number;
+  /** The consumer generation the update made (unset: not known). */
+  generation?: number;
 }
 
 export interface DeliveryEvidence {
@@ -168,16 +170,42 @@ export function concurrencyBoundAt(
 }
 
 /**
- * No handler of `queue` started while `max` (at its start) or more of them ran, whatever
- * generation of the consumer started them. Each interval is start → end as the handler recorded
- * them. A handler with no end either hung — it beats every 20 ms until its thread is cut off, so
- * it ended just after its last beat — or died with its Host (at the latest when the runner saw
- * the Host exit).
+ * The bound a handler of a batch of consumer generation `generation` (from its head) is held to
+ * when it starts at `t`. The Host starts a batch when its registration commits, on condition that
+ * the batch's generation is the active one, and the handler's first line runs later (the
+ * visibility hold, the answer's way back, the worker thread): up to seconds later under faults.
+ * So a batch of a generation that an update replaced was started before that update took effect,
+ * and so before it succeeded; its handler may start after the success all the same. It is held
+ * to the bound at its start or at that success, whichever is larger — and every handler running
+ * counts against a later start, whatever its generation.
+ */
+export function concurrencyBoundOf(
+  initial: number,
+  updates: readonly ConcurrencyUpdate[],
+  t: number,
+  generation: number | undefined,
+): number {
+  const now = concurrencyBoundAt(initial, updates, t);
+  if (generation === undefined) return now;
+  let replacedAt = Number.POSITIVE_INFINITY;
+  for (const u of updates) {
+    if (u.generation !== undefined && u.generation > generation && u.succeededAt !== undefined)
+      replacedAt = Math.min(replacedAt, u.succeededAt);
+  }
+  return replacedAt < t ? Math.max(now, concurrencyBoundAt(initial, updates, replacedAt)) : now;
+}
+
+/**
+ * No handler of `queue` started while `max` (at its start; for its batch) or more of them ran,
+ * whatever generation of the consumer started them. Each interval is start → end as the handler
+ * recorded them. A handler with no end either hung — it beats every 20 ms until its thread is cut
+ * off, so it ended just after its last beat — or died with its Host (at the latest when the
+ * runner saw the Host exit).
  */
 export function concurrencyBreaches(
   logs: Iterable<BatchLog>,
   queue: string,
-  max: number | ((t: number) => number),
+  max: number | ((t: number, batch: string) => number),
   deaths: Map<number, number>,
   timeoutMs: number,
 ): string[] {
@@ -202,7 +230,7 @@ export function concurrencyBreaches(
     if (e.d === -1) running.delete(e.batch);
     else {
       running.add(e.batch);
-      const bound = boundAt(e.t);
+      const bound = boundAt(e.t, e.batch);
       if (running.size > bound)
         out.push(
           `${queue} at ${new Date(e.t).toISOString()}: ${running.size} > ${bound} (${[...running].join(' ')})`,
@@ -533,7 +561,7 @@ export function checkDelivery(e: DeliveryEvidence): DeliveryVerdict {
     ...concurrencyBreaches(
       logs.values(),
       e.mainQueue,
-      (t) => concurrencyBoundAt(e.maxConcurrency, updates, t),
+      (t, batch) => concurrencyBoundOf(e.maxConcurrency, updates, t, e.view.heads.get(batch)?.generation),
       e.deaths,
       e.workerTimeoutMs,
     ),

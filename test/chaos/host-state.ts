@@ -29,6 +29,8 @@ export interface HeadItem {
   settled: Record<string, string>;
   all?: string;
   doubtful: boolean;
+  /** The consumer generation the batch was registered under (heads of older Hosts: none). */
+  generation?: number;
   /** Which manifest item is the batch's (heads of older Hosts: none, the item `manifest`). */
   manifestRef?: string;
 }
@@ -118,6 +120,7 @@ export class HostState {
             settled: (item.settled ?? {}) as Record<string, string>,
             all: item.all as string | undefined,
             doubtful: item.doubtful === true,
+            ...(typeof item.generation === 'number' ? { generation: item.generation } : {}),
             ...(typeof item.manifestRef === 'string' ? { manifestRef: item.manifestRef } : {}),
           });
         } else if (String(item.sk).startsWith('manifest')) {

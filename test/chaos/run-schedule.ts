@@ -519,6 +519,7 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
         maxConcurrency,
       });
       consumerGeneration = op.generation ?? consumerGeneration + 1;
+      update.generation = consumerGeneration;
       // The Host's own times, on this machine's clock: acceptance, and the success's state change.
       if (op.createdAt !== undefined) update.acceptedAt = op.createdAt;
       update.succeededAt = op.updatedAt ?? Date.now();

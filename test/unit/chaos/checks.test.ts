@@ -8,6 +8,7 @@ import {
   checkDelivery,
   compareHeads,
   concurrencyBoundAt,
+  concurrencyBoundOf,
   type DeliveryEvidence,
 } from '../../chaos/checks.ts';
 import type { HeadItem, ManifestItem } from '../../chaos/host-state.ts';
@@ -360,6 +361,28 @@ describe('chaos checkers', () => {
         checkDelivery(evidence({ maxConcurrency: 30, concurrencyUpdates: lowered, ...busy(20, 1_500) }))
           .breaches,
       ).toEqual([]);
+    });
+
+    it('DL-02: a handler of the generation an update replaced, registered before the update took effect, may start after its success', () => {
+      // Chaos seed 11: 15 handlers of generation 2 (maxConcurrency 30) run; the update to 10
+      // (generation 3) succeeds at 300; a batch of generation 2 — registered while generation 2
+      // was active, so before the update took effect — starts its handler at 310.
+      const lowered3 = [{ maxConcurrency: 10, acceptedAt: 100, succeededAt: 300, generation: 3 }];
+      const late = (generation: number) => {
+        const e = busy(15, 310);
+        e.view.heads.set('LATE', head('LATE', { generation }));
+        return checkDelivery(evidence({ maxConcurrency: 30, concurrencyUpdates: lowered3, ...e })).breaches;
+      };
+      expect(late(2)).toEqual([]);
+      // The same start by a batch of the new generation breaks the new bound.
+      expect(late(3)).toHaveLength(1);
+      expect(late(3)[0]).toContain('16 > 10');
+      // Judged at the success at the earliest: an old batch never gets a bound below its start's.
+      const raised = [{ maxConcurrency: 40, acceptedAt: 100, succeededAt: 300, generation: 2 }];
+      expect(concurrencyBoundOf(1, raised, 500, 1)).toBe(40);
+      expect(concurrencyBoundOf(30, lowered3, 310, 2)).toBe(30);
+      expect(concurrencyBoundOf(30, lowered3, 310, 3)).toBe(10);
+      expect(concurrencyBoundOf(30, lowered3, 310, undefined)).toBe(10);
     });
 
     it('before a raise was accepted the old bound holds; from acceptance the new one may be used', () => {
