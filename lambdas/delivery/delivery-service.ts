@@ -198,6 +198,14 @@ export class DeliveryService {
     return this.c.o.store.slots(consumerUid);
   }
 
+  /**
+   * Frees the consumer's slots that hold no batch (a generation about to be replaced: none of its
+   * slots can hold one afterwards). A registration that wins the race keeps its slot.
+   */
+  async freeUnregistered(consumerUid: string): Promise<void> {
+    await this.c.o.store.revokeUnregistered(consumerUid);
+  }
+
   /** Batches that started and have not ended (QC-08): expired ones are recovered first. */
   async inFlightBatches(consumerUid: string): Promise<number> {
     await this.recoverExpired(consumerUid);

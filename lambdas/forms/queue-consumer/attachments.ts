@@ -28,6 +28,12 @@ export interface DeliveryMonitor {
   /** Batches of this consumer that started and have not ended (or been made redeliverable). */
   inFlightBatches(consumerUid: string): Promise<number>;
   /**
+   * Told before an update's generation replaces the active one: the slots that hold no batch are
+   * freed. None of them can hold one once the new generation is active (registration checks the
+   * generation), yet each would count against the new maxConcurrency until its deadline.
+   */
+  replacing(consumerUid: string): Promise<void>;
+  /**
    * Told once a generation is active (a create or an update applied): delivery starts its lanes
    * for a backlog now rather than at the supervisor's next round. Never throws.
    */

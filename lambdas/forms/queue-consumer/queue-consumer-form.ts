@@ -143,6 +143,15 @@ export function createQueueConsumerForm(deps: QueueConsumerDeps): Form {
       spec,
       state: 'active' as const,
     };
+    const active = await deps.attachments.get(exec.resourceUid);
+    // Slots the replaced generation took and never registered — a lane whose AcquireSlot answer
+    // was lost, or that died while gathering — would hold the new bound until their deadline (about
+    // a minute) and the supervisor's next round. Freed before the new generation is active, so
+    // none of its own slots is among them; a live old lane's registration is then refused, as it
+    // would be after the update, and gives its messages back.
+    if (active?.state === 'active' && active.generation < exec.generation) {
+      await deps.delivery.replacing(exec.resourceUid);
+    }
     await deps.attachments.activate(attachment);
     // A consumer with a backlog goes on at its new settings now: the old generation's lanes end
     // as their batches do, and nothing else would start the new one's before the supervisor.

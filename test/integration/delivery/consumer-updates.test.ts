@@ -129,4 +129,48 @@ describe('an update of a busy consumer (DL-02, default timings)', () => {
     expect(Math.max(...runningAtStarts(events, raised).map((s) => s.before))).toBeLessThan(30);
     writeFileSync(target, '0');
   });
+
+  it('DL-02 lowered 3 → 1 while two slots of the old generation hold no batch (AcquireSlot steps whose answers were lost): the new generation’s first handler starts within 5 s of the update’s success, one at a time', async ({
+    expect,
+  }) => {
+    const log = d.logFile('orphaned');
+    const { queue, consumerUid } = await d.setup(
+      'orphaned',
+      recordingWorker(log, 'await new Promise((r) => setTimeout(r, 200));'),
+      { maxBatchSize: 1, maxConcurrency: 3 },
+    );
+    d.startDispatcher({ supervisorMs: SUPERVISOR_MS });
+    // Two AcquireSlot steps ran and took a slot each while their callers saw Lambda.ServiceException
+    // (the state machine's retry took others): nothing knows these slots until their deadline.
+    for (let i = 0; i < 2; i++) {
+      const lost = await d.host.delivery.acquire(consumerUid, 1);
+      expect(lost.status).toBe('acquired');
+    }
+    // A send wakes no lane while slots look like lanes receiving: the backlog waits for the update.
+    await d.host.producer.sendBatch(
+      queue,
+      Array.from({ length: 4 }, (_, k) => ({ body: `o${k}` })),
+    );
+    const lowered = await updateTo(consumerUid, 1);
+    const next = await waitFor(
+      'a handler started after the update',
+      () => records(log).find((e) => e.ev === 'start' && e.t >= lowered),
+      15_000,
+    ).catch(() => undefined);
+    expect(next, 'no handler started within 15 s of the update’s success').toBeDefined();
+    const afterLowered = (next?.t ?? Number.POSITIVE_INFINITY) - lowered;
+    console.info(
+      `DL-02 lowered 3 → 1 beside lost slots: next handler ${afterLowered} ms after the update's success`,
+    );
+    expect(afterLowered).toBeLessThan(5_000);
+    await waitFor(
+      'the 4 messages delivered',
+      () => records(log).filter((e) => e.ev === 'end').length >= 4,
+      20_000,
+    );
+    const events = records(log);
+    expect(Math.max(...runningAtStarts(events, 0).map((s) => s.before))).toBe(0);
+    // The lost slots counted no attempt: each message was delivered once, as its first attempt.
+    expect(events.filter((e) => e.ev === 'msg').map((e) => e.attempts)).toEqual([1, 1, 1, 1]);
+  });
 });
