@@ -6,7 +6,7 @@
  * settlement, unsettled ones are retried with their attempt counted, owed moves return.
  */
 import { log } from '../shared/log.ts';
-import type { DeliveryStore } from './delivery-store.ts';
+import type { BatchHead, DeliveryStore } from './delivery-store.ts';
 import type { InvocationOutcome } from './settlement-protocol.ts';
 import type { UnfinishedBatch } from './unfinished-batch.ts';
 
@@ -25,6 +25,26 @@ export interface BatchRecoveryDeps {
 export const laneRootOf = (batchId: string) => batchId.split('.')[0] as string;
 const inLane = (root: string, batchId: string) => batchId === root || batchId.startsWith(`${root}.`);
 
+/**
+ * How long a runner may take from closing its batch to having applied it. A batch its runner
+ * closed longer ago and still holds a slot lost its runner on the way (an answer lost after the
+ * close, an invocation whose caller saw a failure while it went on).
+ */
+export const APPLY_GRACE_MS = 30_000;
+
+/**
+ * Whether the batch's handler is known to have ended from its head alone: its runner closed it
+ * with the handler's outcome (it closes only after the handler returned or threw; a cut-off
+ * closes it `abandoned`, whose handler may still run), and either applied it or had time to.
+ * Waiting for the slot's deadline then protects nothing and stalls the consumer for up to the
+ * worker timeout, every slot of it when maxConcurrency is small.
+ */
+export function endedPerHead(head: BatchHead | undefined, now: number): boolean {
+  if (!head?.closed || head.closedBy !== 'runner') return false;
+  if (head.outcome !== 'returned' && head.outcome !== 'threw') return false;
+  return head.applied || (head.closedAt !== undefined && head.closedAt <= now - APPLY_GRACE_MS);
+}
+
 export interface RecoverOptions {
   /** The batch's invocation is known to have ended (its handler no longer runs). */
   ended?: boolean;
@@ -40,14 +60,31 @@ export class BatchRecovery {
     this.d = deps;
   }
 
-  /** Finishes every batch of a consumer whose slot deadline passed: unsettled messages are retried. */
-  async recoverExpired(consumerUid: string): Promise<number> {
+  /**
+   * Finishes every batch of a consumer whose slot deadline passed: unsettled messages are retried.
+   * With `bound` (the supervisor's round: the consumer's maxConcurrency), when the live slots leave
+   * none free, it also reads their heads and finishes the batches whose handler has ended
+   * (`endedPerHead`): a slot kept after a failed invocation is then freed within a round, not at
+   * its deadline. A consumer with a free slot pays no read.
+   */
+  async recoverExpired(consumerUid: string, opts: { bound?: number } = {}): Promise<number> {
     const now = this.d.now();
     let recovered = 0;
+    const live: string[] = [];
     for (const [batchId, deadline] of Object.entries(await this.d.store.slots(consumerUid))) {
-      if (deadline > now) continue;
+      if (deadline > now) {
+        live.push(batchId);
+        continue;
+      }
       await this.recoverBatch(consumerUid, batchId, { expired: deadline });
       recovered++;
+    }
+    if (opts.bound === undefined || live.length < opts.bound) return recovered;
+    for (const batchId of live) {
+      const head = await this.d.store.getHead(batchId);
+      if (!endedPerHead(head, this.d.now())) continue;
+      const r = await this.recoverBatch(consumerUid, batchId, { ended: true });
+      if (r.heldUntil === undefined) recovered++;
     }
     return recovered;
   }
@@ -97,7 +134,8 @@ export class BatchRecovery {
       return {};
     }
     const deadline = state.slots[batchId] as number;
-    if (deadline > this.d.now() && !opts.ended) {
+    const head = await this.d.store.getHead(batchId);
+    if (deadline > this.d.now() && !opts.ended && !endedPerHead(head, this.d.now())) {
       // Keep the slot — and so the concurrency bound — until the deadline. A handler still
       // running finishes and finalises as usual; if none does, recoverExpired closes the batch
       // as abandoned then and applies what is owed.
@@ -108,7 +146,6 @@ export class BatchRecovery {
       });
       return { heldUntil: deadline };
     }
-    const head = await this.d.store.getHead(batchId);
     if (head && (!head.applied || head.pendingDeadLetter.length > 0)) {
       // Unsettled messages are retried, never acknowledged — unless the runner reported how its
       // ended handler finished; pending dead-letter moves return.

@@ -409,7 +409,7 @@ export class ControlLoop {
     roundAt: number = this.clock(),
     opts: { activated?: boolean } = {},
   ): Promise<{ recovered: number; started: number; visible: number }> {
-    const recovered = await this.o.service.recoverExpired(c.consumerUid);
+    const recovered = await this.o.service.recoverExpired(c.consumerUid, { bound: c.maxConcurrency });
     // Read after recovery, which may have returned messages to the queue.
     const visible = await visibleNow();
     const state = await this.o.service.dispatchState(c.consumerUid);

@@ -153,8 +153,8 @@ export class DeliveryService {
   }
 
   /** Recovery of lost batches (`batch-recovery.ts`): at their deadline, a failed lane, a restart. */
-  recoverExpired(consumerUid: string): Promise<number> {
-    return this.recovery.recoverExpired(consumerUid);
+  recoverExpired(consumerUid: string, opts?: { bound?: number }): Promise<number> {
+    return this.recovery.recoverExpired(consumerUid, opts);
   }
 
   recoverAfterRestart(): Promise<number> {
