@@ -177,9 +177,16 @@ export class DeliveryPipeline extends Construct {
     );
 
     // Lanes are started by the supervisor (backlog), the step function (hand-over, a full
-    // batch's next slot), the batch host (a full batch within an invocation) and the API (wake on
-    // send, in bindApi). Only StartExecution, only on this state machine.
-    for (const f of [this.supervisorFunction, this.stepFunction, this.batchHostFunction])
+    // batch's next slot), the batch host (a full batch within an invocation), the executor (a
+    // consumer's new generation, the moment its update applies: without it a backlog waits for
+    // the supervisor's next round) and the API (wake on send, in bindApi). Only StartExecution,
+    // only on these state machines.
+    for (const f of [
+      this.supervisorFunction,
+      this.stepFunction,
+      this.batchHostFunction,
+      this.executorFunction,
+    ])
       this.grantStartLanes(f);
     this.grantMetricsRead('SupervisorMetricsRead', this.supervisorFunction.role);
     this.scheduleSafetyNet();

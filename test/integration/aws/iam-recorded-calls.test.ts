@@ -188,7 +188,8 @@ describe('IAM by simulation of the recorded SDK calls (SEC-02)', () => {
           tags: { 'cost-center': 'cc-42' },
         },
       },
-      false,
+      // It starts a consumer's lanes the moment an update applies.
+      true,
     );
     const step = createDispatcherStepHandler(await hostOf(plain, true));
     batchHostEntry = createBatchHostHandler(await hostOf(plain, true));
@@ -234,7 +235,7 @@ describe('IAM by simulation of the recorded SDK calls (SEC-02)', () => {
       queueProducers: { OUT: { queue: 'orders-out' } },
     });
     const workerUid = await create(FORMS.worker, 'orders-w', {});
-    const consumerUid = await create(FORMS.consumer, 'orders', {
+    const consumerSpec = {
       queue: { resourceUid: queueUid },
       worker: { resourceUid: workerUid },
       deadLetterQueue: { resourceUid: dlqUid },
@@ -243,7 +244,8 @@ describe('IAM by simulation of the recorded SDK calls (SEC-02)', () => {
       maxConcurrency: 2,
       maxRetries: 0,
       retryDelaySeconds: 0,
-    });
+    };
+    const consumerUid = await create(FORMS.consumer, 'orders', consumerSpec);
     await accepted(
       api(
         'PUT',
@@ -320,6 +322,17 @@ describe('IAM by simulation of the recorded SDK calls (SEC-02)', () => {
       superviseOnce({ host: supervisor, cloudwatch, oldestAgeEveryMinutes: 1 }),
     );
     expect(round.started).toBe(2);
+    // Updated with that backlog waiting: the executor starts the new generation's lanes as the
+    // update applies, not the supervisor's next round.
+    await accepted(
+      api(
+        'PUT',
+        `/resources/${consumerUid}`,
+        { spec: { ...consumerSpec, maxConcurrency: 3 } },
+        { ...key(), 'takoform-expected-generation': '1' },
+      ),
+    );
+    expect(calls.some((c) => c.fn === 'executor' && c.operation === 'StartExecution')).toBe(true);
     expect((await api('POST', `${ext}/${dlqUid}/redrive`, { to: queueUid })).status).toBe(200);
     expect((await api('POST', `${ext}/${queueUid}/purge`, {})).status).toBe(200);
 
@@ -327,7 +340,7 @@ describe('IAM by simulation of the recorded SDK calls (SEC-02)', () => {
     await accepted(
       api('DELETE', `/resources/${consumerUid}`, undefined, {
         ...key(),
-        'takoform-expected-generation': '1',
+        'takoform-expected-generation': '2',
       }),
     );
     await accepted(
