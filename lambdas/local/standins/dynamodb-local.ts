@@ -4,6 +4,8 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { startDynamoDbPhysicsProxy } from '../physics/dynamodb-physics-proxy.ts';
+import { type Physics, physicsFromEnv } from '../physics/physics-config.ts';
 import { readyPort, type StandIn, spawnStandIn, stopChild } from './child-process.ts';
 
 const require = createRequire(import.meta.url);
@@ -42,9 +44,42 @@ function jarDirectory(): string {
 
 /**
  * Starts DynamoDB Local on 127.0.0.1, telemetry off, on `port` or else one the system picks. In memory unless `dbPath`
- * is given, in which case tables persist in that folder across restarts.
+ * is given, in which case tables persist in that folder across restarts. With TAKOFORM_PHYSICS set (or `physics`
+ * given), its endpoint is a proxy on `port` that holds every request to DynamoDB's throughput physics, in front of
+ * DynamoDB Local on a port of its own; the proxy ends when DynamoDB Local does.
  */
-export async function startDynamoDbLocal(opts: { dbPath?: string; port?: number } = {}): Promise<StandIn> {
+export async function startDynamoDbLocal(
+  opts: { dbPath?: string; port?: number; physics?: Physics } = {},
+): Promise<StandIn> {
+  const physics = opts.physics ?? physicsFromEnv();
+  if (!physics) return startJava(opts);
+  const java = await startJava({ ...(opts.dbPath ? { dbPath: opts.dbPath } : {}) });
+  try {
+    const proxy = await startDynamoDbPhysicsProxy({
+      target: java.endpoint,
+      physics,
+      ...(opts.port === undefined ? {} : { port: opts.port }),
+    });
+    const exited = java.exited.then(async (code) => {
+      await proxy.stop();
+      return code;
+    });
+    return {
+      ...java,
+      endpoint: proxy.endpoint,
+      exited,
+      stop: async () => {
+        await java.stop();
+        await exited;
+      },
+    };
+  } catch (err) {
+    await java.stop();
+    throw err;
+  }
+}
+
+async function startJava(opts: { dbPath?: string; port?: number }): Promise<StandIn> {
   assertJava17();
   const jarDir = jarDirectory();
   const storage = opts.dbPath ? ['-dbPath', opts.dbPath] : ['-inMemory'];

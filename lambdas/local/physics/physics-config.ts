@@ -1,0 +1,118 @@
+/**
+ * TAKOFORM_PHYSICS: the stand-ins enforce AWS's throughput physics, with every limit divided by a
+ * scale factor k, so that a small machine meets them at 1/k of the load AWS would take. Unset or
+ * empty: the stand-ins never refuse for load (DynamoDB Local runs transactions one after
+ * another and has no per-partition throughput; the local Lambda runner has no concurrency pool).
+ *
+ *   TAKOFORM_PHYSICS=50
+ *   TAKOFORM_PHYSICS='{"scale":50,"transactionMs":10,"partition":"key","lambda":{"reserved":{"worker":4}}}'
+ *
+ * Why the in-flight hold scales too: a transaction holds its items for as long as it is in
+ * flight, so one item accepts at most about 1/window transactions a second. Dividing the load by
+ * k while keeping conflicts as likely as on AWS means multiplying the window by k: the hold is
+ * `transactionMs × scale` (what a transaction takes on AWS, times k) unless `holdMs` says
+ * otherwise.
+ */
+import { z } from 'zod';
+
+export const PHYSICS_ENV = 'TAKOFORM_PHYSICS';
+
+/** AWS's figures, before scaling. */
+export const AWS_LIMITS = {
+  /** Per partition (table or index), a second: 1,000 WCU or 3,000 RCU, or a linear mix. */
+  partitionWriteUnits: 1_000,
+  partitionReadUnits: 3_000,
+  /** Lambda concurrent executions per account and Region (the default quota). */
+  accountConcurrency: 1_000,
+  /** Lambda keeps this much of the account's pool unreserved. */
+  unreservedMinimum: 100,
+} as const;
+
+const positive = (what: string) =>
+  z.number({ error: `must be a positive number (${what})` }).positive(`must be a positive number (${what})`);
+const nonNegativeInt = z
+  .number({ error: 'must be a non-negative integer' })
+  .int('must be a non-negative integer')
+  .min(0, 'must be a non-negative integer');
+
+const physicsSchema = z.strictObject({
+  /** k: every limit is divided by it. */
+  scale: positive('k ≥ 1 scales limits down').min(1, 'must be at least 1'),
+  /** How long a transaction is in flight on AWS (ms); the local hold is this times `scale`. */
+  transactionMs: positive('ms').optional(),
+  /** The least time a transaction holds its items locally (ms), whatever `transactionMs` says. */
+  holdMs: nonNegativeInt.optional(),
+  /**
+   * What shares a throughput budget: `key` (every item of one partition key value, as on a
+   * partition before DynamoDB splits it for heat) or `item` (each item apart: the floor, since an
+   * item never splits).
+   */
+  partition: z.enum(['key', 'item']).optional(),
+  lambda: z
+    .strictObject({
+      /** Concurrent executions of the account (before scaling; default 1,000). */
+      accountConcurrency: positive('executions').optional(),
+      /** Reserved concurrency per local function (before scaling). */
+      reserved: z.partialRecord(z.enum(['worker', 'step', 'batch-host']), nonNegativeInt).optional(),
+    })
+    .optional(),
+});
+
+export type PhysicsInput = z.infer<typeof physicsSchema>;
+
+export interface Physics {
+  scale: number;
+  /** Per partition and second, after scaling. */
+  writeUnitsPerSecond: number;
+  readUnitsPerSecond: number;
+  holdMs: number;
+  partition: 'key' | 'item';
+  lambda: {
+    accountConcurrency: number;
+    reserved: Partial<Record<'worker' | 'step' | 'batch-host', number>>;
+  };
+}
+
+const DEFAULT_TRANSACTION_MS = 10;
+
+export function physicsOf(input: PhysicsInput): Physics {
+  const k = input.scale;
+  const scaleDown = (n: number) => Math.max(1, Math.floor(n / k));
+  const reserved: Physics['lambda']['reserved'] = {};
+  for (const [name, n] of Object.entries(input.lambda?.reserved ?? {}))
+    reserved[name as keyof typeof reserved] = n === 0 ? 0 : scaleDown(n);
+  return {
+    scale: k,
+    writeUnitsPerSecond: AWS_LIMITS.partitionWriteUnits / k,
+    readUnitsPerSecond: AWS_LIMITS.partitionReadUnits / k,
+    holdMs: input.holdMs ?? Math.round((input.transactionMs ?? DEFAULT_TRANSACTION_MS) * k),
+    partition: input.partition ?? 'key',
+    lambda: {
+      accountConcurrency: scaleDown(input.lambda?.accountConcurrency ?? AWS_LIMITS.accountConcurrency),
+      reserved,
+    },
+  };
+}
+
+/** Parses a TAKOFORM_PHYSICS value (k, or JSON); throws one Error naming every problem. */
+export function parsePhysics(raw: string): Physics {
+  const text = raw.trim();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    throw new Error(`${PHYSICS_ENV} is neither a number nor JSON: ${(err as Error).message}`);
+  }
+  const parsed = physicsSchema.safeParse(typeof json === 'number' ? { scale: json } : json);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'scale'}: ${i.message}`);
+    throw new Error(`invalid ${PHYSICS_ENV}: ${problems.join('; ')}`);
+  }
+  return physicsOf(parsed.data);
+}
+
+/** The physics in `env`, or undefined when the variable is unset or empty (no limits). */
+export function physicsFromEnv(env: NodeJS.ProcessEnv = process.env): Physics | undefined {
+  const raw = env[PHYSICS_ENV];
+  return raw === undefined || raw.trim() === '' ? undefined : parsePhysics(raw);
+}

@@ -1,0 +1,222 @@
+/**
+ * The DynamoDB physics model on its own (no endpoint): transactions in flight cancel others and
+ * refuse single writes on their items, partitions refuse past their scaled budget, and billing
+ * rounds as DynamoDB does.
+ */
+import { describe, expect, it } from 'vitest';
+import {
+  itemBytes,
+  readUnits,
+  type TableSchema,
+  writeUnits,
+} from '../../../lambdas/local/physics/dynamodb-items.ts';
+import { DynamoPhysics, isRefusal, type Ticket } from '../../../lambdas/local/physics/dynamodb-physics.ts';
+import { parsePhysics, physicsFromEnv } from '../../../lambdas/local/physics/physics-config.ts';
+import { TokenBucket } from '../../../lambdas/local/physics/token-bucket.ts';
+
+const schema: TableSchema = {
+  table: 't',
+  pk: 'pk',
+  sk: 'sk',
+  indexes: [{ name: 'gsi1', pk: 'gsi1pk', sk: 'gsi1sk' }],
+};
+const schemas = new Map([['t', schema]]);
+const key = (pk: string, sk = '_') => ({ pk: { S: pk }, sk: { S: sk } });
+
+function model(scale: number, clock = { t: 0 }) {
+  return { m: new DynamoPhysics(parsePhysics(JSON.stringify({ scale, holdMs: 0 })), () => clock.t), clock };
+}
+
+const registration = (batch: string) => ({
+  TransactItems: [
+    {
+      Put: {
+        TableName: 't',
+        Item: { ...key(`BATCH#${batch}`, 'head'), gsi1pk: { S: 'RECENT#c' }, gsi1sk: { S: batch } },
+      },
+    },
+    { Update: { TableName: 't', Key: key('DISPATCH#c'), UpdateExpression: 'SET registered.#b = :d' } },
+    { ConditionCheck: { TableName: 't', Key: key('ATTACH#c'), ConditionExpression: '#state = :active' } },
+  ],
+});
+
+describe('TAKOFORM_PHYSICS', () => {
+  it('is off when unset or empty, a scale factor as a number, or JSON', () => {
+    expect(physicsFromEnv({})).toBeUndefined();
+    expect(physicsFromEnv({ TAKOFORM_PHYSICS: ' ' })).toBeUndefined();
+    const k50 = parsePhysics('50');
+    expect(k50).toMatchObject({ scale: 50, writeUnitsPerSecond: 20, readUnitsPerSecond: 60, holdMs: 500 });
+    expect(k50.lambda.accountConcurrency).toBe(20);
+    const json = parsePhysics(
+      '{"scale":10,"transactionMs":4,"partition":"item","lambda":{"reserved":{"worker":50}}}',
+    );
+    expect(json).toMatchObject({
+      holdMs: 40,
+      partition: 'item',
+      lambda: { accountConcurrency: 100, reserved: { worker: 5 } },
+    });
+  });
+
+  it('refuses a malformed value naming the problem', () => {
+    expect(() => parsePhysics('fast')).toThrow(/TAKOFORM_PHYSICS is neither a number nor JSON/);
+    expect(() => parsePhysics('0.5')).toThrow(/scale: must be at least 1/);
+    expect(() => parsePhysics('{"scale":2,"speed":1}')).toThrow(/invalid TAKOFORM_PHYSICS/);
+  });
+});
+
+describe('token buckets', () => {
+  it('admit while above zero, go into debt, and refill at their rate up to one second', () => {
+    const b = new TokenBucket(10, 0);
+    expect(b.admits(0)).toBe(true);
+    b.charge(25, 0);
+    expect(b.admits(0)).toBe(false);
+    expect(b.admits(1000)).toBe(false); // -15 + 10
+    expect(b.admits(1600)).toBe(true); // -15 + 16
+    expect(b.available(60_000)).toBe(10);
+  });
+});
+
+describe('transaction conflicts', () => {
+  it('cancel a transaction that checks an item another transaction in flight holds, naming it', () => {
+    const { m } = model(1);
+    const first = m.begin('TransactWriteItems', registration('b1'), schemas);
+    expect(isRefusal(first)).toBe(false);
+    const second = m.begin('TransactWriteItems', registration('b2'), schemas);
+    expect(isRefusal(second) && second.type).toBe('TransactionCanceledException');
+    if (!isRefusal(second)) return;
+    expect(second.body.CancellationReasons).toEqual([
+      { Code: 'None' },
+      { Code: 'TransactionConflict', Message: expect.any(String) },
+      { Code: 'TransactionConflict', Message: expect.any(String) },
+    ]);
+    expect(m.snapshot().conflictsByItem).toEqual({ 't:DISPATCH#c / _': 1, 't:ATTACH#c / _': 1 });
+    // Once the first is answered, the next one goes through.
+    m.finish(first as Ticket, {}, schemas);
+    expect(isRefusal(m.begin('TransactWriteItems', registration('b3'), schemas))).toBe(false);
+  });
+
+  it('refuse a single write to an item of a transaction in flight with TransactionConflictException', () => {
+    const { m } = model(1);
+    const tx = m.begin('TransactWriteItems', registration('b1'), schemas) as Ticket;
+    const wake = {
+      TableName: 't',
+      Key: key('DISPATCH#c'),
+      UpdateExpression: 'ADD wakes :one',
+      ExpressionAttributeValues: { ':one': { N: '1' } },
+    };
+    const refused = m.begin('UpdateItem', wake, schemas);
+    expect(isRefusal(refused) && refused.type).toBe('TransactionConflictException');
+    expect(m.snapshot()).toMatchObject({ refusedWrites: 1, cancelledTransactions: 0 });
+    m.finish(tx, {}, schemas);
+    expect(isRefusal(m.begin('UpdateItem', wake, schemas))).toBe(false);
+  });
+
+  it('let single writes and reads of other items through, and cancel a TransactGetItems on an item being written', () => {
+    const { m } = model(1);
+    m.begin('TransactWriteItems', registration('b1'), schemas);
+    expect(isRefusal(m.begin('UpdateItem', { TableName: 't', Key: key('DISPATCH#other') }, schemas))).toBe(
+      false,
+    );
+    expect(isRefusal(m.begin('GetItem', { TableName: 't', Key: key('ATTACH#c') }, schemas))).toBe(false);
+    const get = m.begin(
+      'TransactGetItems',
+      { TransactItems: [{ Get: { TableName: 't', Key: key('ATTACH#c') } }] },
+      schemas,
+    );
+    expect(isRefusal(get) && get.body.CancellationReasons).toEqual([
+      { Code: 'TransactionConflict', Message: expect.any(String) },
+    ]);
+  });
+});
+
+describe('partition budgets', () => {
+  it('throttle one partition key past 1,000/k write units a second, bill transactions twice, and leave other keys alone', () => {
+    const { m, clock } = model(100); // 10 WCU a second per partition
+    const wake = {
+      TableName: 't',
+      Key: key('DISPATCH#c'),
+      UpdateExpression: 'ADD wakes :one',
+      ExpressionAttributeValues: { ':one': { N: '1' } },
+    };
+    let admitted = 0;
+    let refused = 0;
+    for (let i = 0; i < 30; i++) {
+      const d = m.begin('UpdateItem', wake, schemas);
+      if (isRefusal(d)) {
+        refused++;
+        expect(d.type).toBe('ProvisionedThroughputExceededException');
+        expect(d.body.ThrottlingReasons).toEqual([
+          { reason: 'TableWriteKeyRangeThroughputExceeded', resource: expect.stringContaining('table/t') },
+        ]);
+      } else {
+        admitted++;
+        m.finish(d, {}, schemas);
+      }
+    }
+    expect([admitted, refused]).toEqual([10, 20]);
+    expect(isRefusal(m.begin('UpdateItem', { ...wake, Key: key('DISPATCH#d') }, schemas))).toBe(false);
+    clock.t = 1_000;
+    // A registration bills 2 WCU per item (3 items, and the index partition of the head).
+    const tx = m.begin('TransactWriteItems', registration('b1'), schemas) as Ticket;
+    m.finish(tx, {}, schemas);
+    const parts = Object.fromEntries(m.snapshot().partitions.map((p) => [p.partition, p.writeUnits]));
+    expect(parts).toMatchObject({
+      't:DISPATCH#c': 12,
+      't:ATTACH#c': 2,
+      't:BATCH#b1': 2,
+      't/gsi1:RECENT#c': 2,
+    });
+  });
+
+  it('cancel a throttled transaction with ThrottlingError at the throttled item', () => {
+    const { m } = model(1000); // 1 WCU a second
+    m.finish(m.begin('UpdateItem', { TableName: 't', Key: key('ATTACH#c') }, schemas) as Ticket, {}, schemas);
+    const d = m.begin('TransactWriteItems', registration('b1'), schemas);
+    expect(isRefusal(d) && d.body.CancellationReasons).toEqual([
+      { Code: 'None' },
+      { Code: 'None' },
+      { Code: 'ThrottlingError', Message: expect.any(String) },
+    ]);
+  });
+
+  it('bill reads by the 4 KB of what they returned, a third of a write unit each', () => {
+    const { m } = model(1);
+    const big = { ...key('QSTATE#q'), blob: { S: 'x'.repeat(9000) } };
+    const get = m.begin(
+      'GetItem',
+      { TableName: 't', Key: key('QSTATE#q'), ConsistentRead: true },
+      schemas,
+    ) as Ticket;
+    m.finish(get, { Item: big }, schemas);
+    const q = m.begin(
+      'Query',
+      {
+        TableName: 't',
+        IndexName: 'gsi1',
+        KeyConditionExpression: '#pk = :p',
+        ExpressionAttributeNames: { '#pk': 'gsi1pk' },
+        ExpressionAttributeValues: { ':p': { S: 'RECENT#c' } },
+      },
+      schemas,
+    ) as Ticket;
+    m.finish(q, { Items: [big, big] }, schemas);
+    const parts = Object.fromEntries(m.snapshot().partitions.map((p) => [p.partition, p.readUnits]));
+    expect(parts).toEqual({ 't:QSTATE#q': 3, 't/gsi1:RECENT#c': 2.5 });
+    // The item's size is remembered: an update of it is billed for the item, not the request.
+    const upd = m.begin(
+      'UpdateItem',
+      { TableName: 't', Key: key('QSTATE#q'), UpdateExpression: 'ADD n :one' },
+      schemas,
+    ) as Ticket;
+    m.finish(upd, {}, schemas);
+    expect(m.snapshot().partitions.find((p) => p.partition === 't:QSTATE#q')?.writeUnits).toBe(9);
+  });
+
+  it('round sizes as DynamoDB does', () => {
+    expect(writeUnits(1)).toBe(1);
+    expect(writeUnits(1025)).toBe(2);
+    expect(readUnits(4097, true)).toBe(2);
+    expect(readUnits(10, false)).toBe(0.5);
+    expect(itemBytes({ ab: { S: 'xyz' }, n: { N: '12345' } })).toBe(2 + 3 + 1 + 4);
+  });
+});
