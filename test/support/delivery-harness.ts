@@ -108,6 +108,8 @@ export async function createDeliveryHost(
     slotsPerShard?: number;
     /** How long an idle lane long-polls (default 1 s here; the local Host's is 10 s). */
     idleWaitSeconds?: number;
+    /** Another DynamoDB endpoint than the suite's (e.g. a physics proxy in front of it). */
+    ddbEndpoint?: string;
   } = {},
 ) {
   const workerTimeoutMs = opts.workerTimeoutMs ?? 10_000;
@@ -136,6 +138,7 @@ export async function createDeliveryHost(
       ...(opts.slotsPerShard ? { slotsPerShard: opts.slotsPerShard } : {}),
     },
     ...(opts.clock ? { clock: opts.clock } : {}),
+    ...(opts.ddbEndpoint ? { ddbEndpoint: opts.ddbEndpoint } : {}),
   });
   const dir = mkdtempSync(path.join(tmpdir(), 'tf-workers-'));
   const files = new Map<

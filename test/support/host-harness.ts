@@ -69,9 +69,11 @@ export async function createTestHost(
     };
     /** Starts dispatcher lanes; with one, sends through the Host wake their consumer. */
     lanes?: LaneLauncher;
+    /** Another DynamoDB endpoint than the suite's (e.g. a physics proxy in front of it). */
+    ddbEndpoint?: string;
   } = {},
 ) {
-  const dynamodb = dynamoDbClient(inject('ddbEndpoint'));
+  const dynamodb = dynamoDbClient(opts.ddbEndpoint ?? inject('ddbEndpoint'));
   const tableName = `t-${randomUUID()}`;
   await createHostTable(dynamodb, tableName);
   const principals = opts.principals ?? [

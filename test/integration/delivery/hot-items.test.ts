@@ -1,0 +1,149 @@
+/**
+ * The hot items of today's delivery design, shown by the DynamoDB physics (TAKOFORM_PHYSICS's
+ * model, here through a proxy of this file's own in front of the suite's DynamoDB Local, at a
+ * scale k): the stand-in cancels a transaction whose item is in another transaction in flight,
+ * refuses a single write to such an item, and throttles a partition key past 1,000/k WCU a
+ * second, as DynamoDB does.
+ *
+ * These tests DOCUMENT THE CURRENT FAILURE: they pass while the item is hot (they assert that
+ * the physics counted conflicts on it and name it). When the delivery design takes the item off
+ * every registration and send, flip each to assert zero conflicts on the item it names (and an
+ * undisturbed delivery), as the capacity work's acceptance asks.
+ *
+ * Why k and the hold: a transaction holds its items while in flight, so the item's serial
+ * ceiling is about 1/window; at 1/k of the load the window is k times AWS's (the model's
+ * `transactionMs × scale`), here 150 ms for k = 50 (3 ms on AWS).
+ */
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import {
+  type PhysicsProxy,
+  startDynamoDbPhysicsProxy,
+} from '../../../lambdas/local/physics/dynamodb-physics-proxy.ts';
+import { parsePhysics } from '../../../lambdas/local/physics/physics-config.ts';
+import { type LogSink, setLogSink } from '../../../lambdas/shared/log.ts';
+import {
+  createDeliveryHost,
+  type DeliveryHost,
+  recordingWorker,
+  waitFor,
+} from '../../support/delivery-harness.ts';
+import { consumerOn } from './delivery-kit.ts';
+
+const PHYSICS = parsePhysics(JSON.stringify({ scale: 50, holdMs: 150 }));
+const REFUSALS = new Set([
+  'TransactionCanceledException',
+  'TransactionConflictException',
+  'ProvisionedThroughputExceededException',
+]);
+
+let proxy: PhysicsProxy;
+let previousSink: LogSink;
+/** Warnings the Host wrote after giving up on a DynamoDB call the physics refused, by message. */
+const gaveUp = new Map<string, number>();
+
+beforeAll(async () => {
+  proxy = await startDynamoDbPhysicsProxy({ target: inject('ddbEndpoint'), physics: PHYSICS });
+  previousSink = setLogSink((level, message, fields) => {
+    const name = (fields.err as { name?: string } | undefined)?.name;
+    if ((level === 'warn' || level === 'error') && name && REFUSALS.has(name))
+      gaveUp.set(`${message} (${name})`, (gaveUp.get(`${message} (${name})`) ?? 0) + 1);
+  });
+});
+
+afterAll(async () => {
+  setLogSink(previousSink);
+  await proxy?.stop();
+});
+
+async function withHost<T>(fn: (d: DeliveryHost) => Promise<T>): Promise<T> {
+  const d = await createDeliveryHost({ workerTimeoutMs: 20_000, ddbEndpoint: proxy.endpoint });
+  try {
+    return await fn(d);
+  } finally {
+    await d.close();
+  }
+}
+
+const conflictsOn = (item: string) => proxy.stats().conflictsByItem[item] ?? 0;
+
+/** What the physics counted, for the test's output (the evidence the redesign starts from). */
+function report(what: string, items: string[]) {
+  const s = proxy.stats();
+  const hottest = s.partitions.slice(0, 3).map((p) => ({
+    partition: p.partition,
+    wcuPerSecond: Math.round(p.writeUnits / p.seconds),
+    shareOfLimit: `${Math.round((100 * p.writeUnits) / p.seconds / PHYSICS.writeUnitsPerSecond)}%`,
+    throttles: p.throttles,
+  }));
+  process.stdout.write(
+    `[hot-items] ${what}: ${JSON.stringify({
+      conflicts: Object.fromEntries(items.map((i) => [i, conflictsOn(i)])),
+      cancelledTransactions: s.cancelledTransactions,
+      refusedWrites: s.refusedWrites,
+      throttled: s.throttled,
+      gaveUp: Object.fromEntries(gaveUp),
+      hottest,
+    })}\n`,
+  );
+}
+
+describe('hot items under DynamoDB physics (k = 50): today’s design, documented', () => {
+  it('CURRENT FAILURE: lanes of one consumer serialize on its attachment item (every registration checks it)', async () => {
+    await withHost(async (d) => {
+      d.startDispatcher();
+      const queue = await d.createQueue('team', 'reg-q');
+      await d.host.producer.sendBatch(
+        queue,
+        Array.from({ length: 60 }, (_, i) => ({ body: `m${i}` })),
+      );
+      const { consumerUid } = await consumerOn(
+        d,
+        'reg',
+        queue,
+        recordingWorker(d.logFile('reg'), 'await new Promise((r) => setTimeout(r, 10));'),
+        { maxBatchSize: 1, maxConcurrency: 12 },
+      );
+      const item = () =>
+        Object.keys(proxy.stats().conflictsByItem).find((k) => k.endsWith(`:ATTACH#${consumerUid} / _`));
+      const hot = await waitFor('a registration cancelled on the attachment item', item, 45_000);
+      report('registrations of one consumer, maxConcurrency 12', [hot]);
+      // Today: concurrent registrations cancel each other on the one attachment item (the
+      // ConditionCheck). After the redesign: expect(conflictsOn(hot)).toBe(0).
+      expect(conflictsOn(hot)).toBeGreaterThan(0);
+    });
+  });
+
+  it('CURRENT FAILURE: sends through the Host contend with registrations on the consumer’s DISPATCH item (ADD wakes)', async () => {
+    await withHost(async (d) => {
+      d.startDispatcher();
+      const queue = await d.createQueue('team', 'wake-q');
+      const { consumerUid } = await consumerOn(
+        d,
+        'wake',
+        queue,
+        recordingWorker(d.logFile('wake'), 'await new Promise((r) => setTimeout(r, 10));'),
+        { maxBatchSize: 1, maxConcurrency: 12 },
+      );
+      const refusedBefore = proxy.stats().refusedWrites;
+      const dispatch = () =>
+        Object.keys(proxy.stats().conflictsByItem).find((k) => k.endsWith(`:DISPATCH#${consumerUid} / _`));
+      // A producer sending one message at a time: every send wakes the consumer (ADD wakes on
+      // DISPATCH#<consumer>/_), the item every registration writes in its transaction.
+      const deadline = Date.now() + 45_000;
+      let sends = 0;
+      while (Date.now() < deadline && !(dispatch() && proxy.stats().refusedWrites > refusedBefore)) {
+        await Promise.all(
+          Array.from({ length: 4 }, () => d.host.producer.sendBatch(queue, [{ body: `s${sends++}` }])),
+        );
+      }
+      const hot = dispatch();
+      report(`sends (${sends}) and registrations of one consumer`, hot ? [hot] : []);
+      // Today: wakes are refused (TransactionConflictException) while a registration holds the
+      // item, and registrations are cancelled by each other there. After the redesign: expect
+      // no conflicts on the DISPATCH item from sends.
+      expect(hot).toBeDefined();
+      expect(conflictsOn(hot as string)).toBeGreaterThan(0);
+      expect(proxy.stats().refusedWrites).toBeGreaterThan(refusedBefore);
+    });
+  });
+});
