@@ -9,6 +9,7 @@ import { NamedError } from '../../lambdas/delivery/limits.ts';
 import type { ProduceCall } from '../../lambdas/delivery/settlement-protocol.ts';
 import { LocalLanes } from '../../lambdas/local/lanes/local-lanes.ts';
 import { LocalSupervisor } from '../../lambdas/local/lanes/local-supervisor.ts';
+import type { LambdaConcurrency } from '../../lambdas/local/physics/lambda-concurrency.ts';
 import { WorkerPool } from '../../lambdas/local/workers/worker-pool.ts';
 import { createTestHost, FORMS, type TestHost } from './host-harness.ts';
 
@@ -191,7 +192,12 @@ export async function createDeliveryHost(
    * either way). A second call starts another one beside it (duplicate executions).
    */
   function startDispatcher(
-    o: { supervisorMs?: number; waitTimeOverrides?: Record<string, number> } = {},
+    o: {
+      supervisorMs?: number;
+      waitTimeOverrides?: Record<string, number>;
+      /** Lambda's concurrency pool the lanes' invocations share (TAKOFORM_PHYSICS's model). */
+      concurrency?: LambdaConcurrency;
+    } = {},
   ): LocalLanes {
     let dead = false;
     // Each dispatcher reaches the delivery service through its own handle. After a crash that
@@ -214,6 +220,7 @@ export async function createDeliveryHost(
       idleWaitSeconds,
       invokerFor,
       ...(o.waitTimeOverrides ? { waitTimeOverrides: o.waitTimeOverrides } : {}),
+      ...(o.concurrency ? { concurrency: o.concurrency } : {}),
     });
     const supervisor = new LocalSupervisor(
       {

@@ -13,6 +13,7 @@ import type { LaneKind } from '../../delivery/lane-kinds.ts';
 import type { MessageQueue } from '../../delivery/ports.ts';
 import { log } from '../../shared/log.ts';
 import { withLambdaInvokeFaults } from '../faults/invoke-faults.ts';
+import { type LambdaConcurrency, lambdaConcurrencyFromEnv } from '../physics/lambda-concurrency.ts';
 import { type LocalExecution, LocalStateMachine } from '../standins/local-step-functions.ts';
 import { LambdaCutOff } from './lambda-cut-off.ts';
 
@@ -35,6 +36,8 @@ export interface LocalLanesOptions {
   waitTimeOverrides?: Record<string, number>;
   /** Step Functions' history cap (default 25,000, as on AWS). */
   historyLimit?: number;
+  /** Lambda's concurrency pool the Task invocations share (default: TAKOFORM_PHYSICS's, if set). */
+  concurrency?: LambdaConcurrency;
 }
 
 /**
@@ -96,10 +99,14 @@ export class LocalLanes implements LaneLauncher {
   /**
    * The Lambda functions behind the Task states. With `TAKOFORM_FAULTS` (`localInvoke`) their
    * invocations throttle, fail or hang as Lambda's do, so the state machine's Retry and Catch run.
+   * With `TAKOFORM_PHYSICS` they share Lambda's concurrency pool and are refused past it.
    */
   private taskHandlers(o: LocalLanesOptions): Record<string, (payload: unknown) => Promise<unknown>> {
-    const step = withLambdaInvokeFaults(
-      async (payload: unknown) => o.loop.step(payload as DispatcherStepInput),
+    const pool = o.concurrency ?? lambdaConcurrencyFromEnv();
+    const limited = <P, T>(fn: (p: P) => Promise<T>, label: 'step' | 'worker') =>
+      pool ? pool.wrap(fn, label) : fn;
+    const step = limited(
+      withLambdaInvokeFaults(async (payload: unknown) => o.loop.step(payload as DispatcherStepInput), 'step'),
       'step',
     );
     return {
@@ -109,25 +116,28 @@ export class LocalLanes implements LaneLauncher {
           : step(payload),
       [DISPATCHER_TASKS.recover]: step,
       [DISPATCHER_TASKS.handover]: async (payload) => (this.stopped ? { handedOver: false } : step(payload)),
-      [DISPATCHER_TASKS.invoke]: withLambdaInvokeFaults(async (payload: unknown) => {
-        const { slot, laneUntil } = payload as { slot: Slot; laneUntil?: number };
-        const cutOff = o.lambdaCutOff ? new LambdaCutOff() : undefined;
-        // Several batches per InvokeWorker, as on AWS: the state machine's transitions are
-        // paid per invocation, not per batch.
-        const run = runLane(
-          slot,
-          {
-            messages: o.messages,
-            host: cutOff ? cutOff.host(o.host) : o.host,
-            invoker: await o.invokerFor(slot, cutOff?.hold),
-            idleWaitSeconds: o.idleWaitSeconds,
-            signal: this.stopping.signal,
-            log: (message, fields) => log.warn(message, { consumerUid: slot.consumerUid, ...fields }),
-          },
-          { maxBatches: 100, budgetMs: 30_000, ...(laneUntil !== undefined ? { until: laneUntil } : {}) },
-        );
-        return cutOff ? cutOff.ending(run) : run;
-      }, 'worker'),
+      [DISPATCHER_TASKS.invoke]: limited(
+        withLambdaInvokeFaults(async (payload: unknown) => {
+          const { slot, laneUntil } = payload as { slot: Slot; laneUntil?: number };
+          const cutOff = o.lambdaCutOff ? new LambdaCutOff() : undefined;
+          // Several batches per InvokeWorker, as on AWS: the state machine's transitions are
+          // paid per invocation, not per batch.
+          const run = runLane(
+            slot,
+            {
+              messages: o.messages,
+              host: cutOff ? cutOff.host(o.host) : o.host,
+              invoker: await o.invokerFor(slot, cutOff?.hold),
+              idleWaitSeconds: o.idleWaitSeconds,
+              signal: this.stopping.signal,
+              log: (message, fields) => log.warn(message, { consumerUid: slot.consumerUid, ...fields }),
+            },
+            { maxBatches: 100, budgetMs: 30_000, ...(laneUntil !== undefined ? { until: laneUntil } : {}) },
+          );
+          return cutOff ? cutOff.ending(run) : run;
+        }, 'worker'),
+        'worker',
+      ),
     };
   }
 

@@ -1,7 +1,7 @@
 /**
- * The DynamoDB physics model on its own (no endpoint): transactions in flight cancel others and
- * refuse single writes on their items, partitions refuse past their scaled budget, and billing
- * rounds as DynamoDB does.
+ * The physics models on their own (no endpoint): transactions in flight cancel others and refuse
+ * single writes on their items, partitions refuse past their scaled budget, billing rounds as
+ * DynamoDB does, and Lambda's concurrency pool refuses past the account's and a reservation.
  */
 import { describe, expect, it } from 'vitest';
 import {
@@ -11,6 +11,7 @@ import {
   writeUnits,
 } from '../../../lambdas/local/physics/dynamodb-items.ts';
 import { DynamoPhysics, isRefusal, type Ticket } from '../../../lambdas/local/physics/dynamodb-physics.ts';
+import { LambdaConcurrency } from '../../../lambdas/local/physics/lambda-concurrency.ts';
 import { parsePhysics, physicsFromEnv } from '../../../lambdas/local/physics/physics-config.ts';
 import { TokenBucket } from '../../../lambdas/local/physics/token-bucket.ts';
 
@@ -218,5 +219,39 @@ describe('partition budgets', () => {
     expect(readUnits(4097, true)).toBe(2);
     expect(readUnits(10, false)).toBe(0.5);
     expect(itemBytes({ ab: { S: 'xyz' }, n: { N: '12345' } })).toBe(2 + 3 + 1 + 4);
+  });
+});
+
+describe('Lambda concurrency', () => {
+  const gate = () => {
+    let open!: () => void;
+    const p = new Promise<void>((r) => (open = r));
+    return { p, open };
+  };
+
+  it('refuses past the account pool (1,000/k) with Lambda.TooManyRequestsException, and a function past its reservation', async () => {
+    const physics = parsePhysics('{"scale":100,"lambda":{"reserved":{"step":200}}}');
+    const pool = new LambdaConcurrency(physics.lambda, physics.scale);
+    expect(pool.stats()).toMatchObject({ accountConcurrency: 10, unreserved: 8 });
+    const g = gate();
+    const worker = pool.wrap(async () => g.p, 'worker');
+    const step = pool.wrap(async () => g.p, 'step');
+    const running = Array.from({ length: 8 }, () => worker(undefined));
+    await expect(worker(undefined)).rejects.toMatchObject({ name: 'Lambda.TooManyRequestsException' });
+    // The step's reservation is its own: the workers cannot take it, and it cannot pass it.
+    const steps = [step(undefined), step(undefined)];
+    await expect(step(undefined)).rejects.toMatchObject({ name: 'Lambda.TooManyRequestsException' });
+    g.open();
+    await Promise.all([...running, ...steps]);
+    expect(pool.stats()).toMatchObject({
+      peak: { worker: 8, step: 2 },
+      throttled: { worker: 1, step: 1 },
+      running: { worker: 0, step: 0 },
+    });
+  });
+
+  it('refuses a reservation that leaves less than 100/k unreserved', () => {
+    const physics = parsePhysics('{"scale":10,"lambda":{"reserved":{"worker":950}}}');
+    expect(() => new LambdaConcurrency(physics.lambda, physics.scale)).toThrow(/unreserved/);
   });
 });
