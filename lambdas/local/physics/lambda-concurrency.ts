@@ -16,6 +16,8 @@ export interface ConcurrencyStats {
   running: Record<LocalInvokeLabel, number>;
   peak: Record<LocalInvokeLabel, number>;
   throttled: Record<LocalInvokeLabel, number>;
+  /** The most invocations of all functions running at once. */
+  peakTotal: number;
   accountConcurrency: number;
   unreserved: number;
 }
@@ -26,6 +28,7 @@ export class LambdaConcurrency {
   private readonly running = labels();
   private readonly peak = labels();
   private readonly throttled = labels();
+  private peakTotal = 0;
   private readonly account: number;
   private readonly reserved: Physics['lambda']['reserved'];
   /** What functions without a reservation share. */
@@ -64,6 +67,8 @@ export class LambdaConcurrency {
       }
       this.running[label]++;
       this.peak[label] = Math.max(this.peak[label], this.running[label]);
+      const total = Object.values(this.running).reduce((n, r) => n + r, 0);
+      this.peakTotal = Math.max(this.peakTotal, total);
       try {
         return await fn(payload);
       } finally {
@@ -77,6 +82,7 @@ export class LambdaConcurrency {
       running: { ...this.running },
       peak: { ...this.peak },
       throttled: { ...this.throttled },
+      peakTotal: this.peakTotal,
       accountConcurrency: this.account,
       unreserved: this.unreserved,
     };
