@@ -146,4 +146,39 @@ describe('hot items under DynamoDB physics (k = 50): today’s design, documente
       expect(proxy.stats().refusedWrites).toBeGreaterThan(refusedBefore);
     });
   });
+
+  it('CURRENT FAILURE: a retry storm writes the queue’s QSTATE item in a transaction per first retry and clear', async () => {
+    await withHost(async (d) => {
+      d.startDispatcher();
+      const queue = await d.createQueue('team', 'storm-q');
+      await d.host.producer.sendBatch(
+        queue,
+        Array.from({ length: 60 }, (_, i) => ({ body: `m${i}` })),
+      );
+      await consumerOn(d, 'storm', queue, recordingWorker(d.logFile('storm'), "throw new Error('storm');"), {
+        maxBatchSize: 1,
+        maxConcurrency: 12,
+        maxRetries: 3,
+        retryDelaySeconds: 0,
+      });
+      const qstate = () => {
+        const p = proxy.model
+          .snapshot(1_000)
+          .partitions.find((x) => x.partition.endsWith(`:QSTATE#${queue.queueUid}`));
+        const item = Object.keys(proxy.stats().conflictsByItem).find((k) =>
+          k.includes(`:QSTATE#${queue.queueUid} /`),
+        );
+        return { p, item, refused: (p?.throttles ?? 0) + (item ? conflictsOn(item) : 0) };
+      };
+      // Long enough to see the item refused a few times, bounded either way.
+      const until = Date.now() + 30_000;
+      while (qstate().refused < 3 && Date.now() < until) await new Promise((r) => setTimeout(r, 200));
+      const hot = qstate();
+      report('retry storm (every handler throws, maxRetries 3, delay 0)', hot.item ? [hot.item] : []);
+      process.stdout.write(`[hot-items] QSTATE partition: ${JSON.stringify(hot.p)}\n`);
+      // Today: every first retry and every clear writes QSTATE#<queue> transactionally (2 WCU),
+      // so a failing queue's one item is throttled or contended. After the redesign: zero.
+      expect(hot.refused).toBeGreaterThan(0);
+    });
+  });
 });
