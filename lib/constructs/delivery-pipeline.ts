@@ -50,6 +50,9 @@ export const SQS_ACTIONS = {
   worker: ['sqs:ReceiveMessage'],
 } as const;
 
+/** Where AWS services deliver logs without a resource-policy entry per log group. */
+export const VENDED_LOGS_PREFIX = '/aws/vendedlogs/states/';
+
 export interface DeliveryPipelineProps {
   readonly table: HostTable;
   /** The Host's name: the `host` dimension of the metrics its functions emit. */
@@ -161,7 +164,11 @@ export class DeliveryPipeline extends Construct {
     this.grantQueues(this.supervisorFunction.fn, SQS_ACTIONS.supervisor);
 
     // The dispatcher: the same ASL the local Host runs, with the step function's ARN filled in.
+    // Under /aws/vendedlogs/: Step Functions then delivers logs without adding this group to the
+    // account's CloudWatch Logs resource policy, which is capped at 5,120 characters and shared by
+    // every stack in the account and region.
     this.stateMachineLogs = new LogGroup(this, 'DispatcherLogs', {
+      logGroupName: `${VENDED_LOGS_PREFIX}${this.dispatcherName}`,
       retention,
       removalPolicy: props.removalPolicy,
     });
