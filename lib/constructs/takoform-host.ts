@@ -85,12 +85,14 @@ export interface TakoformHostProps {
   /**
    * A customer-managed KMS key for the Host table; the Host functions, worker registrations and
    * `grantProduce` get the key rights their table calls need. Needs a stack with an explicit
-   * region. @default an AWS-owned key
+   * region. Give the key itself (`Key.fromKeyArn` of `arn:…:key/<key-id>`); an alias is refused.
+   * @default an AWS-owned key
    */
   readonly tableEncryptionKey?: IKey;
   /**
    * A customer-managed KMS key for the queues the Host creates at run time; senders get
-   * GenerateDataKey and Decrypt, workers Decrypt. Queues are encrypted in any case.
+   * GenerateDataKey and Decrypt, workers Decrypt. Queues are encrypted in any case. Give the key
+   * itself (`Key.fromKeyArn` of `arn:…:key/<key-id>`); an alias is refused.
    * @default SQS-managed server-side encryption
    */
   readonly queueEncryptionKey?: IKey;
@@ -134,6 +136,20 @@ export function deriveQueueNamePrefix(stackName: string): string {
     .replace(/[^a-z0-9]+/g, '-')
     .replace(/^-+/, '');
   return kebab.slice(0, 40).replace(/-+$/, '') || 'takoform';
+}
+
+/**
+ * An alias given where a key is expected (`Alias.fromAliasName`, or `Key.fromKeyArn` of an alias
+ * ARN): its `keyArn` names the alias. Checked on the text, so an ARN with unresolved partition or
+ * account tokens is still recognised.
+ */
+function isAlias(key: IKey): boolean {
+  return 'aliasName' in key || /(?:^|:)alias\//.test(key.keyArn);
+}
+
+function aliasLabel(key: IKey): string {
+  const name = 'aliasName' in key ? (key as { aliasName: string }).aliasName : key.keyArn;
+  return Token.isUnresolved(name) ? 'an alias' : name;
 }
 
 /** Every problem with the props, so one synth shows them all. */
@@ -207,6 +223,14 @@ export function validateTakoformHostProps(props: TakoformHostProps, queueNamePre
     errors.push(...queueTagProblems(props.queueTags).map((p) => `queueTags: ${p}`));
     if (Buffer.byteLength(JSON.stringify(props.queueTags)) > 2048)
       errors.push('queueTags: at most 2048 bytes of JSON');
+  }
+  for (const prop of ['tableEncryptionKey', 'queueEncryptionKey'] as const) {
+    const key = props[prop];
+    if (key && isAlias(key)) {
+      errors.push(
+        `${prop} is a KMS alias (${aliasLabel(key)}): IAM grants and key policies do not match aliases, so every table or queue call would be refused at run time; pass the key ARN (arn:aws:kms:<region>:<account>:key/<key-id>) with Key.fromKeyArn`,
+      );
+    }
   }
   for (const [role, sizing] of Object.entries(props.hostFunctions ?? {})) {
     if (!HOST_FUNCTION_ROLES.includes(role)) errors.push(`hostFunctions.${role} is not a Host function`);

@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { App, type CfnElement, Stack } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
+import { Alias, Key } from 'aws-cdk-lib/aws-kms';
 import type { IConstruct } from 'constructs';
 import { describe, expect, it } from 'vitest';
 import { ModuleWorkerFunction } from '../../lib/constructs/module-worker-function.ts';
@@ -33,5 +34,36 @@ describe('the Step Functions log group', () => {
     const logs = stack.host.delivery.stateMachineLogs;
     const props = template.findResources('AWS::Logs::LogGroup')[logicalId(stack, logs)]?.Properties;
     expect(props?.LogGroupName).toMatch(/^\/aws\/vendedlogs\/states\/takoform-host_dispatcher/);
+  });
+});
+
+describe('customer-managed keys', () => {
+  const ENV = { account: '111111111111', region: 'us-east-1' };
+  const KEY_ARN = 'arn:aws:kms:us-east-1:111111111111:key/11111111-2222-3333-4444-555555555555';
+  const ALIAS_ARN = 'arn:aws:kms:us-east-1:111111111111:alias/takoform';
+  const host = (keys: (stack: Stack) => Record<string, unknown>) => {
+    const app = new App({ context: NO_BUNDLING });
+    const stack = new Stack(app, 'Keys', { env: ENV });
+    return () => new TakoformHost(stack, 'Host', keys(stack));
+  };
+
+  it('an alias (ARN or Alias construct) is refused at synth, naming the key ARN to pass instead', () => {
+    for (const prop of ['tableEncryptionKey', 'queueEncryptionKey']) {
+      expect(host((s) => ({ [prop]: Key.fromKeyArn(s, 'K', ALIAS_ARN) }))).toThrow(
+        new RegExp(`${prop} .*alias.*key ARN \\(arn:aws:kms:<region>:<account>:key/<key-id>\\)`),
+      );
+      expect(host((s) => ({ [prop]: Alias.fromAliasName(s, 'A', 'alias/takoform') }))).toThrow(
+        new RegExp(`${prop} .*alias`),
+      );
+    }
+  });
+
+  it('a key ARN is accepted', () => {
+    expect(
+      host((s) => ({
+        tableEncryptionKey: Key.fromKeyArn(s, 'T', KEY_ARN),
+        queueEncryptionKey: Key.fromKeyArn(s, 'Q', KEY_ARN),
+      })),
+    ).not.toThrow();
   });
 });
