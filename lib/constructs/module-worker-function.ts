@@ -21,6 +21,7 @@ import { QUEUE_TAGS } from '../../lambdas/adapters/aws/sqs-queue-backend.ts';
 import { LAMBDA_MAX_MS, MAX_HANDLER_MS } from '../../lambdas/delivery/lane-kinds.ts';
 import { ID_PATTERN } from '../../lambdas/engine/ids.ts';
 import { AWS_ENV } from '../../lambdas/shared/aws-env.ts';
+import { TABLE_KEYS } from '../../lambdas/shared/table-schema.ts';
 import { SECRET_NAME_PATTERN, type SecretRefs } from '../../lambdas/worker-runtime/secret-refs.ts';
 import { SQS_ACTIONS } from './delivery-pipeline.ts';
 import { HostFunction } from './host-function.ts';
@@ -301,13 +302,20 @@ export class ModuleWorkerFunction extends Construct {
         action: 'deleteItem',
         parameters: {
           TableName: host.tableName,
-          Key: { pk: { S: key.pk as string }, sk: { S: '_' } },
+          Key: { pk: { S: key[TABLE_KEYS.pk] as string }, sk: { S: '_' } },
         },
       },
       policy: AwsCustomResourcePolicy.fromStatements([
+        // The provider function and its role are shared by every AwsCustomResource of the stack;
+        // each registration adds the right to write its own item and nothing else of the table
+        // (API keys, secrets, Resources live there too).
         new iam.PolicyStatement({
           actions: ['dynamodb:PutItem', 'dynamodb:DeleteItem'],
           resources: [host.tableArn],
+          conditions: {
+            'ForAllValues:StringEquals': { 'dynamodb:LeadingKeys': [key[TABLE_KEYS.pk] as string] },
+            Null: { 'dynamodb:LeadingKeys': 'false' },
+          },
         }),
         ...(host.tableEncryptionKey
           ? [

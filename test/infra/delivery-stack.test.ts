@@ -378,7 +378,7 @@ describe('delivery on AWS: template', () => {
     expect(worker.handlers).toEqual(['fetch', 'queue']);
   });
 
-  it('worker: registers itself with a PutItem (create/update) and a DeleteItem (delete), allowed on the Host table only', () => {
+  it('worker: registers itself with a PutItem (create/update) and a DeleteItem (delete), allowed on its own item only', () => {
     const [registration] = Object.values(template.findResources('Custom::TakoformWorkerRegistration'));
     const create = JSON.parse(render(registration?.Properties.Create));
     expect(JSON.parse(render(registration?.Properties.Update))).toEqual(create);
@@ -407,6 +407,11 @@ describe('delivery on AWS: template', () => {
         Action: ['dynamodb:DeleteItem', 'dynamodb:PutItem'],
         Effect: 'Allow',
         Resource: arnOf(stack.host.table.table),
+        // The provider's role is shared by the stack: no other item of the table (API keys).
+        Condition: {
+          'ForAllValues:StringEquals': { 'dynamodb:LeadingKeys': ['WORKER#team#orders'] },
+          Null: { 'dynamodb:LeadingKeys': 'false' },
+        },
       },
     ]);
   });

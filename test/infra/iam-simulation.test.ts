@@ -46,6 +46,10 @@ describe('IAM policies under simulation (SEC-02, DL-09)', () => {
         handlers: ['queue'],
       });
     roles.workerA = worker('OrdersA', 'team-a').function.role;
+    // AwsCustomResource's one provider function per stack, whose role writes every registration.
+    roles.registrations = stack.node
+      .findChild('AWS679f53fac002430cb0da5b7982bd2287')
+      .node.findChild('ServiceRole');
     roles.workerB = worker('OrdersB', 'team-b').function.role;
     const producer = new iam.Role(stack, 'Producer', { assumedBy: new iam.AccountRootPrincipal() });
     stack.host.grantProduce(producer);
@@ -98,6 +102,21 @@ describe('IAM policies under simulation (SEC-02, DL-09)', () => {
       expect(await simulate(roles.producer!, action, tableArn, { 'dynamodb:LeadingKeys': [commitPk] })).toBe(
         'ImplicitlyDenied',
       );
+    }
+  });
+
+  it('SEC-02: the registration provider writes and deletes its workers’ registration items only, never an API key', async () => {
+    const write = (action: string, leadingKey: string) =>
+      simulate(roles.registrations!, action, tableArn, { 'dynamodb:LeadingKeys': [leadingKey] });
+    for (const action of ['dynamodb:PutItem', 'dynamodb:DeleteItem']) {
+      expect(await write(action, 'WORKER#team-a#orders')).toBe('Allowed');
+      expect(await write(action, 'WORKER#team-b#orders')).toBe('Allowed');
+      for (const pk of ['KEY#abc', 'SECRET#delivery-key', 'RES#r1', 'WORKER#team-c#orders', 'WORKER#team-a#other']) {
+        expect(await write(action, pk)).toBe('ImplicitlyDenied');
+      }
+    }
+    for (const action of ['dynamodb:UpdateItem', 'dynamodb:GetItem', 'dynamodb:Query']) {
+      expect(await write(action, 'WORKER#team-a#orders')).toBe('ImplicitlyDenied');
     }
   });
 
