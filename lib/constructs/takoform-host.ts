@@ -1,4 +1,4 @@
-import { ArnFormat, type Duration, RemovalPolicy, Stack, Token, Validations } from 'aws-cdk-lib';
+import { Annotations, ArnFormat, type Duration, RemovalPolicy, Stack, Token, Validations } from 'aws-cdk-lib';
 import { BasePathMapping, DomainName, EndpointType, SecurityPolicy } from 'aws-cdk-lib/aws-apigateway';
 import type { ICertificate } from 'aws-cdk-lib/aws-certificatemanager';
 import * as iam from 'aws-cdk-lib/aws-iam';
@@ -106,7 +106,9 @@ export interface TakoformHostProps {
   /** Active X-Ray tracing of the Host and worker functions, the dispatcher and the API stage. @default true */
   readonly tracing?: boolean;
   /**
-   * Memory (MB) and reserved concurrency of each Host function.
+   * Memory (MB) and reserved concurrency of each Host function. Reserved concurrency comes out of
+   * the account's regional pool, and Lambda keeps at least 100 of it unreserved: an account needs
+   * `UnreservedConcurrentExecutions` of the sum reserved plus 100 (see docs/deploy.md, Sizing).
    * @default 512 MB each (the batch host 1024), no reserved concurrency
    */
   readonly hostFunctions?: {
@@ -136,6 +138,27 @@ export function deriveQueueNamePrefix(stackName: string): string {
     .replace(/[^a-z0-9]+/g, '-')
     .replace(/^-+/, '');
   return kebab.slice(0, 40).replace(/-+$/, '') || 'takoform';
+}
+
+/**
+ * Reserved concurrency is carved out of the account's regional pool, and Lambda refuses a
+ * reservation that leaves fewer than 100 executions unreserved — on an account whose quota is
+ * below that (new accounts may start at 10), any reservation. The deploy would fail on such an
+ * account with nothing in the template to say why, so the sum is stated at synth.
+ */
+function noteReservedConcurrency(scope: Construct, props: TakoformHostProps): void {
+  const reserved = Object.values(props.hostFunctions ?? {}).reduce(
+    (sum, sizing) => sum + (sizing?.reservedConcurrentExecutions ?? 0),
+    0,
+  );
+  if (reserved === 0) return;
+  Annotations.of(scope).addInfo(
+    `The Host's functions reserve ${reserved} concurrent executions of the account's regional Lambda ` +
+      'concurrency. Lambda refuses a reservation that leaves fewer than 100 unreserved (on an account whose ' +
+      "whole quota is below that, such as a new account's 10, any reservation): before the first deploy, " +
+      `UnreservedConcurrentExecutions (aws lambda get-account-settings) must be at least ${reserved + 100}; ` +
+      "otherwise request a higher 'Concurrent executions' quota in Service Quotas, or reserve less.",
+  );
 }
 
 /**
@@ -346,6 +369,7 @@ export class TakoformHost extends Construct {
       alarmTopic: props.alarmTopic,
       thresholds: props.alarmThresholds,
     });
+    noteReservedConcurrency(this, props);
     this.logRetention = logRetention;
     this.removalPolicy = removalPolicy;
     this.tracing = props.tracing ?? true;

@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { App, type CfnElement, Stack } from 'aws-cdk-lib';
-import { Template } from 'aws-cdk-lib/assertions';
+import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
 import { Alias, Key } from 'aws-cdk-lib/aws-kms';
 import type { IConstruct } from 'constructs';
 import { describe, expect, it } from 'vitest';
@@ -65,5 +65,22 @@ describe('customer-managed keys', () => {
         queueEncryptionKey: Key.fromKeyArn(s, 'Q', KEY_ARN),
       })),
     ).not.toThrow();
+  });
+});
+
+describe('reserved concurrency of the Host functions', () => {
+  it('the stack says how much of the account’s concurrency it reserves and what the account must have left', () => {
+    const { stack } = build({
+      hostFunctions: { api: { reservedConcurrentExecutions: 20 }, batchHost: { reservedConcurrentExecutions: 30 } },
+    });
+    const infos = Annotations.fromStack(stack).findInfo('*', Match.stringLikeRegexp('reserve 50 concurrent'));
+    expect(infos).toHaveLength(1);
+    expect(infos[0]?.entry.data).toMatch(/UnreservedConcurrentExecutions.*at least 150/);
+    expect(infos[0]?.entry.data).toMatch(/fewer than 100 unreserved/);
+  });
+
+  it('nothing is said when no Host function reserves any', () => {
+    const { stack } = build();
+    expect(Annotations.fromStack(stack).findInfo('*', Match.stringLikeRegexp('concurrent'))).toEqual([]);
   });
 });
