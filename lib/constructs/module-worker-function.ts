@@ -287,51 +287,61 @@ export class ModuleWorkerFunction extends Construct {
       deploymentUid: this.deploymentUid,
       timeoutSeconds: this.timeout.toSeconds(),
     });
-    const put = {
-      service: 'DynamoDB',
-      action: 'putItem',
-      parameters: { TableName: host.tableName, Item: item },
-      physicalResourceId: PhysicalResourceId.of(`WORKER#${props.space}#${props.name}`),
-    };
-    this.registration = new AwsCustomResource(this, 'Registration', {
-      resourceType: 'Custom::TakoformWorkerRegistration',
-      onCreate: put,
-      onUpdate: put,
-      onDelete: {
-        service: 'DynamoDB',
-        action: 'deleteItem',
-        parameters: {
-          TableName: host.tableName,
-          Key: { pk: { S: key[TABLE_KEYS.pk] as string }, sk: { S: '_' } },
-        },
-      },
-      policy: AwsCustomResourcePolicy.fromStatements([
-        // The provider function and its role are shared by every AwsCustomResource of the stack;
-        // each registration adds the right to write its own item and nothing else of the table
-        // (API keys, secrets, Resources live there too).
-        new iam.PolicyStatement({
-          actions: ['dynamodb:PutItem', 'dynamodb:DeleteItem'],
-          resources: [host.tableArn],
-          conditions: {
-            'ForAllValues:StringEquals': { 'dynamodb:LeadingKeys': [key[TABLE_KEYS.pk] as string] },
-            Null: { 'dynamodb:LeadingKeys': 'false' },
-          },
-        }),
-        ...(host.tableEncryptionKey
-          ? [
-              new iam.PolicyStatement({
-                actions: TABLE_KEY_WRITE_ACTIONS,
-                resources: [host.tableEncryptionKey.keyArn],
-              }),
-            ]
-          : []),
-      ]),
-      installLatestAwsSdk: false,
-      logGroup: registrationLogs(stack, host),
-    });
+    this.registration = registrationResource(this, host, key, item);
     // No explicit dependency on the function: the item names its ARN, which orders the two already.
     acknowledgeRegistrationProvider(stack);
   }
+}
+
+/**
+ * The custom resource that puts a worker's registration item on create and update and deletes it
+ * with the worker. The provider function and its role are shared by every AwsCustomResource of
+ * the stack; each registration adds the right to write its own item and nothing else of the
+ * table (API keys, secrets, Resources live there too).
+ */
+function registrationResource(
+  scope: Construct,
+  host: WorkerHostBinding,
+  key: Record<string, unknown>,
+  item: Record<string, unknown>,
+): AwsCustomResource {
+  const pk = key[TABLE_KEYS.pk] as string;
+  const put = {
+    service: 'DynamoDB',
+    action: 'putItem',
+    parameters: { TableName: host.tableName, Item: item },
+    physicalResourceId: PhysicalResourceId.of(pk),
+  };
+  return new AwsCustomResource(scope, 'Registration', {
+    resourceType: 'Custom::TakoformWorkerRegistration',
+    onCreate: put,
+    onUpdate: put,
+    onDelete: {
+      service: 'DynamoDB',
+      action: 'deleteItem',
+      parameters: { TableName: host.tableName, Key: { pk: { S: pk }, sk: { S: '_' } } },
+    },
+    policy: AwsCustomResourcePolicy.fromStatements([
+      new iam.PolicyStatement({
+        actions: ['dynamodb:PutItem', 'dynamodb:DeleteItem'],
+        resources: [host.tableArn],
+        conditions: {
+          'ForAllValues:StringEquals': { 'dynamodb:LeadingKeys': [pk] },
+          Null: { 'dynamodb:LeadingKeys': 'false' },
+        },
+      }),
+      ...(host.tableEncryptionKey
+        ? [
+            new iam.PolicyStatement({
+              actions: TABLE_KEY_WRITE_ACTIONS,
+              resources: [host.tableEncryptionKey.keyArn],
+            }),
+          ]
+        : []),
+    ]),
+    installLatestAwsSdk: false,
+    logGroup: registrationLogs(Stack.of(scope), host),
+  });
 }
 
 /** One log group for the stack's shared registration provider (AwsCustomResource's singleton). */

@@ -71,7 +71,10 @@ describe('customer-managed keys', () => {
 describe('reserved concurrency of the Host functions', () => {
   it('the stack says how much of the account’s concurrency it reserves and what the account must have left', () => {
     const { stack } = build({
-      hostFunctions: { api: { reservedConcurrentExecutions: 20 }, batchHost: { reservedConcurrentExecutions: 30 } },
+      hostFunctions: {
+        api: { reservedConcurrentExecutions: 20 },
+        batchHost: { reservedConcurrentExecutions: 30 },
+      },
     });
     const infos = Annotations.fromStack(stack).findInfo('*', Match.stringLikeRegexp('reserve 50 concurrent'));
     expect(infos).toHaveLength(1);

@@ -111,7 +111,13 @@ describe('IAM policies under simulation (SEC-02, DL-09)', () => {
     for (const action of ['dynamodb:PutItem', 'dynamodb:DeleteItem']) {
       expect(await write(action, 'WORKER#team-a#orders')).toBe('Allowed');
       expect(await write(action, 'WORKER#team-b#orders')).toBe('Allowed');
-      for (const pk of ['KEY#abc', 'SECRET#delivery-key', 'RES#r1', 'WORKER#team-c#orders', 'WORKER#team-a#other']) {
+      for (const pk of [
+        'KEY#abc',
+        'SECRET#delivery-key',
+        'RES#r1',
+        'WORKER#team-c#orders',
+        'WORKER#team-a#other',
+      ]) {
         expect(await write(action, pk)).toBe('ImplicitlyDenied');
       }
     }
