@@ -7,7 +7,7 @@
  * Landing-zone context (docs/deploy.md): `-c hostedZoneId=… -c hostedZoneName=…`, `-c webAclArn=…`,
  * `-c disableExecuteApiEndpoint=true`, `-c cloudWatchRole=false`, `-c tracing=false`,
  * `-c tableKeyArn=…`, `-c queueKeyArn=…` (a table key needs CDK_DEFAULT_REGION), and
- * `-c queueTags='{"cost-center":"cc-42"}'`.
+ * `-c queueTags='{"cost-center":"cc-42"}'`, `-c rateLimitPerIp=6000` (or `false`).
  */
 import { App, CfnOutput, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
@@ -30,6 +30,7 @@ const flag = (key: string): boolean | undefined => {
   return v === 'true';
 };
 const queueTags = context('queueTags');
+const perIp = context('rateLimitPerIp');
 const stack = new TakoformHostStack(app, 'TakoformHost', {
   env: account || region ? { account, region } : undefined,
   publicOrigin: context('publicOrigin'),
@@ -45,6 +46,7 @@ const stack = new TakoformHostStack(app, 'TakoformHost', {
   tableEncryptionKeyArn: context('tableKeyArn'),
   queueEncryptionKeyArn: context('queueKeyArn'),
   queueTags: queueTags === undefined ? undefined : JSON.parse(queueTags),
+  rateLimitPerIp: perIp === undefined ? undefined : perIp === 'false' ? false : Number(perIp),
 });
 
 if (context('exampleWorker') === 'true') {

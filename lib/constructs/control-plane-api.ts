@@ -9,7 +9,7 @@ import {
   RestApi,
 } from 'aws-cdk-lib/aws-apigateway';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
-import { CfnWebACLAssociation } from 'aws-cdk-lib/aws-wafv2';
+import { CfnWebACL, CfnWebACLAssociation } from 'aws-cdk-lib/aws-wafv2';
 import { Construct } from 'constructs';
 import { parsePublicOrigin } from '../../lambdas/http/origin.ts';
 import { type FunctionSizing, HostFunction } from './host-function.ts';
@@ -50,19 +50,36 @@ export interface ControlPlaneApiProps {
   readonly disableExecuteApiEndpoint?: boolean;
   /** A regional WAFv2 web ACL to associate with the stage. @default none */
   readonly webAclArn?: string;
+  /**
+   * Without `webAclArn`: requests one source IP may make in 5 minutes before a web ACL this
+   * construct makes answers it 429 (a WAF rate-based rule); `false` makes none.
+   * @default DEFAULT_RATE_LIMIT_PER_IP
+   */
+  readonly rateLimitPerIp?: number | false;
   /** Active X-Ray tracing of the stage and the function. @default true */
   readonly tracing?: boolean;
   /** Memory and reserved concurrency of the API function. @default 512 MB, none reserved */
   readonly sizing?: FunctionSizing;
 }
 
+/**
+ * Requests per source IP in WAF's 5-minute window: 10 a second on average, a tenth of the stage's
+ * default rate, so one client — anonymous ones included, since the stage throttle runs before the
+ * Lambda sees any credential — cannot spend the stage's throttle for everyone.
+ */
+export const DEFAULT_RATE_LIMIT_PER_IP = 3_000;
+/** WAF's bounds on a rate-based rule's limit. */
+export const RATE_LIMIT_PER_IP_RANGE = [10, 2_000_000_000] as const;
+
 /** Host API v2 over HTTP: a REST API that sends every path and method to one Lambda. */
 export class ControlPlaneApi extends Construct {
   readonly api: RestApi;
   readonly handler: HostFunction;
   readonly accessLogs: LogGroup;
-  /** The stage's web ACL association, when a `webAclArn` was given. */
+  /** The stage's web ACL association: `webAclArn`'s, or that of the web ACL made here. */
   readonly webAclAssociation?: CfnWebACLAssociation;
+  /** The web ACL with the per-IP rate rule, unless `webAclArn` was given or `rateLimitPerIp` is false. */
+  readonly webAcl?: CfnWebACL;
   /** The origin the Host advertises: `publicOrigin`, or the execute-api host without its stage. */
   readonly publicOrigin: string;
 
@@ -115,13 +132,54 @@ export class ControlPlaneApi extends Construct {
     this.api.root.addMethod('ANY', integration);
     this.api.root.addProxy({ defaultIntegration: integration, anyMethod: true });
 
-    if (props.webAclArn) {
+    const rate = props.webAclArn ? false : (props.rateLimitPerIp ?? DEFAULT_RATE_LIMIT_PER_IP);
+    if (rate !== false) this.webAcl = this.rateLimitAcl(rate, props.restApiName ?? 'takoform-api');
+    const webAclArn = props.webAclArn ?? this.webAcl?.attrArn;
+    if (webAclArn) {
       this.webAclAssociation = new CfnWebACLAssociation(this, 'WebAcl', {
         resourceArn: this.api.deploymentStage.stageArn,
-        webAclArn: props.webAclArn,
+        webAclArn,
       });
     }
     this.acknowledgeFindings();
+  }
+
+  /**
+   * A web ACL whose one rule blocks a source IP past `limit` requests in 5 minutes with a 429 in
+   * the Host's error shape, until its rate falls back under the limit. Everything else passes.
+   */
+  private rateLimitAcl(limit: number, name: string): CfnWebACL {
+    const metric = (suffix: string) => ({
+      cloudWatchMetricsEnabled: true,
+      metricName: `${name}-${suffix}`.replace(/[^A-Za-z0-9_-]/g, '-'),
+      sampledRequestsEnabled: true,
+    });
+    return new CfnWebACL(this, 'RateLimit', {
+      scope: 'REGIONAL',
+      description: 'Takoform Host API: requests per source IP',
+      defaultAction: { allow: {} },
+      visibilityConfig: metric('acl'),
+      customResponseBodies: {
+        rateLimited: {
+          contentType: 'APPLICATION_JSON',
+          content: JSON.stringify({
+            type: 'about:blank',
+            title: 'Too Many Requests',
+            status: 429,
+            detail: 'Too many requests from this address; retry later.',
+          }),
+        },
+      },
+      rules: [
+        {
+          name: 'RequestsPerSourceIp',
+          priority: 0,
+          action: { block: { customResponse: { responseCode: 429, customResponseBodyKey: 'rateLimited' } } },
+          statement: { rateBasedStatement: { limit, aggregateKeyType: 'IP', evaluationWindowSec: 300 } },
+          visibilityConfig: metric('per-ip'),
+        },
+      ],
+    });
   }
 
   /** The execute-api host without the stage path; a stand-in until a custom domain is mapped. */
@@ -140,7 +198,7 @@ export class ControlPlaneApi extends Construct {
       Validations.of(this.api.deploymentStage).acknowledge({
         id: 'AwsSolutions-APIG3',
         reason:
-          'No webAclArn was given: the TakoformHost webAclArn prop associates a regional WAFv2 web ACL with this stage (docs/deploy.md, "WAF").',
+          'rateLimitPerIp is false and no webAclArn was given: the TakoformHost webAclArn prop associates a regional WAFv2 web ACL with this stage (docs/deploy.md, "WAF").',
       });
     }
     for (const method of this.api.methods) {

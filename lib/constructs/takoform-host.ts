@@ -13,7 +13,7 @@ import { queueTagProblems } from '../../lambdas/adapters/aws/sqs-queue-backend.t
 import { MAX_HANDLER_MS } from '../../lambdas/delivery/lane-kinds.ts';
 import { parsePublicOrigin } from '../../lambdas/http/origin.ts';
 import { TABLE_KEYS } from '../../lambdas/shared/table-schema.ts';
-import { ControlPlaneApi } from './control-plane-api.ts';
+import { ControlPlaneApi, RATE_LIMIT_PER_IP_RANGE } from './control-plane-api.ts';
 import { DeliveryPipeline } from './delivery-pipeline.ts';
 import { type FunctionSizing, validateSizing } from './host-function.ts';
 import { type AlarmThresholds, HostObservability } from './host-observability.ts';
@@ -82,6 +82,14 @@ export interface TakoformHostProps {
    * associated with the API stage. @default none
    */
   readonly webAclArn?: string;
+  /**
+   * Without `webAclArn`, the Host makes a regional WAFv2 web ACL for its stage with one
+   * rate-based rule: a source IP that sends more than this many requests in 5 minutes is answered
+   * 429 until its rate falls back. It bounds every client, anonymous ones included, below the
+   * stage-wide `throttling` (which all clients share). 10..2,000,000,000, or `false` for no web
+   * ACL. With `webAclArn`, rate limits are that web ACL's rules. @default 3000 (10 a second)
+   */
+  readonly rateLimitPerIp?: number | false;
   /**
    * A customer-managed KMS key for the Host table; the Host functions, worker registrations and
    * `grantProduce` get the key rights their table calls need. Needs a stack with an explicit
@@ -242,6 +250,17 @@ export function validateTakoformHostProps(props: TakoformHostProps, queueNamePre
   if (acl !== undefined && !Token.isUnresolved(acl) && !WEB_ACL_ARN.test(acl)) {
     errors.push(`webAclArn ${JSON.stringify(acl)} is not a regional WAFv2 web ACL ARN`);
   }
+  const perIp = props.rateLimitPerIp;
+  if (perIp !== undefined && perIp !== false) {
+    const [min, max] = RATE_LIMIT_PER_IP_RANGE;
+    if (!(Number.isInteger(perIp) && perIp >= min && perIp <= max)) {
+      errors.push(`rateLimitPerIp must be an integer in ${min}..${max}, or false`);
+    } else if (props.webAclArn !== undefined) {
+      errors.push(
+        'rateLimitPerIp and webAclArn exclude each other: a stage has one web ACL, so put the rate-based rule in the web ACL of webAclArn',
+      );
+    }
+  }
   if (props.queueTags !== undefined) {
     errors.push(...queueTagProblems(props.queueTags).map((p) => `queueTags: ${p}`));
     if (Buffer.byteLength(JSON.stringify(props.queueTags)) > 2048)
@@ -314,6 +333,7 @@ export class TakoformHost extends Construct {
       cloudWatchRole: props.cloudWatchRole,
       disableExecuteApiEndpoint: props.disableExecuteApiEndpoint,
       webAclArn: props.webAclArn,
+      rateLimitPerIp: props.rateLimitPerIp,
       tracing: props.tracing,
       sizing: props.hostFunctions?.api,
     });

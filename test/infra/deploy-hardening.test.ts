@@ -87,3 +87,47 @@ describe('reserved concurrency of the Host functions', () => {
     expect(Annotations.fromStack(stack).findInfo('*', Match.stringLikeRegexp('concurrent'))).toEqual([]);
   });
 });
+
+describe('a bound per client on the API', () => {
+  const WEB_ACL =
+    'arn:aws:wafv2:us-east-1:111111111111:regional/webacl/platform/11111111-2222-3333-4444-555555555555';
+  const rateRules = (template: Template) =>
+    Object.values(template.findResources('AWS::WAFv2::WebACL')).flatMap((acl) =>
+      (acl.Properties.Rules as { Statement: { RateBasedStatement?: unknown } }[]).filter(
+        (r) => r.Statement.RateBasedStatement,
+      ),
+    );
+
+  it('by default, a web ACL on the stage blocks one source IP past its own rate, well inside the stage’s', () => {
+    const { stack, template } = build();
+    const [rule] = rateRules(template);
+    expect(rule).toMatchObject({
+      Action: { Block: { CustomResponse: { ResponseCode: 429 } } },
+      Statement: { RateBasedStatement: { AggregateKeyType: 'IP', EvaluationWindowSec: 300, Limit: 3000 } },
+    });
+    const acl = stack.host.api.webAcl!;
+    template.hasResourceProperties('AWS::WAFv2::WebACLAssociation', {
+      ResourceArn: Match.anyValue(),
+      WebACLArn: { 'Fn::GetAtt': [logicalId(stack, acl), 'Arn'] },
+    });
+    template.hasResourceProperties('AWS::WAFv2::WebACL', { Scope: 'REGIONAL', DefaultAction: { Allow: {} } });
+  });
+
+  it('the rate is configurable, and false leaves the stage without a web ACL', () => {
+    const [rule] = rateRules(build({ rateLimitPerIp: 600 }).template);
+    expect(rule).toMatchObject({ Statement: { RateBasedStatement: { Limit: 600 } } });
+    const off = build({ rateLimitPerIp: false }).template;
+    off.resourceCountIs('AWS::WAFv2::WebACL', 0);
+    off.resourceCountIs('AWS::WAFv2::WebACLAssociation', 0);
+  });
+
+  it('with the platform’s own web ACL, that one is associated and none is made; both at once is an error', () => {
+    const { template } = build({ webAclArn: WEB_ACL });
+    template.resourceCountIs('AWS::WAFv2::WebACL', 0);
+    template.hasResourceProperties('AWS::WAFv2::WebACLAssociation', { WebACLArn: WEB_ACL });
+    expect(() => build({ webAclArn: WEB_ACL, rateLimitPerIp: 600 })).toThrow(/rateLimitPerIp .*webAclArn/);
+    expect(() => build({ rateLimitPerIp: 5 })).toThrow(
+      /rateLimitPerIp must be an integer in 10\.\.2000000000/,
+    );
+  });
+});

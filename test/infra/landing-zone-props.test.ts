@@ -169,7 +169,10 @@ describe('landing-zone props', () => {
       WebACLArn: WEB_ACL,
       ResourceArn: stack.resolve(stack.api.api.deploymentStage.stageArn),
     });
-    build().template.resourceCountIs('AWS::WAFv2::WebACLAssociation', 0);
+    template.resourceCountIs('AWS::WAFv2::WebACL', 0);
+    // Without one the Host makes its own (the per-IP rate rule), unless told not to.
+    build().template.resourceCountIs('AWS::WAFv2::WebACLAssociation', 1);
+    build(() => ({ rateLimitPerIp: false })).template.resourceCountIs('AWS::WAFv2::WebACLAssociation', 0);
     expect(errorOf(() => ({ webAclArn: 'arn:aws:wafv2:us-east-1:111111111111:global/webacl/x/y' }))).toMatch(
       /not a regional WAFv2 web ACL ARN/,
     );
@@ -370,11 +373,11 @@ describe('OPS-02: cdk-nag with every landing-zone prop set', () => {
       'TakoformHost/Host/Delivery/DispatcherExpress AwsSolutions-SF2',
     ]);
     for (const k of added) expect(after.get(k)).toMatch(/tracing prop/);
-    // The web ACL and the account's own role make two acknowledgements unnecessary.
+    // The account's own role makes an acknowledgement unnecessary (the stage has a web ACL in
+    // both: the Host's rate-limiting one, or webAclArn's).
     expect(removed.sort()).toEqual(
       [
         'TakoformHost/Host/Api/Api/CloudWatchRole AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs]',
-        'TakoformHost/Host/Api/Api/DeploymentStage.prod AwsSolutions-APIG3',
         // Tracing off: no X-Ray policy to acknowledge.
         ...[
           'Api/Handler',
