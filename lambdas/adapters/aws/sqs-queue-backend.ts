@@ -7,6 +7,8 @@ import {
   type SQSClient,
   TagQueueCommand,
 } from '@aws-sdk/client-sqs';
+import { encodeEnvelope } from '../../delivery/envelope.ts';
+import { MESSAGE_LIMITS } from '../../delivery/limits.ts';
 import type { QueueBackend } from '../../forms/at-least-once-queue/queue-backend.ts';
 
 /** Whether an SQS error says the queue does not exist (both protocol spellings). */
@@ -93,11 +95,38 @@ export function tlsOnlyQueuePolicy(queueArn: string): string {
   });
 }
 
+/** A time far past any the Host writes (`ts`, `notBefore`): the widest a number in the envelope gets. */
+const FAR_FUTURE_MS = 8.64e15;
+
+/**
+ * The largest SQS message the Host itself writes: the envelope of a body of the Forms' largest
+ * size (base64), with the longest id and commit id and both times. Host messages carry no SQS
+ * message attributes, so this is all SQS counts against the queue's `MaximumMessageSize`.
+ */
+export const HOST_MAX_ENVELOPE_BYTES = Buffer.byteLength(
+  encodeEnvelope({
+    id: 'm'.repeat(256),
+    ts: FAR_FUTURE_MS,
+    body: new Uint8Array(MESSAGE_LIMITS.maxBodyBytes),
+    notBefore: FAR_FUTURE_MS,
+    commit: 'c'.repeat(256),
+  }),
+);
+
+/**
+ * Every Host queue's `MaximumMessageSize`: the Host's largest envelope, rounded up to a whole KiB.
+ * SQS's own maximum (1 MiB, also its default for new queues) would let a direct send put a body
+ * far past the Forms' limit on the queue, which no handler may be given and whose dead-letter
+ * move SQS would then refuse; with this size SQS refuses such a send itself.
+ */
+export const QUEUE_MAX_MESSAGE_BYTES = Math.ceil(HOST_MAX_ENVELOPE_BYTES / 1024) * 1024;
+
 /**
  * One SQS standard queue per AtLeastOnceQueue Resource, named `<prefix><uid>`; IAM is scoped to
  * the prefix, and a worker's receives to queues tagged with its Space. Every queue is encrypted
  * at rest (SQS-managed SSE, or the deployment's KMS key), and on AWS refuses non-TLS requests.
- * Message size stays at SQS's default: bodies are at most 127000 bytes, base64.
+ * Messages are limited to the Host's own largest (`QUEUE_MAX_MESSAGE_BYTES`), so SQS refuses any
+ * larger one, whoever sends it.
  */
 export class SqsQueueBackend implements QueueBackend {
   private readonly sqs: SQSClient;
@@ -118,6 +147,7 @@ export class SqsQueueBackend implements QueueBackend {
     const { kmsKeyArn, queueArnPrefix } = this.settings;
     return {
       MessageRetentionPeriod: String(retentionSeconds),
+      MaximumMessageSize: String(QUEUE_MAX_MESSAGE_BYTES),
       ...(kmsKeyArn
         ? { KmsMasterKeyId: kmsKeyArn, KmsDataKeyReusePeriodSeconds: '300' }
         : { SqsManagedSseEnabled: 'true' }),

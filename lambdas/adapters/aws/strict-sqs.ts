@@ -3,9 +3,9 @@
  * fauxqs's default `MaximumMessageSize` is 1 MiB and it never checks a batch's total. AWS refuses
  * these requests, so the local Host must too, or code that only works locally ships.
  *
- * 262,144 bytes is what a queue of this Host accepts: it is the default of the queue attribute
- * `MaximumMessageSize`, which this Host never raises (the API itself now allows up to 1 MiB on
- * queues configured for it). SQS counts a message as its body plus its message attributes (each
+ * 262,144 bytes is the most this client lets through, per message and per batch request. Each
+ * Host queue's own `MaximumMessageSize` is lower (`QUEUE_MAX_MESSAGE_BYTES`, the Host's largest
+ * envelope), and the stand-in refuses past it as SQS does. SQS counts a message as its body plus its message attributes (each
  * attribute's name, data type and value); a SendMessageBatch is limited to the same total over
  * all of its entries.
  *
@@ -47,7 +47,7 @@ import {
 } from '@aws-sdk/client-sqs';
 import { asNoFunction } from './call-recorder.ts';
 
-/** The default (and this Host's) `MaximumMessageSize`, per message and per batch request. */
+/** What this client lets through, per message and per batch request (SQS's former default size). */
 export const SQS_MAX_MESSAGE_BYTES = 262_144;
 /** In-flight messages a standard queue allows (received, not deleted, not yet visible again). */
 export const SQS_MAX_INFLIGHT = 120_000;

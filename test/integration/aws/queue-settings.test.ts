@@ -3,10 +3,23 @@
  * the encryption, TLS-only policy and tags it sends are accepted and read back as given.
  */
 import { randomBytes } from 'node:crypto';
-import { DeleteQueueCommand, GetQueueAttributesCommand, ListQueueTagsCommand } from '@aws-sdk/client-sqs';
+import {
+  CreateQueueCommand,
+  DeleteQueueCommand,
+  GetQueueAttributesCommand,
+  ListQueueTagsCommand,
+  SendMessageBatchCommand,
+  SendMessageCommand,
+} from '@aws-sdk/client-sqs';
 import { describe, expect, inject, it } from 'vitest';
 import { sqsClient } from '../../../lambdas/adapters/aws/clients.ts';
-import { SqsQueueBackend, tlsOnlyQueuePolicy } from '../../../lambdas/adapters/aws/sqs-queue-backend.ts';
+import {
+  QUEUE_MAX_MESSAGE_BYTES,
+  SqsQueueBackend,
+  tlsOnlyQueuePolicy,
+} from '../../../lambdas/adapters/aws/sqs-queue-backend.ts';
+import { encodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
+import { MESSAGE_LIMITS } from '../../../lambdas/delivery/limits.ts';
 
 const ARN_PREFIX = 'arn:aws:sqs:us-east-1:000000000000:';
 const KEY = 'arn:aws:kms:us-east-1:000000000000:key/1234abcd-12ab-34cd-56ef-1234567890ab';
@@ -37,5 +50,45 @@ describe('queues created with the deployment’s settings', () => {
     await backend.ensure('r01A', { space: 'team', retentionSeconds: 7200 });
     expect(await read()).toEqual(expected);
     await sqs.send(new DeleteQueueCommand({ QueueUrl: url }));
+  });
+});
+
+describe('the size of messages a Host queue accepts', () => {
+  it('SQS itself refuses a direct send larger than the largest envelope the Host writes; the Host’s own largest fits', async () => {
+    const sqs = sqsClient(inject('sqsEndpoint'));
+    const prefix = `s${randomBytes(4).toString('hex')}_`;
+    // A queue made before the Host set the size (SQS's default, 1 MiB) gets it at its next update.
+    await sqs.send(new CreateQueueCommand({ QueueName: `${prefix}r01B` }));
+    const backend = new SqsQueueBackend(sqs, prefix);
+    for (const uid of ['r01A', 'r01B']) {
+      await backend.ensure(uid, { space: 'team', retentionSeconds: 3600 });
+      const url = (await backend.queueUrl(uid))!;
+      const attrs = await sqs.send(
+        new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ['MaximumMessageSize'] }),
+      );
+      expect(attrs.Attributes?.MaximumMessageSize).toBe(String(QUEUE_MAX_MESSAGE_BYTES));
+
+      const largest = encodeEnvelope({
+        id: `m${'x'.repeat(255)}`,
+        ts: Date.now(),
+        body: new Uint8Array(MESSAGE_LIMITS.maxBodyBytes).fill(0xff),
+        notBefore: Date.now() + 86_400_000,
+        commit: `c${'y'.repeat(255)}`,
+      });
+      await sqs.send(new SendMessageCommand({ QueueUrl: url, MessageBody: largest }));
+      const oversize = 'z'.repeat(QUEUE_MAX_MESSAGE_BYTES + 1);
+      await expect(
+        sqs.send(new SendMessageCommand({ QueueUrl: url, MessageBody: oversize })),
+      ).rejects.toMatchObject({
+        // SQS's JSON protocol names it with its query-era prefix; the strict client without.
+        name: expect.stringMatching(/InvalidParameterValue$/),
+        message: expect.stringMatching(/Message must be shorter than/),
+      });
+      const batch = await sqs.send(
+        new SendMessageBatchCommand({ QueueUrl: url, Entries: [{ Id: 'big', MessageBody: oversize }] }),
+      );
+      expect(batch.Failed?.map((f) => f.Code)).toEqual(['InvalidParameterValue']);
+      await sqs.send(new DeleteQueueCommand({ QueueUrl: url }));
+    }
   });
 });

@@ -11,6 +11,8 @@ import {
 } from '@aws-sdk/client-sqs';
 import { describe, expect, it } from 'vitest';
 import {
+  HOST_MAX_ENVELOPE_BYTES,
+  QUEUE_MAX_MESSAGE_BYTES,
   type QueueSettings,
   queueTagProblems,
   SqsQueueBackend,
@@ -48,11 +50,20 @@ async function ensure(settings: QueueSettings | undefined, existing = false) {
 }
 
 describe('queues created at run time', () => {
+  it('accept messages up to the Host’s largest envelope, far below SQS’s 1 MiB', () => {
+    // A 127,000-byte body is 169,336 characters of base64; the rest is the envelope's fields.
+    expect(HOST_MAX_ENVELOPE_BYTES).toBeGreaterThan(169_336);
+    expect(QUEUE_MAX_MESSAGE_BYTES).toBeGreaterThanOrEqual(HOST_MAX_ENVELOPE_BYTES);
+    expect(QUEUE_MAX_MESSAGE_BYTES - HOST_MAX_ENVELOPE_BYTES).toBeLessThan(1024);
+    expect(QUEUE_MAX_MESSAGE_BYTES).toBeLessThan(262_144);
+  });
+
   it('are encrypted with SQS-managed SSE when no key is given', async () => {
     const [, create] = await ensure(undefined);
     expect(create?.name).toBe(CreateQueueCommand.name);
     expect(create?.input.Attributes).toEqual({
       MessageRetentionPeriod: '3600',
+      MaximumMessageSize: String(QUEUE_MAX_MESSAGE_BYTES),
       SqsManagedSseEnabled: 'true',
     });
   });
@@ -68,6 +79,7 @@ describe('queues created at run time', () => {
       QueueName: 'takoform-host_r01A',
       Attributes: {
         MessageRetentionPeriod: '3600',
+        MaximumMessageSize: String(QUEUE_MAX_MESSAGE_BYTES),
         KmsMasterKeyId: KEY,
         KmsDataKeyReusePeriodSeconds: '300',
         Policy: tlsOnlyQueuePolicy(`${ARN_PREFIX}takoform-host_r01A`),
