@@ -142,9 +142,13 @@ export class DeliveryPipeline extends Construct {
       resource: `${props.queueNamePrefix}*`,
       arnFormat: ArnFormat.NO_RESOURCE_NAME,
     });
-    this.dispatcherName = `${props.queueNamePrefix}dispatcher`;
+    // Named (the functions that start lanes know the ARNs without a reference cycle), under the
+    // Host's prefix, and after this construct's path: moved to another path, the machines are new
+    // resources, which CloudFormation creates before it deletes the old ones.
+    const pathTag = this.node.addr.slice(-8);
+    this.dispatcherName = `${props.queueNamePrefix}dispatcher-${pathTag}`;
     this.dispatcherArn = stateMachineArn(stack, this.dispatcherName);
-    this.expressDispatcherName = `${props.queueNamePrefix}dispatcher-express`;
+    this.expressDispatcherName = `${props.queueNamePrefix}dispatcher-express-${pathTag}`;
     this.expressDispatcherArn = stateMachineArn(stack, this.expressDispatcherName);
     this.workerTimeoutSeconds = (props.workerTimeout ?? Duration.millis(MAX_HANDLER_MS)).toSeconds();
 

@@ -14,6 +14,7 @@ import type { IParameter } from 'aws-cdk-lib/aws-ssm';
 import { AwsCustomResource, AwsCustomResourcePolicy, PhysicalResourceId } from 'aws-cdk-lib/custom-resources';
 import { Construct } from 'constructs';
 import {
+  REGISTRATION_ATTRIBUTES,
   registrationItem,
   workerRegistrationKey,
 } from '../../lambdas/adapters/aws/dynamodb-worker-registry.ts';
@@ -212,7 +213,10 @@ export class ModuleWorkerFunction extends Construct {
       );
     }
     const host = props.host;
-    this.functionName = `${host.workerFunctionNamePrefix}${shortHash(`${props.space}/${props.name}`, 16)}`;
+    // Named under the Host's prefix (the dispatcher may invoke only those), and after this
+    // construct's path: a worker moved to another path is a new function, which CloudFormation
+    // creates before it deletes the old one, so the two names must differ.
+    this.functionName = `${host.workerFunctionNamePrefix}${shortHash(this.node.addr, 16)}`;
     this.timeout = props.timeout ?? Duration.seconds(Math.min(DEFAULT_TIMEOUT_SECONDS, hostBoundOf(host)));
     const secretRefs = secretReferences(props.secrets ?? {});
     const configJson = stack.toJsonString(props.secrets ? { ...config, secrets: secretRefs } : config);
@@ -287,7 +291,7 @@ export class ModuleWorkerFunction extends Construct {
       deploymentUid: this.deploymentUid,
       timeoutSeconds: this.timeout.toSeconds(),
     });
-    this.registration = registrationResource(this, host, key, item);
+    this.registration = registrationResource(this, host, key, item, fn.functionArn);
     // No explicit dependency on the function: the item names its ARN, which orders the two already.
     acknowledgeRegistrationProvider(stack);
   }
@@ -304,6 +308,7 @@ function registrationResource(
   host: WorkerHostBinding,
   key: Record<string, unknown>,
   item: Record<string, unknown>,
+  functionArn: string,
 ): AwsCustomResource {
   const pk = key[TABLE_KEYS.pk] as string;
   const put = {
@@ -316,10 +321,20 @@ function registrationResource(
     resourceType: 'Custom::TakoformWorkerRegistration',
     onCreate: put,
     onUpdate: put,
+    // Only while the item still names this function: when the worker moved to another construct
+    // path, CloudFormation creates the new registration first and deletes the old one after, and
+    // that delete must leave the new worker's item.
     onDelete: {
       service: 'DynamoDB',
       action: 'deleteItem',
-      parameters: { TableName: host.tableName, Key: { pk: { S: pk }, sk: { S: '_' } } },
+      parameters: {
+        TableName: host.tableName,
+        Key: { pk: { S: pk }, sk: { S: '_' } },
+        ConditionExpression: '#fn = :fn',
+        ExpressionAttributeNames: { '#fn': REGISTRATION_ATTRIBUTES.functionArn },
+        ExpressionAttributeValues: { ':fn': { S: functionArn } },
+      },
+      ignoreErrorCodesMatching: 'ConditionalCheckFailedException',
     },
     policy: AwsCustomResourcePolicy.fromStatements([
       new iam.PolicyStatement({

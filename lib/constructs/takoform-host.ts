@@ -34,7 +34,7 @@ export interface TakoformHostProps {
   readonly certificate?: ICertificate;
   /**
    * The Host's name: stem of every SQS queue name (`<stem>_<uid>`), of worker function names
-   * (`<stem>_wkr-…`) and of the dispatcher (`<stem>_dispatcher`), so IAM can be scoped to
+   * (`<stem>_wkr-…`) and of the dispatchers (`<stem>_dispatcher-…`), so IAM can be scoped to
    * `<stem>_*`; it also names the REST API, the alarms and the dashboard, and is the `host`
    * dimension of the Host's metrics. 1..40 characters of `[a-z0-9-]`, not ending in `-`. It never
    * contains `_`, so no other Host's prefix extends this one's: give every Host in an account and

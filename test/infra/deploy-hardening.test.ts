@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { App, type CfnElement, Stack } from 'aws-cdk-lib';
 import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
 import { Alias, Key } from 'aws-cdk-lib/aws-kms';
-import type { IConstruct } from 'constructs';
+import { Construct, type IConstruct } from 'constructs';
 import { describe, expect, it } from 'vitest';
 import { ModuleWorkerFunction } from '../../lib/constructs/module-worker-function.ts';
 import { TakoformHost } from '../../lib/constructs/takoform-host.ts';
@@ -129,5 +129,58 @@ describe('a bound per client on the API', () => {
     expect(() => build({ rateLimitPerIp: 5 })).toThrow(
       /rateLimitPerIp must be an integer in 10\.\.2000000000/,
     );
+  });
+});
+
+describe('physical names when a construct moves', () => {
+  /** Every name the template fixes, by resource type. */
+  const fixedNames = (template: Template) => {
+    const out: string[] = [];
+    for (const [type, prop] of [
+      ['AWS::Lambda::Function', 'FunctionName'],
+      ['AWS::StepFunctions::StateMachine', 'StateMachineName'],
+      ['AWS::Logs::LogGroup', 'LogGroupName'],
+    ] as const) {
+      for (const r of Object.values(template.findResources(type))) {
+        const name = r.Properties?.[prop];
+        if (name !== undefined) out.push(`${type} ${JSON.stringify(name)}`);
+      }
+    }
+    return out.sort();
+  };
+  const app = (place: (stack: Stack) => Construct, workerId: string) => {
+    const a = new App({ context: NO_BUNDLING });
+    const stack = new Stack(a, 'TakoformHost');
+    const host = new TakoformHost(place(stack), 'Host', { queueNamePrefix: 'orders-host' });
+    const worker = new ModuleWorkerFunction(stack, workerId, {
+      host: host.workerBinding,
+      entry: WORKER,
+      space: 'team',
+      name: 'orders',
+      handlers: ['queue'],
+    });
+    return { stack, host, worker, template: Template.fromStack(stack) };
+  };
+
+  it('a moved Host or worker gets new names, so CloudFormation can create it before deleting the old one', () => {
+    const before = app((s) => s, 'Orders');
+    const after = app((s) => new Construct(s, 'Platform'), 'OrdersWorker');
+    const old = new Set(fixedNames(before.template));
+    expect(old.size).toBeGreaterThanOrEqual(4);
+    expect(fixedNames(after.template).filter((n) => old.has(n))).toEqual([]);
+    // Still under the Host's name, which the IAM scopes rely on; and stable from synth to synth.
+    expect(after.worker.functionName.startsWith('orders-host_wkr-')).toBe(true);
+    expect(after.host.delivery.dispatcherName.startsWith('orders-host_dispatcher')).toBe(true);
+    expect(fixedNames(app((s) => new Construct(s, 'Platform'), 'OrdersWorker').template)).toEqual(
+      fixedNames(after.template),
+    );
+  });
+
+  it('the old registration’s delete leaves the item of the worker that replaced it', () => {
+    const { template } = app((s) => s, 'Orders');
+    const [registration] = Object.values(template.findResources('Custom::TakoformWorkerRegistration'));
+    const del = JSON.stringify(registration?.Properties.Delete);
+    expect(del).toContain('ConditionExpression');
+    expect(del).toContain('ConditionalCheckFailedException');
   });
 });
