@@ -403,7 +403,6 @@ describe('OPS-02: cdk-nag AwsSolutions', () => {
     expect(found.sort()).toEqual(
       [
         'Host/Api/Api/Resource AwsSolutions-APIG2',
-        'Host/Api/Api/DeploymentStage.prod AwsSolutions-APIG3',
         'Host/Api/Api/Default/ANY AwsSolutions-APIG4',
         'Host/Api/Api/Default/ANY AwsSolutions-COG4',
         'Host/Api/Api/Default/{proxy+}/ANY AwsSolutions-APIG4',
