@@ -1,8 +1,8 @@
 /**
  * How this Host splits work into SQS batch requests. Batch actions take at most 10 entries; a
- * SendMessageBatch also carries at most 256 KiB of bodies in total. SQS allows more on queues
- * configured for it, but this Host never raises a queue's MaximumMessageSize, so 262,144 bytes is
- * what every one of its queues accepts (one envelope of a 127,000-byte body is about 170 kB).
+ * SendMessageBatch also carries at most 256 KiB of bodies in total. The Host keeps to that size
+ * though SQS accepts up to 1 MiB a batch: each of its queues' MaximumMessageSize is set to its
+ * largest envelope (a 127,000-byte body is about 170 kB), and 256 KiB holds one whole.
  */
 export const SQS_BATCH_ENTRIES = 10;
 export const SQS_BATCH_BYTES = 262_144;
