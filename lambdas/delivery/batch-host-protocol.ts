@@ -80,6 +80,7 @@ const receivedSchema = z.strictObject({
   receiptHandle: handle,
   receivedAt: epochMs,
   sentAt: epochMs.optional(),
+  queueMessageId: z.string().min(1).max(128).optional(),
   envelope: z.strictObject({
     id,
     ts: z.number().finite(),

@@ -173,7 +173,7 @@ export class DeadLetterMoves {
                 dlq.sqsUrl,
                 part.map((o) => ({ body: o.body, delaySeconds: o.delay })),
               )
-            ).map((f) => f.index),
+            ).failed.map((f) => f.index),
           );
           for (const [n, o] of part.entries()) {
             if (failed.has(n)) {

@@ -1,4 +1,5 @@
 import { NamedError } from './limits.ts';
+import type { OnlyCopies } from './ports.ts';
 import type { HandlerError, SettleCall } from './settlement-protocol.ts';
 
 /** A settlement code in a batch head: `a` acknowledged, `r` retry with the consumer's delay, `r<n>` retry after n s. */
@@ -175,6 +176,8 @@ export type GroupSettleResult = SettleResult | 'write_failed';
 export interface RegistrationReads {
   outstanding: number;
   committed: Set<string>;
+  /** The copies those commits name (`OnlyCopies`) by commit id, when any does. */
+  onlyCopies?: Map<string, OnlyCopies>;
   /** Slots of the consumer, when asked for (`slotsOf`). */
   held?: number;
   /** Every slot of the consumer with its deadline, when asked for. */

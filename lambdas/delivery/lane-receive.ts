@@ -68,7 +68,13 @@ function readMessage(m: QueueMessage, now: number, hiddenUntilReal: number): Hel
   };
   const { body, ...envelope } = decoded;
   return {
-    received: { receiptHandle: m.receiptHandle, receivedAt: now, ...(sentAt ? { sentAt } : {}), envelope },
+    received: {
+      receiptHandle: m.receiptHandle,
+      receivedAt: now,
+      ...(sentAt ? { sentAt } : {}),
+      ...(m.messageId ? { queueMessageId: m.messageId } : {}),
+      envelope,
+    },
     body,
     hiddenUntilReal,
   };

@@ -23,10 +23,21 @@ export interface QueueDirectory {
  * are delivered only once the record exists; without it they are discarded after a timeout.
  */
 export interface CommitStore {
-  putCommit(commitId: string, expiresAtSeconds: number): Promise<void>;
-  /** The subset of ids that are committed (consistent read). */
-  committed(commitIds: readonly string[]): Promise<Set<string>>;
+  /** `onlyCopies`: the send's messages SQS may hold more than one copy of (`OnlyCopies`). */
+  putCommit(commitId: string, expiresAtSeconds: number, onlyCopies?: OnlyCopies): Promise<void>;
+  /**
+   * The subset of ids that are committed (consistent read). With `onlyCopies`, the copies their
+   * records name are added to it, by commit id.
+   */
+  committed(commitIds: readonly string[], onlyCopies?: Map<string, OnlyCopies>): Promise<Set<string>>;
 }
+
+/**
+ * Messages of a committed send that SQS may hold more than one copy of — a `SendMessageBatch`
+ * the SDK sent again after an error whose effect was unknown (a lost answer) — by Host message
+ * id: the SQS message id of the one copy the answer named. Any other copy is removed unseen.
+ */
+export type OnlyCopies = Readonly<Record<string, string>>;
 
 /** An active QueueConsumer as the dispatcher sees it. */
 export interface ConsumerView {
@@ -57,6 +68,18 @@ export interface EntryFailure {
   code?: string;
 }
 
+/** What one `SendMessageBatch` did. */
+export interface SendBatchResult {
+  failed: EntryFailure[];
+  /** The queue's message id of each entry it took, by index, where the answer named it. */
+  queueIds: ReadonlyMap<number, string>;
+  /**
+   * The request went out more than once (the SDK retried it): an earlier try whose answer was
+   * lost may have left copies of its entries in the queue, under other queue message ids.
+   */
+  resent: boolean;
+}
+
 /**
  * The queue service (SQS) as the delivery core uses it: one method per request, so how many
  * requests delivery makes stays visible here. Batch requests take at most `SQS_BATCH_ENTRIES`
@@ -79,7 +102,7 @@ export interface MessageQueue {
   sendBatch(
     url: string,
     entries: readonly { id?: string; body: string; delaySeconds: number }[],
-  ): Promise<EntryFailure[]>;
+  ): Promise<SendBatchResult>;
   send(url: string, body: string, delaySeconds: number): Promise<void>;
   /** The queue's approximate counts of visible and delayed messages. */
   counts(url: string): Promise<{ visible: number; delayed: number }>;

@@ -196,8 +196,9 @@ export class QueueProducer {
     const commitId = prepared.length > 1 ? this.newCommitId() : undefined;
     const acceptedAt = this.clock();
     const outgoing = this.envelopes(target, prepared, commitId, acceptedAt);
+    const onlyCopies: Record<string, string> = {};
     try {
-      await this.sendChunks(target, chunk(outgoing));
+      await this.sendChunks(target, chunk(outgoing), onlyCopies);
     } catch (err) {
       throw unavailable(target, outgoing.length, err);
     }
@@ -207,7 +208,11 @@ export class QueueProducer {
       try {
         await retrying(async () => {
           if (this.clock() - acceptedAt > COMMIT_DEADLINE_MS) throw new Error('commit deadline passed');
-          await this.commits.putCommit(commitId, expiresAt);
+          await this.commits.putCommit(
+            commitId,
+            expiresAt,
+            Object.keys(onlyCopies).length > 0 ? onlyCopies : undefined,
+          );
         });
       } catch (err) {
         throw unavailable(target, outgoing.length, err);
@@ -247,14 +252,18 @@ export class QueueProducer {
   }
 
   /** Chunks run a few at a time; after the first failure no further chunk starts. */
-  private async sendChunks(target: QueueTarget, chunks: Outgoing[][]): Promise<void> {
+  private async sendChunks(
+    target: QueueTarget,
+    chunks: Outgoing[][],
+    onlyCopies: Record<string, string>,
+  ): Promise<void> {
     let next = 0;
     let failure: { err: unknown } | undefined;
     const worker = async () => {
       while (failure === undefined && next < chunks.length) {
         const current = chunks[next++] as Outgoing[];
         try {
-          await this.sendChunk(target, current);
+          await this.sendChunk(target, current, onlyCopies);
         } catch (err) {
           failure ??= { err };
         }
@@ -264,16 +273,35 @@ export class QueueProducer {
     if (failure) throw failure.err;
   }
 
-  /** One SendMessageBatch; entries SQS reports as failed are sent again, a bounded number of times. */
-  private async sendChunk(target: QueueTarget, entries: Outgoing[]): Promise<void> {
+  /**
+   * One SendMessageBatch; entries SQS reports as failed are sent again, a bounded number of times.
+   * A request the SDK sent more than once may have left extra copies of its entries (a try whose
+   * answer was lost): the copy each such entry ends with is noted in `onlyCopies`, which the
+   * commit record carries, so that registration removes the others unseen (DL-07).
+   */
+  private async sendChunk(
+    target: QueueTarget,
+    entries: Outgoing[],
+    onlyCopies: Record<string, string>,
+  ): Promise<void> {
     let pending = entries;
+    const doubtful = new Set<string>();
     for (let attempt = 1; ; attempt++) {
-      const failures = await this.messages.sendBatch(
+      const {
+        failed: failures,
+        queueIds,
+        resent,
+      } = await this.messages.sendBatch(
         target.sqsUrl,
         pending.map((o) => ({ id: o.entryId, body: o.body, delaySeconds: o.delaySeconds })),
       );
       const failed = new Set(failures.map((f) => f.index));
       const sent = pending;
+      for (const [i, o] of sent.entries()) {
+        if (resent) doubtful.add(o.messageId);
+        const queueId = queueIds.get(i);
+        if (!failed.has(i) && doubtful.has(o.messageId) && queueId) onlyCopies[o.messageId] = queueId;
+      }
       pending = sent.filter((_, i) => failed.has(i));
       if (pending.length === 0) return;
       if (attempt >= MAX_TRIES) {

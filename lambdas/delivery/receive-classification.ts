@@ -2,17 +2,20 @@
  * What a receive brought, decided message by message before anything is written: delivered now
  * with its next attempt number, hidden until it is due (a delay, a retry delay, a send whose commit
  * has not landed yet), owed a dead-letter move (out of retries on arrival), or removed (an
- * uncommitted send past its timeout, or an acknowledged copy seen again). Pure: registration
- * applies the answer.
+ * uncommitted send past its timeout, an acknowledged copy seen again, or a stray copy of a send
+ * SQS took twice). Pure: registration applies the answer.
  */
 import { visibilityLeft } from './delivery-context.ts';
 import type { AttemptsRecord, ManifestEntry } from './delivery-store.ts';
+import type { OnlyCopies } from './ports.ts';
 import type { Visibility } from './queue-requests.ts';
 import type { Received } from './registration.ts';
 
 export interface ReceiveFacts {
   /** Commits of multi-message sends known to be complete. */
   committed: ReadonlySet<string>;
+  /** The copies those commits name (`OnlyCopies`), by commit id: only one copy of each is delivered. */
+  onlyCopies?: ReadonlyMap<string, OnlyCopies>;
   /** Attempts records of the received ids (none for a message never retried). */
   records: ReadonlyMap<string, AttemptsRecord>;
   now: number;
@@ -49,7 +52,16 @@ export function classifyReceived(received: readonly Received[], facts: ReceiveFa
     moves: [],
   };
   const { now } = facts;
-  for (const { first, handles } of copiesOf(received)) {
+  // A stray copy of a committed send is removed before anything is decided: it is not a
+  // delivery of its message, which the copy the producer's answer named carries (DL-07).
+  const stray = (r: Received) => {
+    const commit = r.envelope.commit;
+    if (commit === undefined || !facts.committed.has(commit)) return false;
+    const only = facts.onlyCopies?.get(commit)?.[r.envelope.id];
+    return only !== undefined && r.queueMessageId !== undefined && r.queueMessageId !== only;
+  };
+  for (const r of received) if (stray(r)) out.remove.push(r.receiptHandle);
+  for (const { first, handles } of copiesOf(received.map((r) => (stray(r) ? undefined : r)))) {
     const r = received[first] as Received;
     const e = r.envelope;
     if (e.commit && !facts.committed.has(e.commit)) {
@@ -84,11 +96,12 @@ export function classifyReceived(received: readonly Received[], facts: ReceiveFa
 
 /**
  * An SQS duplicate of a message in this batch rides with its first copy: one decision, and every
- * copy is deleted, hidden or returned with it.
+ * copy is deleted, hidden or returned with it. Copies already removed are left out (undefined).
  */
-function copiesOf(received: readonly Received[]): { first: number; handles: string[] }[] {
+function copiesOf(received: readonly (Received | undefined)[]): { first: number; handles: string[] }[] {
   const copies = new Map<string, { first: number; handles: string[] }>();
   for (const [i, r] of received.entries()) {
+    if (!r) continue;
     const c = copies.get(r.envelope.id);
     if (c) c.handles.push(r.receiptHandle);
     else copies.set(r.envelope.id, { first: i, handles: [r.receiptHandle] });

@@ -23,6 +23,7 @@ import {
 } from './delivery-store.ts';
 import type { Envelope } from './envelope.ts';
 import { NamedError } from './limits.ts';
+import type { OnlyCopies } from './ports.ts';
 import { returnNow } from './queue-requests.ts';
 import { classifyReceived, type ReceiveDecisions } from './receive-classification.ts';
 import { repeatedRegistration } from './registration-repeat.ts';
@@ -55,6 +56,8 @@ export interface Received {
   receivedAt: number;
   /** SQS's SentTimestamp: when the queue accepted the message, by SQS's clock, not a producer's. */
   sentAt?: number;
+  /** SQS's id of this copy: a send sent twice leaves copies of one Host message under two. */
+  queueMessageId?: string;
   envelope: Omit<Envelope, 'body'>;
 }
 
@@ -97,6 +100,7 @@ export type SealedManifest = Manifest & { seal: string };
 /** A registration's reads (`registrationReads`), with every slot when they were asked for. */
 interface RegistrationRead {
   committed: Set<string>;
+  onlyCopies: Map<string, OnlyCopies>;
   outstanding: number;
   held?: number;
   slots?: Record<string, number>;
@@ -127,8 +131,8 @@ function registrationClock(
 }
 
 export class Registrar {
-  /** Commits known to be complete (see `registrationReads`). */
-  private readonly commitsSeen = new Set<string>();
+  /** Commits known to be complete, with the copies they name (see `registrationReads`). */
+  private readonly commitsSeen = new Map<string, OnlyCopies | undefined>();
 
   private readonly c: DeliveryContext;
   private readonly slots: SlotDesk;
@@ -225,7 +229,7 @@ export class Registrar {
     // room (`roomFor`); the slot map is then read in the same request as the reads below.
     const askRoom =
       !slots.read && !slot.cohort && slots.held < slot.maxConcurrency && received.length >= slot.maxBatchSize;
-    const { committed, outstanding, held } =
+    const { committed, onlyCopies, outstanding, held } =
       slots.reads ??
       (await this.registrationReads(
         slot.queueUid,
@@ -241,6 +245,7 @@ export class Registrar {
         : new Map<string, AttemptsRecord>();
     const decisions = classifyReceived(received, {
       committed,
+      onlyCopies,
       records,
       now,
       maxRetries: sealed.maxRetries,
@@ -471,7 +476,8 @@ export class Registrar {
   /**
    * The queue's count of attempts records, and the commits of multi-message sends among
    * `received` that are complete, in one read. A commit, once written, stays: those seen are
-   * remembered (a bounded set), so the batches of one large send read its commit once.
+   * remembered (a bounded set), with the copies it names, so the batches of one large send read
+   * its commit once.
    */
   private async registrationReads(
     queueUid: string,
@@ -480,18 +486,25 @@ export class Registrar {
   ): Promise<RegistrationRead> {
     const ids = [...new Set(received.flatMap((r) => (r.envelope.commit ? [r.envelope.commit] : [])))];
     const committed = new Set(ids.filter((c) => this.commitsSeen.has(c)));
+    const named = new Map<string, OnlyCopies>();
+    for (const c of committed) {
+      const copies = this.commitsSeen.get(c);
+      if (copies) named.set(c, copies);
+    }
     const missing = () => ids.filter((c) => !committed.has(c));
     const read = await this.c.o.store.registrationReads(queueUid, missing(), slotsOf);
     for (const c of read.committed) committed.add(c);
+    for (const [c, copies] of read.onlyCopies ?? []) named.set(c, copies);
     if (committed.size < ids.length) {
       // A receive can overtake the producer's commit write by milliseconds: look once more.
       await new Promise((r) => setTimeout(r, 250));
-      for (const c of await this.c.o.commits.committed(missing())) committed.add(c);
+      for (const c of await this.c.o.commits.committed(missing(), named)) committed.add(c);
     }
     if (this.commitsSeen.size + committed.size > COMMITS_REMEMBERED) this.commitsSeen.clear();
-    for (const c of committed) this.commitsSeen.add(c);
+    for (const c of committed) this.commitsSeen.set(c, named.get(c));
     return {
       committed,
+      onlyCopies: named,
       outstanding: read.outstanding,
       ...(read.held !== undefined ? { held: read.held } : {}),
       ...(read.slots !== undefined ? { slots: read.slots } : {}),

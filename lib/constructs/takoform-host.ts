@@ -8,7 +8,7 @@ import { AaaaRecord, ARecord, type IHostedZone, RecordTarget } from 'aws-cdk-lib
 import { ApiGatewayDomain } from 'aws-cdk-lib/aws-route53-targets';
 import type { ITopic } from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
-import { commitKey } from '../../lambdas/adapters/aws/dynamodb-commit-store.ts';
+import { commitKey, ONLY_COPIES } from '../../lambdas/adapters/aws/dynamodb-commit-store.ts';
 import { queueTagProblems } from '../../lambdas/adapters/aws/sqs-queue-backend.ts';
 import { MAX_HANDLER_MS } from '../../lambdas/delivery/lane-kinds.ts';
 import { parsePublicOrigin } from '../../lambdas/http/origin.ts';
@@ -452,7 +452,7 @@ export class TakoformHost extends Construct {
       conditions: {
         'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': [`${commitKey('')[TABLE_KEYS.pk]}*`] },
         'ForAllValues:StringEquals': {
-          'dynamodb:Attributes': [TABLE_KEYS.pk, TABLE_KEYS.sk, TABLE_KEYS.ttl],
+          'dynamodb:Attributes': [TABLE_KEYS.pk, TABLE_KEYS.sk, TABLE_KEYS.ttl, ONLY_COPIES],
         },
       },
     });

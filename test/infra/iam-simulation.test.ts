@@ -81,9 +81,14 @@ describe('IAM policies under simulation (SEC-02, DL-09)', () => {
     const sent: PutItemCommand[] = [];
     const client = { send: async (c: PutItemCommand) => void sent.push(c) };
     await new DynamoCommitStore(client as never, 'host-table').putCommit('c0123', 1_900_000_000);
-    expect(sent).toHaveLength(1);
+    // A send the SDK sent twice (a lost answer) names the one SQS copy of its messages (DL-07).
+    await new DynamoCommitStore(client as never, 'host-table').putCommit('c0124', 1_900_000_000, {
+      m01: 'sqs-id',
+    });
+    expect(sent).toHaveLength(2);
     expect(sent[0]).toBeInstanceOf(PutItemCommand);
     const item = sent[0]!.input.Item!;
+    const naming = sent[1]!.input.Item!;
     const commitPk = item.pk!.S!;
     const put = (leadingKey: string, attributes: string[]) =>
       simulate(roles.producer!, 'dynamodb:PutItem', tableArn, {
@@ -91,6 +96,7 @@ describe('IAM policies under simulation (SEC-02, DL-09)', () => {
         'dynamodb:Attributes': attributes,
       });
     expect(await put(commitPk, Object.keys(item))).toBe('Allowed');
+    expect(await put(naming.pk!.S!, Object.keys(naming))).toBe('Allowed');
     // API keys, secrets, Resources, Operations, slots: refused.
     for (const pk of ['KEY#abc', 'SECRET#delivery-key', 'RES#r1', 'OP#o1', 'DISPATCH#c1', 'WORKER#team#w']) {
       expect(await put(pk, Object.keys(item))).toBe('ImplicitlyDenied');

@@ -6,7 +6,7 @@ import {
   PutItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
-import type { CommitStore } from '../../delivery/ports.ts';
+import type { CommitStore, OnlyCopies } from '../../delivery/ports.ts';
 import { TABLE_KEYS } from '../../shared/table-schema.ts';
 
 const { pk: PK, sk: SK, ttl: TTL } = TABLE_KEYS;
@@ -17,6 +17,16 @@ export const commitKey = (commitId: string) => ({ [PK]: `COMMIT#${commitId}`, [S
 /** The commit id of a commit item's partition key; undefined for any other item. */
 export const commitIdOf = (pk: unknown): string | undefined =>
   typeof pk === 'string' && pk.startsWith('COMMIT#') ? pk.slice('COMMIT#'.length) : undefined;
+
+/** The attribute of a commit item naming the one copy of messages SQS may hold twice. */
+export const ONLY_COPIES = 'onlyCopies';
+
+/** The copies a commit item names (`OnlyCopies`), if it names any. */
+export function onlyCopiesOf(item: Record<string, unknown>): OnlyCopies | undefined {
+  const copies = item[ONLY_COPIES];
+  if (typeof copies !== 'object' || copies === null) return undefined;
+  return Object.fromEntries(Object.entries(copies).filter(([, queueId]) => typeof queueId === 'string'));
+}
 
 /** BatchGetItem reads at most 100 keys per request. */
 const BATCH_GET_KEYS = 100;
@@ -36,17 +46,21 @@ export class DynamoCommitStore implements CommitStore {
   }
 
   /** Unconditional and idempotent: writing the same commit twice changes nothing that matters. */
-  async putCommit(commitId: string, expiresAtSeconds: number): Promise<void> {
+  async putCommit(commitId: string, expiresAtSeconds: number, onlyCopies?: OnlyCopies): Promise<void> {
     await this.client.send(
       new PutItemCommand({
         TableName: this.table,
-        Item: marshall({ ...commitKey(commitId), [TTL]: expiresAtSeconds }),
+        Item: marshall({
+          ...commitKey(commitId),
+          [TTL]: expiresAtSeconds,
+          ...(onlyCopies ? { [ONLY_COPIES]: onlyCopies } : {}),
+        }),
       }),
     );
   }
 
   /** Consistent reads, so a commit acknowledged to a producer is never reported missing. */
-  async committed(commitIds: readonly string[]): Promise<Set<string>> {
+  async committed(commitIds: readonly string[], onlyCopies?: Map<string, OnlyCopies>): Promise<Set<string>> {
     const found = new Set<string>();
     const unique = [...new Set(commitIds)];
     for (let i = 0; i < unique.length; i += BATCH_GET_KEYS) {
@@ -62,15 +76,19 @@ export class DynamoCommitStore implements CommitStore {
               [this.table]: {
                 Keys: keys,
                 ConsistentRead: true,
-                ProjectionExpression: '#pk',
-                ExpressionAttributeNames: { '#pk': PK },
+                ProjectionExpression: '#pk, #only',
+                ExpressionAttributeNames: { '#pk': PK, '#only': ONLY_COPIES },
               },
             },
           }),
         );
         for (const item of out.Responses?.[this.table] ?? []) {
-          const id = commitIdOf(unmarshall(item)[PK]);
-          if (id !== undefined) found.add(id);
+          const v = unmarshall(item);
+          const id = commitIdOf(v[PK]);
+          if (id === undefined) continue;
+          found.add(id);
+          const copies = onlyCopiesOf(v);
+          if (copies) onlyCopies?.set(id, copies);
         }
         keys = out.UnprocessedKeys?.[this.table]?.Keys;
       }

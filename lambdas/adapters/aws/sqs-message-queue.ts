@@ -110,7 +110,17 @@ export function sqsMessageQueue(sqs: Sqs): MessageQueue {
             })),
           }),
         );
-        return failuresOf(out, (id) => ids.indexOf(id ?? ''));
+        const queueIds = new Map<number, string>();
+        for (const ok of out.Successful ?? []) {
+          const n = ids.indexOf(ok.Id ?? '');
+          if (n >= 0 && ok.MessageId) queueIds.set(n, ok.MessageId);
+        }
+        return {
+          failed: failuresOf(out, (id) => ids.indexOf(id ?? '')),
+          queueIds,
+          // The SDK counts its tries; each one may have reached SQS.
+          resent: (out.$metadata?.attempts ?? 1) > 1,
+        };
       }),
     send: (url, body, delaySeconds) =>
       request(async () => {

@@ -7,6 +7,9 @@
  *    restart.
  * 2. An exhausted message whose removal failed (SQS briefly down) came back with no attempts
  *    record and was delivered again as attempt 1, past `1 + maxRetries` (DL-07).
+ * 3. A multi-message send whose SendMessageBatch answer was lost, so that the SDK sent it again,
+ *    left two SQS copies of each Host message; each was delivered, both as attempt 1, in batches
+ *    running side by side (DL-07).
  */
 
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -16,11 +19,18 @@ import {
   ChangeMessageVisibilityCommand,
   CreateQueueCommand,
   ReceiveMessageCommand,
+  SendMessageBatchCommand,
   SendMessageCommand,
   SQSClient,
 } from '@aws-sdk/client-sqs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { sqsClient } from '../../../lambdas/adapters/aws/clients.ts';
+import { sqsMessageQueue } from '../../../lambdas/adapters/aws/sqs-message-queue.ts';
 import type { MessageQueue } from '../../../lambdas/delivery/ports.ts';
+import { QueueProducer } from '../../../lambdas/delivery/producer.ts';
+import type { FaultConfig } from '../../../lambdas/local/faults/fault-config.ts';
+import { type InjectedFault, onInjectedFault } from '../../../lambdas/local/faults/fault-reports.ts';
+import { withFaults } from '../../../lambdas/local/faults/sdk-faults.ts';
 import { startSqsServer } from '../../../lambdas/local/standins/sqs-server.ts';
 import {
   createDeliveryHost,
@@ -114,6 +124,79 @@ describe('found by the chaos suite', () => {
       } finally {
         o.messages = real;
       }
+    });
+  });
+
+  describe('DL-07 a multi-message send whose SendMessageBatch answer was lost', () => {
+    let d: DeliveryHost;
+    beforeAll(async () => {
+      d = await createDeliveryHost({ workerTimeoutMs: 10_000 });
+    });
+    afterAll(async () => d.close());
+
+    /** A fault schedule that loses the answer of the first SendMessageBatch only (the retry answers). */
+    async function firstAnswerLost(): Promise<FaultConfig> {
+      const scratch = sqsClient(inject('sqsEndpoint'));
+      const { QueueUrl } = await scratch.send(
+        new CreateQueueCommand({ QueueName: `lost-send-${Date.now()}` }),
+      );
+      for (let seed = 1; seed <= 40; seed++) {
+        const config: FaultConfig = { seed, sqs: { operations: { SendMessageBatch: { lostAnswer: 0.5 } } } };
+        const client = withFaults(sqsClient(inject('sqsEndpoint')), 'sqs', { config });
+        const faults: InjectedFault[] = [];
+        const off = onInjectedFault((f) => faults.push(f));
+        try {
+          await client.send(
+            new SendMessageBatchCommand({ QueueUrl, Entries: [{ Id: '0', MessageBody: 'probe' }] }),
+          );
+          if (faults.map((f) => f.kind).join() === 'lostAnswer') return config;
+        } catch {
+          // Every try's answer was lost: not this seed.
+        } finally {
+          off();
+          client.destroy();
+        }
+      }
+      throw new Error('no seed loses exactly the first answer');
+    }
+
+    it('DL-07 each Host message is delivered once, as attempt 1; the copy the lost answer left is removed unseen', async () => {
+      const log = d.logFile('lost-send-answer');
+      const { queue } = await d.setup(
+        'lost-send-answer',
+        recordingWorker(log, `await new Promise((r) => setTimeout(r, 1500));`),
+        { maxBatchSize: 1, maxConcurrency: 4, maxRetries: 1 },
+      );
+      const faulty = withFaults(sqsClient(inject('sqsEndpoint')), 'sqs', { config: await firstAnswerLost() });
+      const faults: InjectedFault[] = [];
+      const off = onInjectedFault((f) => faults.push(f));
+      let ids: string[];
+      try {
+        // The Host's producer rules over a client whose SendMessageBatch answer is lost once: SQS
+        // took the request, the SDK sent it again, and SQS took it again.
+        const producer = new QueueProducer({ messages: sqsMessageQueue(faulty), commits: d.host.commits });
+        ids = await producer.sendBatch(queue, [{ body: 'a' }, { body: 'b' }, { body: 'c' }]);
+      } finally {
+        off();
+        faulty.destroy();
+      }
+      expect(faults.map((f) => [f.operation, f.kind])).toEqual([['SendMessageBatch', 'lostAnswer']]);
+      d.startDispatcher();
+      await waitFor(
+        'every copy gone from the queue',
+        async () => {
+          const c = await queueCounts(d, queue);
+          const delivered = new Set(readEvents(log).flatMap((e) => (e.ev === 'msg' ? [e.id] : [])));
+          return ids.every((id) => delivered.has(id)) && c.visible + c.inFlight + c.delayed === 0;
+        },
+        30_000,
+      );
+      await sleep(2_000);
+      const deliveries = readEvents(log)
+        .filter((e) => e.ev === 'msg')
+        .map((e) => [e.id, e.attempts])
+        .sort();
+      expect(deliveries).toEqual(ids.map((id) => [id, 1]).sort());
     });
   });
 });

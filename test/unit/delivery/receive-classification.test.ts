@@ -52,6 +52,26 @@ describe('classifyReceived', () => {
     expect(out.moves).toEqual([]);
   });
 
+  it('DL-07 a stray SQS copy of a committed send (one the producer’s answer did not name) is removed unseen; the named one is delivered', () => {
+    const copy = (handle: string, queueMessageId: string) => ({
+      ...received('a', handle, { commit: 'c1' }),
+      queueMessageId,
+    });
+    const out = classifyReceived(
+      [copy('h-stray', 'q-first-try'), copy('h-named', 'q-retry'), received('b', 'hb', { commit: 'c1' })],
+      facts({ committed: new Set(['c1']), onlyCopies: new Map([['c1', { a: 'q-retry' }]]) }),
+    );
+    expect(out.remove).toEqual(['h-stray']);
+    expect(out.deliver).toEqual([
+      { received: 1, attempts: 1 },
+      { received: 2, attempts: 1 },
+    ]);
+    expect(out.entries.map((e) => [e.id, e.handles])).toEqual([
+      ['a', ['h-named']],
+      ['b', ['hb']],
+    ]);
+  });
+
   it('DL-07 a message past 1 + maxRetries is owed a move with the attempts it had, never delivered', () => {
     const out = classifyReceived([received('a', 'ha')], facts({ maxRetries: 2 }, [{ id: 'a', attempts: 3 }]));
     expect(out.deliver).toEqual([]);

@@ -13,7 +13,7 @@ import type { BatchHead, Manifest, RegistrationReads } from '../../../delivery/d
 import { BatchRegisteredAlready, ManifestNotWritten } from '../../../delivery/delivery-store.ts';
 import { TABLE_KEYS } from '../../../shared/table-schema.ts';
 import { attachmentKey } from '../dynamodb-attachments.ts';
-import { commitIdOf, commitKey } from '../dynamodb-commit-store.ts';
+import { commitIdOf, commitKey, onlyCopiesOf } from '../dynamodb-commit-store.ts';
 import { backoff, CONFLICT_TRIES } from '../dynamodb-conditional-update.ts';
 import type { DynamoSlotMap } from '../dynamodb-slot-map.ts';
 import { encodeManifest } from '../manifest-codec.ts';
@@ -188,8 +188,14 @@ export async function registrationReads(
   const slotItems: StoredItem[] = [];
   for (const v of await consistentBatchGet(t, keys, 'registration reads')) {
     const commit = commitIdOf(v[PK]);
-    if (commit !== undefined) out.committed.add(commit);
-    else if (v[PK] === state[PK]) out.outstanding = Number(v.outstanding ?? 0);
+    if (commit !== undefined) {
+      out.committed.add(commit);
+      const copies = onlyCopiesOf(v);
+      if (copies) {
+        out.onlyCopies ??= new Map();
+        out.onlyCopies.set(commit, copies);
+      }
+    } else if (v[PK] === state[PK]) out.outstanding = Number(v.outstanding ?? 0);
     else if (slotsOf && v[PK] === shards[0]?.[PK]) slotItems.push(v);
   }
   if (slotsOf) {
