@@ -418,9 +418,10 @@ export class TakoformHost extends Construct {
   /**
    * What the TypeScript producer client (`lambdas/client`) needs, and no more: `sqs:SendMessage`
    * on the Host's queues (all of them, or those of `queueUids`), and `dynamodb:PutItem` on commit
-   * records only — items whose partition key is `COMMIT#…`, with no attribute beyond the key and
-   * the TTL — so a producer can neither overwrite API keys, secrets or Resources nor put an item
-   * into an index the Host reads.
+   * records only — items whose partition key is `COMMIT#…`, with no attribute beyond the key, the
+   * TTL and `onlyCopies` (which copy of a message to deliver when SQS took a send twice) — so a
+   * producer can neither overwrite API keys, secrets or Resources nor put an item into an index
+   * the Host reads.
    */
   grantProduce(grantee: iam.IGrantable, opts: { readonly queueUids?: readonly string[] } = {}): iam.Grant {
     const stack = Stack.of(this);
