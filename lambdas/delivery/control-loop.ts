@@ -177,18 +177,29 @@ export function lanesAfterBatch(p: { full: boolean; room: boolean }): number {
   return p.full && p.room ? 1 : 0;
 }
 
-/** Slots taken by lanes that are still receiving (not yet holding a registered batch). */
-export function gatheringSlots(state: DispatchState): number {
-  return Object.keys(state.slots).filter((b) => !state.registered[b]).length;
+/**
+ * Slots taken by lanes that are still receiving (not yet holding a registered batch). One whose
+ * receive window has passed — `tailMs` before its deadline — belongs to a lane that is
+ * registering or gone (its invocation died, or its registration and release failed while
+ * DynamoDB was down): it receives nothing more, so it covers no backlog.
+ */
+export function gatheringSlots(state: DispatchState, now = Number.NEGATIVE_INFINITY, tailMs = 0): number {
+  return Object.entries(state.slots).filter(
+    ([b, deadline]) => !state.registered[b] && deadline - tailMs > now,
+  ).length;
 }
 
 /**
  * A send wakes the consumer only when no lane is receiving or about to (a lane a wake started
  * that has not taken its slot yet) and a slot is free.
  */
-export function lanesOnWake(state: DispatchState, maxConcurrency: number, now: number): number {
+export function lanesOnWake(state: DispatchState, maxConcurrency: number, now: number, tailMs = 0): number {
   const starting = state.starting !== undefined && state.starting > now;
-  return !starting && gatheringSlots(state) === 0 && Object.keys(state.slots).length < maxConcurrency ? 1 : 0;
+  return !starting &&
+    gatheringSlots(state, now, tailMs) === 0 &&
+    Object.keys(state.slots).length < maxConcurrency
+    ? 1
+    : 0;
 }
 
 /** How long a wake's start lease lasts if its lane never takes a slot (a failed start). */
@@ -379,10 +390,12 @@ export class ControlLoop {
       // The first shard of a consumer with several shows a lane receiving there, or else says
       // nothing of the others: then they are read before a lane is started.
       const state =
-        counted.partial && lanesOnWake(counted, consumer.maxConcurrency, this.clock()) > 0
+        counted.partial &&
+        lanesOnWake(counted, consumer.maxConcurrency, this.clock(), this.o.service.receiveTailMs) > 0
           ? { ...(await this.o.service.dispatchState(consumer.consumerUid)), wakes: counted.wakes }
           : counted;
-      if (lanesOnWake(state, consumer.maxConcurrency, this.clock()) === 0) return;
+      if (lanesOnWake(state, consumer.maxConcurrency, this.clock(), this.o.service.receiveTailMs) === 0)
+        return;
       // Of concurrent sends to an idle consumer, one starts the lane.
       if (!(await this.o.service.claimStart(consumer.consumerUid, WAKE_START_LEASE_MS))) return;
       await this.launch(
@@ -413,7 +426,7 @@ export class ControlLoop {
     // Read after recovery, which may have returned messages to the queue.
     const visible = await visibleNow();
     const state = await this.o.service.dispatchState(c.consumerUid);
-    const covered = !opts.activated && gatheringSlots(state) > 0;
+    const covered = !opts.activated && gatheringSlots(state, this.clock(), this.o.service.receiveTailMs) > 0;
     if (visible <= 0 || covered) return { recovered, started: 0, visible };
     const count = lanesForBacklog({
       visible,

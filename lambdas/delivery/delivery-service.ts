@@ -15,7 +15,7 @@ import type { BatchBounds, LaneKind } from './lane-kinds.ts';
 import { type Received, type RegisterOptions, Registrar, type Registration } from './registration.ts';
 import { Settlements } from './settlement.ts';
 import type { HandlerError, InvocationOutcome, SettleAnswer, SettleCall } from './settlement-protocol.ts';
-import { type AcquireResult, type InheritedLane, type Slot, SlotDesk } from './slots.ts';
+import { type AcquireResult, type InheritedLane, REGISTER_ROOM_MS, type Slot, SlotDesk } from './slots.ts';
 import type { UnfinishedBatch } from './unfinished-batch.ts';
 
 export type { DeadLetterItem } from './dead-letter-moves.ts';
@@ -90,6 +90,14 @@ export class DeliveryService {
   /** The kind of lane a consumer runs on, from a slot or lane context of it. */
   laneKindOf(bounds: BatchBounds): LaneKind {
     return this.slots.laneKindOf(bounds);
+  }
+
+  /**
+   * How long before its deadline a slot that holds no batch has stopped receiving: its gathering
+   * deadline leaves room to register and a margin after the receive window (`gatheringDeadline`).
+   */
+  get receiveTailMs(): number {
+    return REGISTER_ROOM_MS + this.c.o.slotMarginMs;
   }
 
   /** The context to seal into the input of a lane started from this slot's lane. */

@@ -10,6 +10,9 @@
  * 3. A multi-message send whose SendMessageBatch answer was lost, so that the SDK sent it again,
  *    left two SQS copies of each Host message; each was delivered, both as attempt 1, in batches
  *    running side by side (DL-07).
+ * 4. A slot whose lane was gone before it registered (its registration and its release failed
+ *    while DynamoDB restarted) looked like a lane receiving until its deadline, so neither a
+ *    send's wake nor the supervisor started a lane: visible messages waited about two minutes.
  */
 
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -197,6 +200,36 @@ describe('found by the chaos suite', () => {
         .map((e) => [e.id, e.attempts])
         .sort();
       expect(deliveries).toEqual(ids.map((id) => [id, 1]).sort());
+    });
+  });
+
+  describe('RC-04 a slot whose lane is gone before it registered', () => {
+    let d: DeliveryHost;
+    beforeAll(async () => {
+      d = await createDeliveryHost({ idleWaitSeconds: 1 });
+    });
+    afterAll(async () => d.close());
+
+    it('RC-04 covers no backlog once its receive window has passed: a send is delivered within seconds, not at the slot’s deadline', async () => {
+      const log = d.logFile('gone-lane');
+      const { queue, consumerUid } = await d.setup('gone-lane', recordingWorker(log), {
+        maxBatchSize: 1,
+        maxConcurrency: 2,
+      });
+      d.startDispatcher();
+      // An AcquireSlot step took a slot while its caller saw Lambda.ServiceException, and no
+      // worker ever ran for it: nothing frees the slot before its gathering deadline (a minute on).
+      const lost = await d.host.delivery.acquire(consumerUid, 1);
+      expect(lost.status).toBe('acquired');
+      // Past the lane's receive window (idle wait 1 s), the slot receives nothing any more.
+      await sleep(2_500);
+      const [id] = await d.host.producer.sendBatch(queue, [{ body: 'waits for no one' }]);
+      const delivered = await waitFor(
+        'the message delivered',
+        () => readEvents(log).find((e) => e.ev === 'msg' && e.id === id),
+        15_000,
+      ).catch(() => undefined);
+      expect(delivered, 'not delivered within 15 s of its send').toBeDefined();
     });
   });
 });

@@ -38,17 +38,30 @@ describe('control loop policy', () => {
 
   it('a send wakes only a consumer with no lane receiving or starting, and a free slot', () => {
     const now = 1_000_000;
-    expect(lanesOnWake(state({}), 2, now)).toBe(1);
+    const tail = 60_000;
+    const soon = now + tail + 10_000; // a gathering deadline: the receive window is still open
+    expect(lanesOnWake(state({}), 2, now, tail)).toBe(1);
     // A lane is receiving (its slot holds no batch yet).
-    expect(gatheringSlots(state({ a: 1 }))).toBe(1);
-    expect(lanesOnWake(state({ a: 1 }), 2, now)).toBe(0);
+    expect(gatheringSlots(state({ a: soon }), now, tail)).toBe(1);
+    expect(lanesOnWake(state({ a: soon }), 2, now, tail)).toBe(0);
     // Every lane runs a handler: a new one may start for the new message.
-    expect(lanesOnWake(state({ a: 1 }, ['a']), 2, now)).toBe(1);
+    expect(lanesOnWake(state({ a: soon }, ['a']), 2, now, tail)).toBe(1);
     // ... unless every slot is held.
-    expect(lanesOnWake(state({ a: 1, b: 1 }, ['a', 'b']), 2, now)).toBe(0);
+    expect(lanesOnWake(state({ a: soon, b: soon }, ['a', 'b']), 2, now, tail)).toBe(0);
     // A lane a wake started has not taken its slot yet (lease), until the lease runs out.
     expect(lanesOnWake(state({}, [], { starting: now + 1 }), 2, now)).toBe(0);
     expect(lanesOnWake(state({}, [], { starting: now - 1 }), 2, now)).toBe(1);
+  });
+
+  it('a slot past its receive window covers no backlog: its lane registers or is gone', () => {
+    const now = 1_000_000;
+    const tail = 60_000;
+    // Taken a while ago: its gathering deadline is within the room left for registration.
+    const stale = state({ a: now + tail - 1 });
+    expect(gatheringSlots(stale, now, tail)).toBe(0);
+    expect(lanesOnWake(stale, 2, now, tail)).toBe(1);
+    // It still counts against maxConcurrency.
+    expect(lanesOnWake(stale, 1, now, tail)).toBe(0);
   });
 
   it('execution names are valid Step Functions names (≤ 80 of [A-Za-z0-9_-]) for the longest generation', () => {
