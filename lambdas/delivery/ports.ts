@@ -103,6 +103,11 @@ export interface MessageQueue {
     url: string,
     entries: readonly { id?: string; body: string; delaySeconds: number }[],
   ): Promise<SendBatchResult>;
+  /**
+   * One message, sent at most once: when an earlier try may have reached the queue (its answer
+   * was lost), it is not sent again, and the call fails with an error named
+   * `SEND_OUTCOME_UNKNOWN` — one message must never become two copies with one Host id.
+   */
   send(url: string, body: string, delaySeconds: number): Promise<void>;
   /** The queue's approximate counts of visible and delayed messages. */
   counts(url: string): Promise<{ visible: number; delayed: number }>;
@@ -112,3 +117,6 @@ export interface MessageQueue {
 export class QueueGoneError extends Error {
   override name = 'QueueGoneError';
 }
+
+/** The error name of a `MessageQueue.send` whose outcome is unknown (it may have been enqueued). */
+export const SEND_OUTCOME_UNKNOWN = 'SendOutcomeUnknown';

@@ -2,7 +2,7 @@ import { newResourceUid, newToken } from '../engine/ids.ts';
 import { log } from '../shared/log.ts';
 import { encodeEnvelope } from './envelope.ts';
 import { MESSAGE_LIMITS, NamedError, recordExpiry } from './limits.ts';
-import type { CommitStore, MessageQueue, QueueTarget } from './ports.ts';
+import { type CommitStore, type MessageQueue, type QueueTarget, SEND_OUTCOME_UNKNOWN } from './ports.ts';
 import { bySendLimits } from './sqs-batches.ts';
 
 /**
@@ -174,7 +174,15 @@ export class QueueProducer {
 
   /** One message; resolves to its Host message id once SQS accepted it. */
   async send(target: QueueTarget, body: unknown, options?: unknown): Promise<string> {
-    const message = prepareSend(body, options);
+    return this.sendOne(target, prepareSend(body, options));
+  }
+
+  /**
+   * One message, with no commit record: its copies cannot be told apart, so the port's `send`
+   * never sends it twice (an answer lost after SQS took it is `backend_unavailable`, and the
+   * producer, told the outcome is unknown, decides whether to send again).
+   */
+  private async sendOne(target: QueueTarget, message: PreparedMessage): Promise<string> {
     const [out] = this.envelopes(target, [message], undefined, this.clock());
     if (!out) throw new Error('unreachable: one message makes one envelope');
     try {
@@ -193,7 +201,9 @@ export class QueueProducer {
    */
   async sendBatch(target: QueueTarget, messages: unknown): Promise<string[]> {
     const prepared = prepareBatch(messages);
-    const commitId = prepared.length > 1 ? this.newCommitId() : undefined;
+    const [only] = prepared;
+    if (prepared.length === 1 && only) return [await this.sendOne(target, only)];
+    const commitId = this.newCommitId();
     const acceptedAt = this.clock();
     const outgoing = this.envelopes(target, prepared, commitId, acceptedAt);
     const onlyCopies: Record<string, string> = {};
@@ -202,21 +212,19 @@ export class QueueProducer {
     } catch (err) {
       throw unavailable(target, outgoing.length, err);
     }
-    if (commitId !== undefined) {
-      // Past the longest retention, not the queue's current one: an update may raise it later.
-      const expiresAt = recordExpiry(this.clock());
-      try {
-        await retrying(async () => {
-          if (this.clock() - acceptedAt > COMMIT_DEADLINE_MS) throw new Error('commit deadline passed');
-          await this.commits.putCommit(
-            commitId,
-            expiresAt,
-            Object.keys(onlyCopies).length > 0 ? onlyCopies : undefined,
-          );
-        });
-      } catch (err) {
-        throw unavailable(target, outgoing.length, err);
-      }
+    // Past the longest retention, not the queue's current one: an update may raise it later.
+    const expiresAt = recordExpiry(this.clock());
+    try {
+      await retrying(async () => {
+        if (this.clock() - acceptedAt > COMMIT_DEADLINE_MS) throw new Error('commit deadline passed');
+        await this.commits.putCommit(
+          commitId,
+          expiresAt,
+          Object.keys(onlyCopies).length > 0 ? onlyCopies : undefined,
+        );
+      });
+    } catch (err) {
+      throw unavailable(target, outgoing.length, err);
     }
     if (outgoing.some((o) => o.delaySeconds === 0)) await this.onSent(target);
     return outgoing.map((o) => o.messageId);
@@ -330,5 +338,10 @@ async function retrying(fn: () => Promise<void>): Promise<void> {
 
 function unavailable(target: QueueTarget, messages: number, err: unknown): NamedError {
   log.warn('queue send failed', { queueUid: target.queueUid, messages, err });
+  if ((err as Error)?.name === SEND_OUTCOME_UNKNOWN)
+    return new NamedError(
+      'backend_unavailable',
+      'the queue backend’s answer was lost: the message may have been enqueued; sending it again may deliver it twice',
+    );
   return new NamedError('backend_unavailable', 'the queue backend did not accept the messages');
 }

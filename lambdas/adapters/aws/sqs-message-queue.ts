@@ -17,6 +17,7 @@ import {
   QueueGoneError,
   type QueueMessage,
 } from '../../delivery/ports.ts';
+import { sendAtMostOnce } from './sqs-one-copy.ts';
 import { isMissingQueue } from './sqs-queue-backend.ts';
 
 type Sqs = Pick<SQSClient, 'send'>;
@@ -125,7 +126,10 @@ export function sqsMessageQueue(sqs: Sqs): MessageQueue {
     send: (url, body, delaySeconds) =>
       request(async () => {
         const out = await sqs.send(
-          new SendMessageCommand({ QueueUrl: url, MessageBody: body, DelaySeconds: delaySeconds }),
+          // One message, no commit record to tell its copies apart: never a second copy.
+          sendAtMostOnce(
+            new SendMessageCommand({ QueueUrl: url, MessageBody: body, DelaySeconds: delaySeconds }),
+          ),
         );
         if (!out.MessageId) throw new Error('SQS returned no MessageId');
       }),

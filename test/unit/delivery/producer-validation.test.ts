@@ -273,12 +273,14 @@ describe('QueueProducer.sendBatch', () => {
     expect(f.events).toHaveLength(0);
   });
 
-  it('AQ-04 a one-message batch is one SendMessageBatch entry with no commit', async () => {
+  it('AQ-04 DL-07 a one-message batch is one SendMessage (sent at most once) with no commit', async () => {
     const f = fakes();
     const ids = await f.producer.sendBatch(target(), [{ body: 'only' }]);
     expect(ids).toEqual(['m0001']);
-    expect(f.batches()).toHaveLength(1);
-    const e = decoded(f.entries()[0]?.MessageBody);
+    expect(f.batches()).toHaveLength(0);
+    const singles = f.events.filter((x) => x.kind === 'single');
+    expect(singles).toHaveLength(1);
+    const e = decoded((singles[0] as { input: { MessageBody?: string } }).input.MessageBody);
     expect(e).toMatchObject({ id: 'm0001', ts: NOW });
     expect(e.commit).toBeUndefined();
     expect(f.commitEvents()).toHaveLength(0);
