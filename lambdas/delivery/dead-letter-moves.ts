@@ -92,12 +92,13 @@ export class DeadLetterMoves {
     const a = await this.c.consumer(head.consumerUid);
     const queue = await this.c.queueTarget(head.queueUid);
     if (!queue) return; // the queue is gone, and its messages with it
-    const keep = (kept: ManifestEntry[], why: string) => {
+    const keep = (kept: ManifestEntry[], why: string, codes: string[] = []) => {
       if (kept.length === 0) return Promise.resolve(new Set<string>());
       log.warn(`dead-letter move postponed: ${why}`, {
         consumerUid: head.consumerUid,
         messages: kept.length,
         retryInSeconds: MOVE_RETRY_SECONDS,
+        ...(codes.length > 0 ? { codes } : {}),
       });
       const hidden = this.c.changeVisibility(
         queue.sqsUrl,
@@ -164,17 +165,19 @@ export class DeadLetterMoves {
         log.warn('dead-letter records could not be written', { consumerUid: head.consumerUid, err });
       }
       const refused: ManifestEntry[] = [];
+      /** What SQS said of each refused entry, for the operator reading the postponement. */
+      const codes = new Set<string>();
       // Split by bytes as well as by count: ten large bodies exceed one request's payload limit.
       for (const part of bySendLimits(outgoing, (o) => o.body)) {
         try {
-          const failed = new Set(
-            (
-              await this.c.o.messages.sendBatch(
-                dlq.sqsUrl,
-                part.map((o) => ({ body: o.body, delaySeconds: o.delay })),
-              )
-            ).failed.map((f) => f.index),
-          );
+          const failures = (
+            await this.c.o.messages.sendBatch(
+              dlq.sqsUrl,
+              part.map((o) => ({ body: o.body, delaySeconds: o.delay })),
+            )
+          ).failed;
+          for (const f of failures) codes.add(f.code ?? (f.senderFault ? 'SenderFault' : 'ServiceFault'));
+          const failed = new Set(failures.map((f) => f.index));
           for (const [n, o] of part.entries()) {
             if (failed.has(n)) {
               refused.push(o.entry);
@@ -196,7 +199,7 @@ export class DeadLetterMoves {
       }
       crashPoint('delivery.after-dead-letter-send');
       if (done.length > 0) await this.c.o.delivery.sent(dlq.queueUid);
-      await keep(refused, 'the dead-letter queue refused messages');
+      await keep(refused, 'the dead-letter queue refused messages', [...codes]);
     } else {
       for (const m of done)
         log.info('message dropped after its last delivery (the consumer has no dead-letter queue)', {
