@@ -270,7 +270,7 @@ describe('delivery on AWS: template', () => {
     expect(conditions).toEqual([{ StringEquals: { 'aws:ResourceTag/takoform:space': 'other' } }]);
   });
 
-  it('SEC-02: grantProduce gives SendMessage on the Host queues and PutItem on commit items (key and TTL only), nothing else', () => {
+  it('SEC-02: grantProduce gives SendMessage on the Host queues and PutItem on commit items (key, TTL and the copies to keep only), nothing else', () => {
     const { stack: s } = build({}, false);
     const all = new iam.Role(s, 'Producer', { assumedBy: new iam.AccountRootPrincipal() });
     const one = new iam.Role(s, 'OneQueue', { assumedBy: new iam.AccountRootPrincipal() });
@@ -292,7 +292,7 @@ describe('delivery on AWS: template', () => {
       Resource: table,
       Condition: {
         'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['COMMIT#*'] },
-        'ForAllValues:StringEquals': { 'dynamodb:Attributes': ['pk', 'sk', 'expiresAt'] },
+        'ForAllValues:StringEquals': { 'dynamodb:Attributes': ['pk', 'sk', 'expiresAt', 'onlyCopies'] },
       },
     };
     expect(of(all)).toEqual([
