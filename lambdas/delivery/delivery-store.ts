@@ -187,6 +187,13 @@ export interface RegistrationReads {
 }
 
 /** Durable delivery state (DynamoDB on AWS and locally). */
+/** What `releaseIdle` answers: the wake count and time after it, or that the slot holds a batch. */
+export interface IdleRelease {
+  wakes?: number;
+  lastWakeAt?: number;
+  registered?: true;
+}
+
 export interface DeliveryStore {
   // Concurrency slots: one entry per running batch with its deadline (DL-02).
   initSlots(consumerUid: string): Promise<void>;
@@ -224,8 +231,11 @@ export interface DeliveryStore {
   ): Promise<SlotAnswer>;
   /** Frees a slot; `recoveredAt` stamps a recovery's release (see `register`). */
   releaseSlot(consumerUid: string, batchId: string, opts?: { recoveredAt?: number }): Promise<void>;
-  /** Frees a slot whose receive brought nothing; the wake count (first shard) and time after it. */
-  releaseIdle(consumerUid: string, batchId: string): Promise<{ wakes?: number; lastWakeAt?: number }>;
+  /**
+   * Frees a slot whose receive brought nothing; the wake count (first shard) and time after it.
+   * A slot that holds a batch (another runner of it registered one) stays: `registered`.
+   */
+  releaseIdle(consumerUid: string, batchId: string): Promise<IdleRelease>;
   /** Counts one wake (a message was sent through the Host) at `now`; returns the state after it. */
   wake(consumerUid: string, now: number): Promise<DispatchState>;
   /**

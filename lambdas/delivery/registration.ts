@@ -334,7 +334,8 @@ export class Registrar {
       slot.sqsUrl,
       received.map((r) => ({ handle: r.receiptHandle, seconds: 0 })),
     );
-    await this.c.o.store.releaseSlot(slot.consumerUid, slot.batchId);
+    // Only while it holds no batch: registered, it is another runner's of the same slot.
+    await this.c.o.store.releaseUnregistered(slot.consumerUid, slot.batchId);
     return { credential: '', deliver: [], moves: 0 };
   }
 
@@ -401,10 +402,11 @@ export class Registrar {
       created = await this.c.o.store.createBatch(head, { entries: delivered, moves: moved });
     } catch (err) {
       if (err instanceof ManifestNotWritten) {
-        // Nothing of the batch was registered: its messages go back as they came, and its slot,
-        // which holds no batch, is freed now rather than when gathering would have ended.
+        // Nothing of the batch was registered: its messages go back as they came, and its slot
+        // is freed now rather than when gathering would have ended — unless it holds a batch,
+        // which is then another runner's of the same slot (a duplicate InvokeWorker), still live.
         await this.c.changeVisibility(slot.sqsUrl, returnNow([...delivered, ...moved]));
-        await this.c.recoverBatch(slot.consumerUid, slot.batchId, { ended: true }).catch((cause: unknown) =>
+        await this.c.o.store.releaseUnregistered(slot.consumerUid, slot.batchId).catch((cause: unknown) =>
           // Its gathering deadline frees it then (within about a minute) if this did not.
           log.warn('could not free the slot of a batch that was not registered', {
             consumerUid: slot.consumerUid,
@@ -450,6 +452,9 @@ export class Registrar {
    */
   private async releaseEmpty(slot: Slot, goOn: boolean): Promise<Registration> {
     const after = await this.c.o.store.releaseIdle(slot.consumerUid, slot.batchId);
+    // Another runner of this slot (a duplicate InvokeWorker) registered a batch in it: the slot
+    // is that batch's until it ends, and this runner's lane ends here.
+    if (after.registered) return { credential: '', deliver: [], moves: 0 };
     // A slot that knows the wake count (taken in the first shard, or after a woken release)
     // compares counts; one in another shard, whose take did not see the count, the last wake's
     // time with the take's (a wake just before it only costs one more receive).

@@ -13,6 +13,7 @@ import type {
   DeliveryStore,
   DispatchState,
   GroupSettleResult,
+  IdleRelease,
   Manifest,
   RegistrationReads,
   ReleaseClaim,
@@ -99,7 +100,7 @@ export class DynamoDeliveryStore implements DeliveryStore {
     await this.slotMap.release(consumerUid, batchId, opts.recoveredAt);
   }
 
-  releaseIdle(consumerUid: string, batchId: string): Promise<{ wakes?: number; lastWakeAt?: number }> {
+  releaseIdle(consumerUid: string, batchId: string): Promise<IdleRelease> {
     return this.slotMap.releaseIdle(consumerUid, batchId);
   }
 

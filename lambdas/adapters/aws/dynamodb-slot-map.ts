@@ -18,7 +18,7 @@ import {
   ScanCommand,
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
-import type { DispatchState, SlotAnswer, SlotBound } from '../../delivery/delivery-store.ts';
+import type { DispatchState, IdleRelease, SlotAnswer, SlotBound } from '../../delivery/delivery-store.ts';
 import { TABLE_KEYS } from '../../shared/table-schema.ts';
 import { conditionalUpdate } from './dynamodb-conditional-update.ts';
 import {
@@ -263,16 +263,18 @@ export class DynamoSlotMap {
     const used = Number(first?.shards ?? 1);
     for (const item of items) this.noteSize(consumerUid, shardOfKey(item[SK]), item);
     for (let s = asked; s < used; s++) {
-      const out = await this.client.send(
-        new GetItemCommand({
-          TableName: this.table,
-          Key: marshall(slotShardKey(consumerUid, s)),
-          ConsistentRead: true,
-        }),
-      );
-      if (out.Item) states.push(stateOf(unmarshall(out.Item), s));
+      const item = await this.getShard(consumerUid, s);
+      if (item) states.push(stateOf(item, s));
     }
     return whole(states);
+  }
+
+  private async getShard(consumerUid: string, shard: number): Promise<Record<string, unknown> | undefined> {
+    const Key = marshall(slotShardKey(consumerUid, shard));
+    const out = await this.client.send(
+      new GetItemCommand({ TableName: this.table, Key, ConsistentRead: true }),
+    );
+    return out.Item ? unmarshall(out.Item) : undefined;
   }
 
   /**
@@ -462,21 +464,22 @@ export class DynamoSlotMap {
     return out.ok ? out.item : undefined;
   }
 
-  /** Frees a slot that received nothing; with shard 0's wake count and time after it (any shard). */
-  async releaseIdle(consumerUid: string, batchId: string): Promise<{ wakes?: number; lastWakeAt?: number }> {
-    const after = await this.release(consumerUid, batchId);
-    const first =
-      shardOf(batchId) === 0
-        ? after
-        : await this.client
-            .send(
-              new GetItemCommand({
-                TableName: this.table,
-                Key: marshall(slotShardKey(consumerUid, 0)),
-                ConsistentRead: true,
-              }),
-            )
-            .then((out) => (out.Item ? unmarshall(out.Item) : undefined));
+  /**
+   * Frees a slot that received nothing; with shard 0's wake count and time after it (any shard).
+   * A slot registered meanwhile holds another runner's batch (a duplicate InvokeWorker): it stays.
+   */
+  async releaseIdle(consumerUid: string, batchId: string): Promise<IdleRelease> {
+    const shard = shardOf(batchId);
+    const out = await this.update(consumerUid, shard, {
+      UpdateExpression: 'REMOVE slots.#b',
+      ConditionExpression: 'attribute_exists(slots) AND attribute_not_exists(registered.#b)',
+      ExpressionAttributeNames: { '#b': batchId },
+      ReturnValues: 'ALL_NEW',
+      ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+    });
+    if (!out.ok && stateOf(out.old, shard).registered[batchId]) return { registered: true };
+    if (out.ok) this.noteSize(consumerUid, shard, out.item);
+    const first = shard !== 0 ? await this.getShard(consumerUid, 0) : out.ok ? out.item : undefined;
     return {
       wakes: typeof first?.wakes === 'number' ? first.wakes : 0,
       ...(typeof first?.lastWakeAt === 'number' ? { lastWakeAt: first.lastWakeAt } : {}),
