@@ -170,12 +170,17 @@ export class DeadLetterMoves {
       // Split by bytes as well as by count: ten large bodies exceed one request's payload limit.
       for (const part of bySendLimits(outgoing, (o) => o.body)) {
         try {
-          const failures = (
-            await this.c.o.messages.sendBatch(
-              dlq.sqsUrl,
-              part.map((o) => ({ body: o.body, delaySeconds: o.delay })),
-            )
-          ).failed;
+          const failures =
+            // At most once: a copy whose send lost its answer is never sent a second time with
+            // the same id (its own count of deliveries from 1 in the dead-letter queue); the
+            // move is postponed and made again with new ids — a duplicate at worst (DL-07).
+            (
+              await this.c.o.messages.sendBatch(
+                dlq.sqsUrl,
+                part.map((o) => ({ body: o.body, delaySeconds: o.delay })),
+                { atMostOnce: true },
+              )
+            ).failed;
           for (const f of failures) codes.add(f.code ?? (f.senderFault ? 'SenderFault' : 'ServiceFault'));
           const failed = new Set(failures.map((f) => f.index));
           for (const [n, o] of part.entries()) {

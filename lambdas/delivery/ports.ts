@@ -98,10 +98,15 @@ export interface MessageQueue {
     entries: readonly { handle: string; seconds: number }[],
   ): Promise<EntryFailure[]>;
   deleteBatch(url: string, handles: readonly string[]): Promise<EntryFailure[]>;
-  /** `id` names an entry within the request (default: its index); failures still give the index. */
+  /**
+   * `id` names an entry within the request (default: its index); failures still give the index.
+   * `atMostOnce`: as `send`, never sent again once a try may have reached the queue (the call
+   * then fails with `SEND_OUTCOME_UNKNOWN`), for copies whose ids nothing else tells apart.
+   */
   sendBatch(
     url: string,
     entries: readonly { id?: string; body: string; delaySeconds: number }[],
+    opts?: { atMostOnce?: boolean },
   ): Promise<SendBatchResult>;
   /**
    * One message, sent at most once: when an earlier try may have reached the queue (its answer

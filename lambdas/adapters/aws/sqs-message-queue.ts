@@ -98,19 +98,18 @@ export function sqsMessageQueue(sqs: Sqs): MessageQueue {
           ),
         ),
       ),
-    sendBatch: (url, entries) =>
+    sendBatch: (url, entries, opts) =>
       request(async () => {
         const ids = entries.map((e, n) => e.id ?? String(n));
-        const out = await sqs.send(
-          new SendMessageBatchCommand({
-            QueueUrl: url,
-            Entries: entries.map((e, n) => ({
-              Id: ids[n],
-              MessageBody: e.body,
-              DelaySeconds: e.delaySeconds,
-            })),
-          }),
-        );
+        const command = new SendMessageBatchCommand({
+          QueueUrl: url,
+          Entries: entries.map((e, n) => ({
+            Id: ids[n],
+            MessageBody: e.body,
+            DelaySeconds: e.delaySeconds,
+          })),
+        });
+        const out = await sqs.send(opts?.atMostOnce ? sendAtMostOnce(command) : command);
         const queueIds = new Map<number, string>();
         for (const ok of out.Successful ?? []) {
           const n = ids.indexOf(ok.Id ?? '');
