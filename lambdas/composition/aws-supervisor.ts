@@ -44,13 +44,16 @@ async function oldestMessageAge(deps: SupervisorDeps, now: number): Promise<numb
 /**
  * Workers may receive only from queues tagged with their Space. Queues created by a Host version
  * before that tag get it here, once per queue: the ledger keeps the queues tagged already (read
- * with the round's lease), and the round adds those it tagged (`tagged`) when it ends.
+ * once a round, at its first queue), and the round adds those it tagged (`tagged`) at its end.
  */
-async function ensureSpaceTag(host: AwsHost, queue: QueueTarget, tagged: Set<string>): Promise<void> {
-  const ledger = host.host.supervisorLedger;
-  if (ledger.isTagged(queue.queueUid) || tagged.has(queue.queueUid)) return;
-  await tagQueueSpace(host.clients.sqs, queue);
-  tagged.add(queue.queueUid);
+function spaceTagger(host: AwsHost, tagged: Set<string>): (queue: QueueTarget) => Promise<void> {
+  let known: Promise<Set<string>> | undefined;
+  return async (queue) => {
+    known ??= host.host.supervisorLedger.taggedQueues();
+    if ((await known).has(queue.queueUid) || tagged.has(queue.queueUid)) return;
+    await tagQueueSpace(host.clients.sqs, queue);
+    tagged.add(queue.queueUid);
+  };
 }
 
 /** No consumer visit starts this long after a round began: it ends within its minute. */
@@ -81,7 +84,7 @@ export async function superviseOnce(deps: SupervisorDeps, roundAt?: number): Pro
       attachments: host.host.attachments,
       queueDirectory: host.host.queueDirectory,
       messages: host.host.messages,
-      beforeQueue: (queue) => ensureSpaceTag(host, queue, tagged),
+      beforeQueue: spaceTagger(host, tagged),
       ledger: host.host.supervisorLedger,
     },
     roundAt ?? now,

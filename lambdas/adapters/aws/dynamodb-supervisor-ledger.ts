@@ -1,12 +1,15 @@
 /**
- * The supervisor's one item, `SUPERVISOR` / `_`: the lease that makes one round run at a time
- * (`leaseHolder`, `leaseUntil`), where the last round stopped (`resumeAfter`), and the queues
- * the supervisor has tagged with their Space (`taggedQueues`), so that each is tagged once per
- * Host rather than once per cold start. Every write is one conditional UpdateItem.
+ * The supervisor's items. `SUPERVISOR` / `_`: the lease that makes one round run at a time
+ * (`leaseHolder`, `leaseUntil`) and where the last round stopped (`resumeAfter`), each write one
+ * conditional UpdateItem of a small item. `SUPERVISOR` / `tagged`: the queues the supervisor has
+ * tagged with their Space (`taggedQueues`), so that each is tagged once per Host rather than once
+ * per cold start; apart, so the lease's two writes a minute stay one unit each however many
+ * queues there are.
  */
 import {
   ConditionalCheckFailedException,
   type DynamoDBClient,
+  GetItemCommand,
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
@@ -15,12 +18,11 @@ import { TABLE_KEYS } from '../../shared/table-schema.ts';
 
 const { pk: PK, sk: SK } = TABLE_KEYS;
 export const supervisorKey = () => ({ [PK]: 'SUPERVISOR', [SK]: '_' });
+const taggedKey = () => ({ [PK]: 'SUPERVISOR', [SK]: 'tagged' });
 
 export class DynamoSupervisorLedger implements SupervisorLedger {
   private readonly client: Pick<DynamoDBClient, 'send'>;
   private readonly table: string;
-  /** The queues tagged already, as the last claim read them. */
-  private tagged = new Set<string>();
 
   constructor(client: Pick<DynamoDBClient, 'send'>, tableName: string) {
     this.client = client;
@@ -40,7 +42,6 @@ export class DynamoSupervisorLedger implements SupervisorLedger {
         }),
       );
       const item = out.Attributes ? unmarshall(out.Attributes) : {};
-      this.tagged = item.taggedQueues instanceof Set ? (item.taggedQueues as Set<string>) : new Set();
       return typeof item.resumeAfter === 'string' ? { resumeAfter: item.resumeAfter } : {};
     } catch (err) {
       if (err instanceof ConditionalCheckFailedException) return undefined;
@@ -71,9 +72,17 @@ export class DynamoSupervisorLedger implements SupervisorLedger {
     }
   }
 
-  /** Whether the supervisor has tagged `queueUid` already (as of the last claim). */
-  isTagged(queueUid: string): boolean {
-    return this.tagged.has(queueUid);
+  /** The queues the supervisor has tagged already. */
+  async taggedQueues(): Promise<Set<string>> {
+    const out = await this.client.send(
+      new GetItemCommand({
+        TableName: this.table,
+        Key: marshall(taggedKey()),
+        ProjectionExpression: 'taggedQueues',
+      }),
+    );
+    const queues = out.Item ? unmarshall(out.Item).taggedQueues : undefined;
+    return queues instanceof Set ? (queues as Set<string>) : new Set();
   }
 
   /** Records queues as tagged (a string set: adding is idempotent, concurrent adds merge). */
@@ -82,11 +91,10 @@ export class DynamoSupervisorLedger implements SupervisorLedger {
     await this.client.send(
       new UpdateItemCommand({
         TableName: this.table,
-        Key: marshall(supervisorKey()),
+        Key: marshall(taggedKey()),
         UpdateExpression: 'ADD taggedQueues :q',
         ExpressionAttributeValues: { ':q': { SS: [...new Set(queueUids)] } },
       }),
     );
-    for (const uid of queueUids) this.tagged.add(uid);
   }
 }
