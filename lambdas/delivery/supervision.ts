@@ -195,6 +195,7 @@ export async function superviseRound(
   const ledger = deps.ledger;
   const holder = newToken(12);
   const budget = opts.budgetMs ?? Number.POSITIVE_INFINITY;
+  const parallel = opts.parallel ?? SUPERVISE_PARALLEL;
   const leaseMs = opts.leaseMs ?? (Number.isFinite(budget) ? budget + 60_000 : 15 * 60_000);
   const claim = ledger ? await ledger.claim(holder, began, began + leaseMs) : {};
   if (!claim) return { ...result, skipped: true };
@@ -204,7 +205,7 @@ export async function superviseRound(
     result.consumers = order.length;
     const visited = await forEachBounded(
       order,
-      opts.parallel ?? SUPERVISE_PARALLEL,
+      parallel,
       async ({ consumerUid }) => {
         try {
           const a = await deps.attachments.get(consumerUid);
@@ -215,7 +216,8 @@ export async function superviseRound(
           log.warn('supervision of a consumer failed', { consumerUid, err });
         }
       },
-      () => clock() - began < budget,
+      // The first wave always starts, so every round makes progress however long its lease took.
+      (i) => i < parallel || clock() - began < budget,
     );
     result.visited = visited;
     if (visited < order.length) {

@@ -1,6 +1,6 @@
 /**
  * Runs `work` over `items` with at most `limit` calls in flight, in the items' order: item i
- * starts only after items 0..i-1 did. `goOn` is asked before each start; once it says no, or a
+ * starts only after items 0..i-1 did. `goOn(i)` is asked before item i starts; once it says no, or a
  * call threw, no further item starts, and those under way finish. Resolves to how many items were
  * started — always the first ones — or rejects with the first error once none is under way.
  */
@@ -8,14 +8,14 @@ export async function forEachBounded<T>(
   items: readonly T[],
   limit: number,
   work: (item: T, index: number) => Promise<void>,
-  goOn: () => boolean = () => true,
+  goOn: (index: number) => boolean = () => true,
 ): Promise<number> {
   let next = 0;
   let stopped = false;
   let failure: { err: unknown } | undefined;
   const runner = async () => {
     while (!stopped && next < items.length) {
-      if (!goOn()) {
+      if (!goOn(next)) {
         stopped = true;
         return;
       }

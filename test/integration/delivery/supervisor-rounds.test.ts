@@ -96,7 +96,8 @@ describe('supervision rounds (ledger on the DynamoDB stand-in)', () => {
     // About a third of the visits fit the budget (6 calls a visit, 16 at once).
     const first = await superviseRound(deps, Date.now(), { budgetMs: 150 });
     expect(first.skipped).toBeUndefined();
-    expect(first.visited).toBeGreaterThan(0);
+    // At least its first wave, however slow the stand-ins are today.
+    expect(first.visited).toBeGreaterThanOrEqual(SUPERVISE_PARALLEL);
     expect(first.visited).toBeLessThan(300);
     expect(first.resumeAfter).toBe([...c.uids].sort()[first.visited - 1]);
     const afterFirst = new Set(c.visits);
