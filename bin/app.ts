@@ -6,6 +6,7 @@
  * `-c exampleWorker=true` to add the example worker of the README (examples/workers/default/echo.mjs).
  * Landing-zone context (docs/deploy.md): `-c hostedZoneId=… -c hostedZoneName=…`, `-c webAclArn=…`,
  * `-c disableExecuteApiEndpoint=true`, `-c cloudWatchRole=false`, `-c tracing=false`,
+ * `-c reserveConcurrency=false` (accounts whose Lambda quota cannot spare the Host's reservations),
  * `-c tableKeyArn=…`, `-c queueKeyArn=…` (a table key needs CDK_DEFAULT_REGION), and
  * `-c queueTags='{"cost-center":"cc-42"}'`, `-c rateLimitPerIp=6000` (or `false`).
  */
@@ -43,6 +44,7 @@ const stack = new TakoformHostStack(app, 'TakoformHost', {
   disableExecuteApiEndpoint: flag('disableExecuteApiEndpoint'),
   cloudWatchRole: flag('cloudWatchRole'),
   tracing: flag('tracing'),
+  reserveConcurrency: flag('reserveConcurrency'),
   tableEncryptionKeyArn: context('tableKeyArn'),
   queueEncryptionKeyArn: context('queueKeyArn'),
   queueTags: queueTags === undefined ? undefined : JSON.parse(queueTags),

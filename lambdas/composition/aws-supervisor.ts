@@ -21,6 +21,10 @@ export interface SupervisorDeps {
    * per metric returned, i.e. per queue: every 5 minutes keeps it near $0.09 per queue-month.
    */
   oldestAgeEveryMinutes?: number;
+  /** When the invocation ends (epoch ms): the round stops starting visits a minute before. */
+  endsAt?: number;
+  /** No consumer visit starts this long after the round began. @default ROUND_BUDGET_MS */
+  roundBudgetMs?: number;
   clock?: () => number;
 }
 
@@ -37,37 +41,60 @@ async function oldestMessageAge(deps: SupervisorDeps, now: number): Promise<numb
   return hostQueuesOldestAge(deps.cloudwatch, deps.host.config.queueNamePrefix, now);
 }
 
-/** Queues this function instance has tagged already. */
-const spaceTagged = new Set<string>();
-
 /**
  * Workers may receive only from queues tagged with their Space. Queues created by a Host version
- * before that tag get it here, once per function instance, so an upgrade never stops delivery
- * until each queue Resource happens to be updated.
+ * before that tag get it here, once per queue: the ledger keeps the queues tagged already (read
+ * once a round, at its first queue), and the round adds those it tagged (`tagged`) at its end.
  */
-async function ensureSpaceTag(host: AwsHost, queue: QueueTarget): Promise<void> {
-  if (spaceTagged.has(queue.sqsUrl)) return;
-  await tagQueueSpace(host.clients.sqs, queue);
-  spaceTagged.add(queue.sqsUrl);
+function spaceTagger(host: AwsHost, tagged: Set<string>): (queue: QueueTarget) => Promise<void> {
+  let known: Promise<Set<string>> | undefined;
+  return async (queue) => {
+    known ??= host.host.supervisorLedger.taggedQueues();
+    if ((await known).has(queue.queueUid) || tagged.has(queue.queueUid)) return;
+    await tagQueueSpace(host.clients.sqs, queue);
+    tagged.add(queue.queueUid);
+  };
 }
 
+/** No consumer visit starts this long after a round began: it ends within its minute. */
+export const ROUND_BUDGET_MS = 40_000;
+/** Kept at the end of the invocation for the visits under way and the work after the round. */
+const ROUND_TAIL_MS = 60_000;
+
 /**
- * One supervision round over every active consumer; `roundAt` (epoch ms, default the clock's
- * now) names the lanes it starts.
+ * One supervision round over the active consumers (as many as its time allows, the rest first in
+ * the next round); `roundAt` (epoch ms, default the clock's now) names the lanes it starts. A
+ * round that finds another under way does nothing (`skipped`).
  */
 export async function superviseOnce(deps: SupervisorDeps, roundAt?: number): Promise<SupervisorResult> {
   const { host } = deps;
-  const now = (deps.clock ?? Date.now)();
+  const clock = deps.clock ?? Date.now;
+  const now = clock();
+  const tagged = new Set<string>();
+  const budgetMs = Math.max(
+    0,
+    Math.min(
+      deps.roundBudgetMs ?? ROUND_BUDGET_MS,
+      (deps.endsAt ?? Number.POSITIVE_INFINITY) - now - ROUND_TAIL_MS,
+    ),
+  );
   const round = await superviseRound(
     {
       loop: host.host.loop,
       attachments: host.host.attachments,
       queueDirectory: host.host.queueDirectory,
       messages: host.host.messages,
-      beforeQueue: (queue) => ensureSpaceTag(host, queue),
+      beforeQueue: spaceTagger(host, tagged),
+      ledger: host.host.supervisorLedger,
     },
     roundAt ?? now,
+    { budgetMs, clock },
   );
+  if (round.skipped)
+    return { ...round, oldestMessageAgeSeconds: undefined, observed: { seen: 0, refreshed: 0 } };
+  await host.host.supervisorLedger.addTagged([...tagged]).catch((err: unknown) => {
+    log.warn('could not record the queues tagged; a later round tags them again', { err });
+  });
   let oldestMessageAgeSeconds: number | undefined;
   try {
     oldestMessageAgeSeconds = await oldestMessageAge(deps, now);

@@ -7,6 +7,7 @@ import { DynamoDeliveryStore } from '../adapters/aws/dynamodb-delivery-store.ts'
 import { DynamoHostStore } from '../adapters/aws/dynamodb-host-store.ts';
 import { DynamoObservedStore } from '../adapters/aws/dynamodb-observed-store.ts';
 import { DynamoQueueDirectory } from '../adapters/aws/dynamodb-queue-directory.ts';
+import { DynamoSupervisorLedger } from '../adapters/aws/dynamodb-supervisor-ledger.ts';
 import { sqsMessageQueue } from '../adapters/aws/sqs-message-queue.ts';
 import { SqsMessageReader } from '../adapters/aws/sqs-message-reader.ts';
 import { type QueueSettings, SqsQueueBackend } from '../adapters/aws/sqs-queue-backend.ts';
@@ -199,6 +200,8 @@ export function composeHost(deps: HostDeps) {
     operator,
     /** SQS as the delivery core reaches it (runners and supervision take it from here). */
     messages,
+    /** The supervisor's lease, where its last round stopped, and the queues it tagged. */
+    supervisorLedger: new DynamoSupervisorLedger(deps.dynamodb, deps.tableName),
   };
 }
 

@@ -25,6 +25,7 @@
  * taken (the holders are lanes themselves), or when the consumer stops.
  */
 import { newToken } from '../engine/ids.ts';
+import { forEachBounded } from '../shared/bounded.ts';
 import { log } from '../shared/log.ts';
 import type {
   AcquireResult,
@@ -210,6 +211,13 @@ export const WAKE_START_LEASE_MS = 30_000;
  * to the supervisor's minute, so a waiting execution never lasts long.
  */
 export const WAKE_LATER_MAX_SECONDS = 900;
+/**
+ * Lane starts of one consumer's round in flight at once. With the round's parallel visits
+ * (`SUPERVISE_PARALLEL`) at most 16 × 8 starts are in flight: a bounded burst on Step Functions'
+ * account-wide StartExecution bucket, whose throttles the SDK retries.
+ */
+export const LANE_START_PARALLEL = 8;
+
 /** Distinct return times one call starts lanes for. */
 export const WAKE_LATER_MAX_LANES = 3;
 
@@ -456,10 +464,12 @@ export class ControlLoop {
         log.warn('could not prepare the slot map; the lanes create what they need', { err });
       });
     }
-    for (let i = 0; i < count; i++) {
+    // Up to 250 lanes: one start after another took a round longer than its minute.
+    const ranks = Array.from({ length: count }, (_, i) => i);
+    await forEachBounded(ranks, LANE_START_PARALLEL, async (i) => {
       const name = laneNames.supervisor(c.consumerUid, c.generation, roundAt, i);
       if (await this.launch(name, c.consumerUid, c.generation, 'backlog', undefined, cohort?.[i])) started++;
-    }
+    });
     return { recovered, started, visible };
   }
 

@@ -6,7 +6,10 @@
  * to SQS, and lanes lost to failures). It also sums the backlog and the dead-letter depth, which
  * the AWS alarms watch.
  */
+
+import { newToken } from '../engine/ids.ts';
 import type { Attachment, AttachmentStore } from '../forms/queue-consumer/attachments.ts';
+import { forEachBounded } from '../shared/bounded.ts';
 import { log } from '../shared/log.ts';
 import type { ControlLoop } from './control-loop.ts';
 import type { MessageQueue, QueueDirectory, QueueTarget } from './ports.ts';
@@ -20,10 +23,18 @@ export interface SupervisionDeps {
   messages: Pick<MessageQueue, 'counts'>;
   /** Runs before a consumer's queue is read (the AWS supervisor tags old queues here). */
   beforeQueue?: (queue: QueueTarget) => Promise<void>;
+  /** One round at a time, and where the last one stopped. @default none: no lease, no resume */
+  ledger?: SupervisorLedger;
 }
 
 export interface SupervisionResult {
   consumers: number;
+  /** Consumers this round reached (all of them unless its time ran out). */
+  visited: number;
+  /** Another round held the lease: this one did nothing. */
+  skipped?: true;
+  /** The round ran out of time after this consumer: the next starts after it. */
+  resumeAfter?: string;
   started: number;
   recovered: number;
   backlog: number;
@@ -95,28 +106,136 @@ export async function superviseActivated(
   }
 }
 
+/** Consumers one round visits at once (each visit is 4–7 AWS calls and its lane starts). */
+export const SUPERVISE_PARALLEL = 16;
+
+/** Where a round may start, as the last round left it. */
+export interface RoundClaim {
+  /** The consumer the last round stopped after (its time ran out); absent: start at the first. */
+  resumeAfter?: string;
+}
+
+/**
+ * One round at a time, and where the last one stopped. On AWS one item in the Host table
+ * (`DynamoSupervisorLedger`): the supervisor's schedule delivers at least once and a long round
+ * may meet the next minute's, so the lease, not the function's concurrency, keeps rounds apart —
+ * it holds with reservations turned off, in the local Host and in tests too.
+ */
+export interface SupervisorLedger {
+  /** The round's lease until `until` (epoch ms), or undefined when another round holds it. */
+  claim(holder: string, now: number, until: number): Promise<RoundClaim | undefined>;
+  /** Ends the lease and records where the round stopped (undefined: it visited every consumer). */
+  release(holder: string, resumeAfter: string | undefined): Promise<void>;
+}
+
+/** A ledger in this process's memory: one process's rounds (the local Host's timer, tests). */
+export function memorySupervisorLedger(): SupervisorLedger {
+  let lease: { holder: string; until: number } | undefined;
+  let resumeAfter: string | undefined;
+  return {
+    claim: async (holder, now, until) => {
+      if (lease && lease.holder !== holder && lease.until > now) return undefined;
+      lease = { holder, until };
+      return resumeAfter === undefined ? {} : { resumeAfter };
+    },
+    release: async (holder, after) => {
+      if (lease?.holder !== holder) return;
+      lease = undefined;
+      resumeAfter = after;
+    },
+  };
+}
+
+export interface RoundOptions {
+  /** Consumers visited at once. @default SUPERVISE_PARALLEL */
+  parallel?: number;
+  /**
+   * No consumer visit starts this long after the round began (visits under way finish); the next
+   * round starts after the last consumer visited. @default no limit
+   */
+  budgetMs?: number;
+  /** How long the lease holds if the round never releases it (its process died). @default budget + 60 s */
+  leaseMs?: number;
+  clock?: () => number;
+}
+
+/** The consumers in uid order, starting after `resumeAfter` and wrapping around. */
+function rotated<T extends { consumerUid: string }>(active: T[], resumeAfter: string | undefined): T[] {
+  const sorted = [...active].sort((a, b) =>
+    a.consumerUid < b.consumerUid ? -1 : a.consumerUid > b.consumerUid ? 1 : 0,
+  );
+  if (resumeAfter === undefined) return sorted;
+  const from = sorted.findIndex((a) => a.consumerUid > resumeAfter);
+  return from <= 0 ? sorted : [...sorted.slice(from), ...sorted.slice(0, from)];
+}
+
 /**
  * `roundAt` (epoch ms) is the time the round was scheduled for: it names the lanes the round
- * starts, so a round delivered twice starts them once.
+ * starts, so a round delivered twice starts them once. Consumers are visited `parallel` at a
+ * time; once `budgetMs` is spent no further visit starts, and the ledger records the last
+ * consumer visited, so the next round begins after it (no consumer waits more than a few rounds,
+ * however many there are). A round that finds another under way (the ledger's lease) does
+ * nothing and says so (`skipped`).
  */
-export async function superviseRound(deps: SupervisionDeps, roundAt: number): Promise<SupervisionResult> {
-  const active = await deps.attachments.listActive();
+export async function superviseRound(
+  deps: SupervisionDeps,
+  roundAt: number,
+  opts: RoundOptions = {},
+): Promise<SupervisionResult> {
+  const clock = opts.clock ?? Date.now;
+  const began = clock();
   const result: SupervisionResult = {
-    consumers: active.length,
+    consumers: 0,
+    visited: 0,
     started: 0,
     recovered: 0,
     backlog: 0,
     deadLetter: 0,
   };
-  for (const { consumerUid } of active) {
-    try {
-      const a = await deps.attachments.get(consumerUid);
-      if (a?.state !== 'active') continue;
-      await superviseConsumer(deps, a, result, roundAt);
-    } catch (err) {
-      // One consumer's trouble never stops the others; the next round tries again.
-      log.warn('supervision of a consumer failed', { consumerUid, err });
+  const ledger = deps.ledger;
+  const holder = newToken(12);
+  const budget = opts.budgetMs ?? Number.POSITIVE_INFINITY;
+  const parallel = opts.parallel ?? SUPERVISE_PARALLEL;
+  const leaseMs = opts.leaseMs ?? (Number.isFinite(budget) ? budget + 60_000 : 15 * 60_000);
+  const claim = ledger ? await ledger.claim(holder, began, began + leaseMs) : {};
+  if (!claim) return { ...result, skipped: true };
+  let resumeAfter = claim.resumeAfter;
+  try {
+    const order = rotated(await deps.attachments.listActive(), claim.resumeAfter);
+    result.consumers = order.length;
+    const visited = await forEachBounded(
+      order,
+      parallel,
+      async ({ consumerUid }) => {
+        try {
+          const a = await deps.attachments.get(consumerUid);
+          if (a?.state !== 'active') return;
+          await superviseConsumer(deps, a, result, roundAt);
+        } catch (err) {
+          // One consumer's trouble never stops the others; the next round tries again.
+          log.warn('supervision of a consumer failed', { consumerUid, err });
+        }
+      },
+      // The first wave always starts, so every round makes progress however long its lease took.
+      (i) => i < parallel || clock() - began < budget,
+    );
+    result.visited = visited;
+    if (visited < order.length) {
+      // Visits start in order, so the first `visited` were all visited.
+      resumeAfter = visited > 0 ? order[visited - 1]?.consumerUid : claim.resumeAfter;
+      result.resumeAfter = resumeAfter;
+      log.info('the supervision round ran out of time; the next one goes on from here', {
+        visited,
+        consumers: order.length,
+        resumeAfter,
+      });
+    } else {
+      resumeAfter = undefined;
     }
+  } finally {
+    await ledger?.release(holder, resumeAfter).catch((err: unknown) => {
+      log.warn('could not release the supervisor lease; it runs out by itself', { err });
+    });
   }
   return result;
 }

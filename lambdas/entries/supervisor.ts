@@ -38,8 +38,17 @@ export function roundTime(event: unknown, now: number): number {
 }
 
 export function createSupervisorHandler(deps: SupervisorDeps, obs: Observability) {
-  return async (event?: unknown) => {
-    const r = await superviseOnce(deps, roundTime(event, (deps.clock ?? Date.now)()));
+  return async (event?: unknown, context?: Pick<Context, 'getRemainingTimeInMillis'>) => {
+    const now = (deps.clock ?? Date.now)();
+    const r = await superviseOnce(
+      context ? { ...deps, endsAt: now + context.getRemainingTimeInMillis() } : deps,
+      roundTime(event, now),
+    );
+    if (r.skipped) {
+      // Another round holds the lease and publishes the figures: zeros here would mislead the alarms.
+      log.info('supervision round skipped: another round is under way');
+      return r;
+    }
     obs.metrics.addMetric(HOST_METRICS.dispatcherStarts, MetricUnit.Count, r.started);
     obs.metrics.addMetric(HOST_METRICS.backlogMessages, MetricUnit.Count, r.backlog);
     obs.metrics.addMetric(HOST_METRICS.deadLetterMessages, MetricUnit.Count, r.deadLetter);
@@ -70,5 +79,5 @@ export const handler = async (event: unknown, context: Context) => {
       obs,
     );
   });
-  return (await ready)(event);
+  return (await ready)(event, context);
 };

@@ -33,7 +33,13 @@ import { log } from '../shared/log.ts';
 import { errorReport, handlerError } from './error-report.ts';
 import { createInvocationContext } from './invocation-context.ts';
 import { createQueueBatch } from './queue-batch.ts';
-import { lambdaTransport, type RemoteBatchHost, remoteBatchHost } from './remote-batch-host.ts';
+import {
+  DEFAULT_THROTTLE_RETRY,
+  hostCallDeadlines,
+  lambdaTransport,
+  type RemoteBatchHost,
+  remoteBatchHost,
+} from './remote-batch-host.ts';
 import { type SecretRefs, secretRefsSchema } from './secret-refs.ts';
 import { createWorkerEnv } from './worker-env.ts';
 import { type SecretClients, secretsOnce } from './worker-secrets.ts';
@@ -49,8 +55,12 @@ export interface QueueWorkerConfig {
 
 export interface QueueWorkerRuntime {
   sqs: Pick<SQSClient, 'send'>;
-  /** A fresh Host client per invocation (it keeps the batch credential for dead-letter moves). */
-  host: () => RemoteBatchHost;
+  /**
+   * A fresh Host client per invocation (it keeps the batch credential for dead-letter moves);
+   * `limits.lambdaEnd` (epoch ms) is when the invocation ends, which bounds how long its calls
+   * wait out throttles.
+   */
+  host: (limits?: { lambdaEnd: number }) => RemoteBatchHost;
   /** How long to long-poll an empty queue before handing the slot back (the Host's setting). */
   idleWaitSeconds: number;
   /** Clients for the worker's secrets (default: none, so a worker with secrets fails clearly). */
@@ -110,7 +120,16 @@ export function runtimeFromEnv(env: NodeJS.ProcessEnv): QueueWorkerRuntime {
   const lambda = withCallRecorder(new LambdaClient({}), 'lambda');
   return {
     sqs: withCallRecorder(new SQSClient({}), 'sqs'),
-    host: () => remoteBatchHost(lambdaTransport(lambda, fn)),
+    host: (limits) =>
+      remoteBatchHost(
+        lambdaTransport(
+          lambda,
+          fn,
+          limits
+            ? { ...DEFAULT_THROTTLE_RETRY, until: hostCallDeadlines(limits.lambdaEnd) }
+            : DEFAULT_THROTTLE_RETRY,
+        ),
+      ),
     // Created on first use: most workers declare no secrets.
     secretClients: {
       secretsManager: once(() => withCallRecorder(new SecretsManagerClient({}), 'secretsmanager')),
@@ -265,7 +284,7 @@ export function createQueueWorkerHandler(
     const startedAt = clock();
     const lambdaEnd = startedAt + context.getRemainingTimeInMillis();
     const margin = rt.marginMs ?? RUNTIME_MARGIN_MS;
-    const host = rt.host();
+    const host = rt.host({ lambdaEnd });
     const runtimeLog = rt.log ?? (() => {});
     const exit = rt.exit ?? ((code: number) => process.exit(code));
     // A handler must end before the Lambda does and before its slot's deadline, after which

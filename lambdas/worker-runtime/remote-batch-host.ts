@@ -26,16 +26,56 @@ export interface RemoteBatchHost extends BatchHostPort {
 
 /** How long, and how, an invocation Lambda throttled is tried again. */
 export interface ThrottleRetry {
-  /** Total time spent waiting between tries; then the throttle is the answer. */
+  /** Total time spent waiting between tries at most; then the throttle is the answer. */
   budgetMs: number;
   /** The first wait's upper bound; it doubles per try up to `capMs` (full jitter below it). */
   baseMs: number;
   capMs: number;
+  /**
+   * The call's own time limit (epoch ms), past which no wait ends: a throttle is waited out
+   * only while the answer can still be used (`hostCallDeadlines`). @default none (`budgetMs` only)
+   */
+  until?: (request: BatchHostRequest, began: number) => number | undefined;
   sleep?: (ms: number) => Promise<void>;
   random?: () => number;
+  clock?: () => number;
 }
 
-export const DEFAULT_THROTTLE_RETRY: ThrottleRetry = { budgetMs: 3_000, baseMs: 100, capMs: 1_000 };
+/**
+ * A throttle means the account's (or the batch host's reserved) concurrency is used up for now:
+ * the call did not run, and waiting it out is better than failing the batch's call. The budget is
+ * a backstop; the call's own limits (`until`) end the waiting first on a worker.
+ */
+export const DEFAULT_THROTTLE_RETRY: ThrottleRetry = { budgetMs: 120_000, baseMs: 100, capMs: 2_000 };
+
+/** Left at a call's limit for the call itself, once the last wait ended. */
+export const HOST_CALL_RESERVE_MS = 1_000;
+
+/** The slot a request names, if any (`previous` of an acquire: the slot it was taken under). */
+function slotOf(request: BatchHostRequest): { batchId: string; deadline: number } | undefined {
+  if ('slot' in request) return request.slot;
+  if (request.action === 'acquire') return request.previous;
+  return undefined;
+}
+
+/**
+ * The time limits of a worker invocation's Host calls: the invocation's end (`lambdaEnd`), the
+ * deadline of the slot a call is for (a call about a batch — settle, produce — is bounded by the
+ * deadline of the slot it was registered under: past it, recovery finishes the batch), and for a
+ * registration the time its messages stay hidden. Each less `HOST_CALL_RESERVE_MS`.
+ */
+export function hostCallDeadlines(lambdaEnd: number): NonNullable<ThrottleRetry['until']> {
+  const batchDeadlines = new Map<string, number>();
+  return (request, began) => {
+    const slot = slotOf(request);
+    if (slot) batchDeadlines.set(slot.batchId, slot.deadline);
+    const batchId = 'batchId' in request ? request.batchId : undefined;
+    let limit = Math.min(lambdaEnd, slot?.deadline ?? batchDeadlines.get(batchId ?? '') ?? lambdaEnd);
+    if (request.action === 'register' && request.visibleForMs !== undefined)
+      limit = Math.min(limit, began + request.visibleForMs);
+    return limit - HOST_CALL_RESERVE_MS;
+  };
+}
 
 /**
  * How `register` is sent again when the batch host gave no answer (the transport threw: a lost
@@ -76,9 +116,10 @@ const isThrottle = (err: unknown) =>
   (err as { $metadata?: { httpStatusCode?: number } })?.$metadata?.httpStatusCode === 429;
 
 /**
- * A synchronous invocation of the batch-host function. A throttle (the account's concurrency is
- * used up, e.g. by many lanes settling at once) is tried again with backoff and full jitter for a
- * bounded time, on top of the SDK's own few retries. Nothing else is tried again here: after a
+ * A synchronous invocation of the batch-host function. A throttle (the account's or the batch
+ * host's reserved concurrency is used up, e.g. by many lanes settling at once) is tried again with
+ * backoff and full jitter for as long as the call's answer can still be used (`retry.until`,
+ * within `retry.budgetMs`), on top of the SDK's own few retries. Nothing else is tried again here: after a
  * FunctionError or a lost answer the function may have run (`remoteBatchHost` repeats `register`
  * alone, which is safe). A FunctionError is no answer: it throws `NoAnswerError`.
  */
@@ -87,9 +128,12 @@ export function lambdaTransport(
   functionName: string,
   retry: ThrottleRetry = DEFAULT_THROTTLE_RETRY,
 ): BatchHostTransport {
-  const sleep = retry.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  const sleep = retry.sleep ?? pause;
   const random = retry.random ?? Math.random;
+  const clock = retry.clock ?? Date.now;
   const invoke = async (request: BatchHostRequest) => {
+    const began = clock();
+    const limit = retry.until?.(request, began) ?? Number.POSITIVE_INFINITY;
     let waited = 0;
     for (let attempt = 0; ; attempt++) {
       try {
@@ -102,7 +146,7 @@ export function lambdaTransport(
         );
       } catch (err) {
         const wait = random() * Math.min(retry.capMs, retry.baseMs * 2 ** attempt);
-        if (!isThrottle(err) || waited + wait > retry.budgetMs) throw err;
+        if (!isThrottle(err) || waited + wait > retry.budgetMs || clock() + wait > limit) throw err;
         waited += wait;
         await sleep(wait);
       }

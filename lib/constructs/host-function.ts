@@ -5,6 +5,7 @@ import { Architecture, type CfnFunction, type ILayerVersion, Runtime } from 'aws
 import { type ICommandHooks, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
+import { HOST_RESERVED_CONCURRENCY, type HostFunctionRole } from '../../lambdas/shared/host-concurrency.ts';
 
 export interface HostFunctionProps {
   /** Absolute path of the TypeScript entry file. */
@@ -56,6 +57,21 @@ export interface FunctionSizing {
   readonly memorySize?: number;
   /** 1..100000; the function never runs more instances at once. @default none */
   readonly reservedConcurrentExecutions?: number;
+}
+
+/**
+ * A Host function's sizing as deployed: `given` over the Host's default reservation
+ * (`HOST_RESERVED_CONCURRENCY`), which `reserve: false` leaves out (accounts whose Lambda quota
+ * is too small to reserve anything: Lambda keeps 100 of the account's pool unreserved).
+ */
+export function hostFunctionSizing(
+  role: HostFunctionRole,
+  given: FunctionSizing | undefined,
+  reserve: boolean,
+): FunctionSizing {
+  const reserved =
+    given?.reservedConcurrentExecutions ?? (reserve ? HOST_RESERVED_CONCURRENCY[role] : undefined);
+  return { ...given, ...(reserved !== undefined ? { reservedConcurrentExecutions: reserved } : {}) };
 }
 
 /** Problems with a sizing, each prefixed with `label`. */

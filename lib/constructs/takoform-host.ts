@@ -12,10 +12,11 @@ import { commitKey, ONLY_COPIES } from '../../lambdas/adapters/aws/dynamodb-comm
 import { queueTagProblems } from '../../lambdas/adapters/aws/sqs-queue-backend.ts';
 import { MAX_HANDLER_MS } from '../../lambdas/delivery/lane-kinds.ts';
 import { parsePublicOrigin } from '../../lambdas/http/origin.ts';
+import type { HostFunctionRole } from '../../lambdas/shared/host-concurrency.ts';
 import { TABLE_KEYS } from '../../lambdas/shared/table-schema.ts';
 import { ControlPlaneApi, RATE_LIMIT_PER_IP_RANGE } from './control-plane-api.ts';
 import { DeliveryPipeline } from './delivery-pipeline.ts';
-import { type FunctionSizing, validateSizing } from './host-function.ts';
+import { type FunctionSizing, hostFunctionSizing, validateSizing } from './host-function.ts';
 import { type AlarmThresholds, HostObservability } from './host-observability.ts';
 import { HostTable, TABLE_KEY_WRITE_ACTIONS } from './host-table.ts';
 import { grantKeyUse } from './key-grants.ts';
@@ -114,10 +115,20 @@ export interface TakoformHostProps {
   /** Active X-Ray tracing of the Host and worker functions, the dispatcher and the API stage. @default true */
   readonly tracing?: boolean;
   /**
-   * Memory (MB) and reserved concurrency of each Host function. Reserved concurrency comes out of
-   * the account's regional pool, and Lambda keeps at least 100 of it unreserved: an account needs
-   * `UnreservedConcurrentExecutions` of the sum reserved plus 100 (see docs/deploy.md, Sizing).
-   * @default 512 MB each (the batch host 1024), no reserved concurrency
+   * Reserve concurrency for the Host's own functions, so that workers (whose lanes hold their
+   * invocations for as long as a queue has messages) never take the whole account pool from
+   * them: api 10, step 20, batchHost 100, executor 5, supervisor 2 (137 in all). Lambda keeps 100
+   * of an account's pool unreserved, so an account whose quota is below 237 cannot deploy this:
+   * set `false` there (a new account's quota is often 10), or size each function with
+   * `hostFunctions`. @default true
+   */
+  readonly reserveConcurrency?: boolean;
+  /**
+   * Memory (MB) and reserved concurrency of each Host function; a `reservedConcurrentExecutions`
+   * given here replaces that function's default reservation (see `reserveConcurrency`). Reserved
+   * concurrency comes out of the account's regional pool: an account needs
+   * `UnreservedConcurrentExecutions` of the sum reserved plus 100 (docs/deploy.md, Sizing).
+   * @default 512 MB each (the batch host 1024); reserved concurrency as `reserveConcurrency` says
    */
   readonly hostFunctions?: {
     readonly api?: FunctionSizing;
@@ -131,7 +142,13 @@ export interface TakoformHostProps {
 const QUEUE_NAME_PREFIX = /^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$/;
 const WEB_ACL_ARN =
   /^arn:aws[a-z-]*:wafv2:[a-z0-9-]+:\d{12}:regional\/webacl\/[A-Za-z0-9_-]{1,128}\/[a-f0-9-]{36}$/;
-const HOST_FUNCTION_ROLES = ['api', 'step', 'batchHost', 'executor', 'supervisor'];
+const HOST_FUNCTION_ROLES: readonly HostFunctionRole[] = [
+  'api',
+  'step',
+  'batchHost',
+  'executor',
+  'supervisor',
+];
 /**
  * Ends every name prefix of a Host (`<stem>_`). Stems cannot contain it, so the prefix of one Host
  * is never a prefix of another's (`takoform-host_` vs `takoform-host-staging_`).
@@ -154,9 +171,9 @@ export function deriveQueueNamePrefix(stackName: string): string {
  * below that (new accounts may start at 10), any reservation. The deploy would fail on such an
  * account with nothing in the template to say why, so the sum is stated at synth.
  */
-function noteReservedConcurrency(scope: Construct, props: TakoformHostProps): void {
-  const reserved = Object.values(props.hostFunctions ?? {}).reduce(
-    (sum, sizing) => sum + (sizing?.reservedConcurrentExecutions ?? 0),
+function noteReservedConcurrency(scope: Construct, sizings: Record<HostFunctionRole, FunctionSizing>): void {
+  const reserved = Object.values(sizings).reduce(
+    (sum, sizing) => sum + (sizing.reservedConcurrentExecutions ?? 0),
     0,
   );
   if (reserved === 0) return;
@@ -275,7 +292,8 @@ export function validateTakoformHostProps(props: TakoformHostProps, queueNamePre
     }
   }
   for (const [role, sizing] of Object.entries(props.hostFunctions ?? {})) {
-    if (!HOST_FUNCTION_ROLES.includes(role)) errors.push(`hostFunctions.${role} is not a Host function`);
+    if (!(HOST_FUNCTION_ROLES as readonly string[]).includes(role))
+      errors.push(`hostFunctions.${role} is not a Host function`);
     errors.push(...validateSizing(`hostFunctions.${role}`, sizing));
   }
   return errors;
@@ -313,6 +331,13 @@ export class TakoformHost extends Construct {
     if (errors.length > 0) throw new Error(`TakoformHost ${this.node.path}: ${errors.join('; ')}`);
 
     const removalPolicy = props.removalPolicy ?? RemovalPolicy.RETAIN;
+    const reserve = props.reserveConcurrency ?? true;
+    const sizings = Object.fromEntries(
+      HOST_FUNCTION_ROLES.map((role) => [
+        role,
+        hostFunctionSizing(role, props.hostFunctions?.[role], reserve),
+      ]),
+    ) as Record<HostFunctionRole, FunctionSizing>;
     const logRetention = props.logRetention ?? RetentionDays.ONE_MONTH;
     const origin =
       props.publicOrigin ?? (props.domainName ? `https://${props.domainName.toLowerCase()}` : undefined);
@@ -335,7 +360,7 @@ export class TakoformHost extends Construct {
       webAclArn: props.webAclArn,
       rateLimitPerIp: props.rateLimitPerIp,
       tracing: props.tracing,
-      sizing: props.hostFunctions?.api,
+      sizing: sizings.api,
     });
     this.publicOrigin = this.api.publicOrigin;
     this.table.bind(this.api.handler.fn);
@@ -367,7 +392,12 @@ export class TakoformHost extends Construct {
       logRetention,
       removalPolicy,
       tracing: props.tracing,
-      functions: props.hostFunctions,
+      functions: {
+        step: sizings.step,
+        batchHost: sizings.batchHost,
+        executor: sizings.executor,
+        supervisor: sizings.supervisor,
+      },
       queueEncryptionKey: props.queueEncryptionKey,
       queueTags: props.queueTags,
     });
@@ -389,7 +419,7 @@ export class TakoformHost extends Construct {
       alarmTopic: props.alarmTopic,
       thresholds: props.alarmThresholds,
     });
-    noteReservedConcurrency(this, props);
+    noteReservedConcurrency(this, sizings);
     this.logRetention = logRetention;
     this.removalPolicy = removalPolicy;
     this.tracing = props.tracing ?? true;

@@ -70,7 +70,14 @@ describe('customer-managed keys', () => {
 
 describe('reserved concurrency of the Host functions', () => {
   it('the stack says how much of the account’s concurrency it reserves and what the account must have left', () => {
+    const defaults = Annotations.fromStack(build().stack).findInfo(
+      '*',
+      Match.stringLikeRegexp('reserve 137 concurrent'),
+    );
+    expect(defaults[0]?.entry.data).toMatch(/UnreservedConcurrentExecutions.*at least 237/);
+    // Without the defaults, only what hostFunctions gives.
     const { stack } = build({
+      reserveConcurrency: false,
       hostFunctions: {
         api: { reservedConcurrentExecutions: 20 },
         batchHost: { reservedConcurrentExecutions: 30 },
@@ -83,7 +90,7 @@ describe('reserved concurrency of the Host functions', () => {
   });
 
   it('nothing is said when no Host function reserves any', () => {
-    const { stack } = build();
+    const { stack } = build({ reserveConcurrency: false });
     expect(Annotations.fromStack(stack).findInfo('*', Match.stringLikeRegexp('concurrent'))).toEqual([]);
   });
 });

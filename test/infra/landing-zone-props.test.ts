@@ -16,6 +16,7 @@ import { HostedZone, type IHostedZone } from 'aws-cdk-lib/aws-route53';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import type { IConstruct } from 'constructs';
 import { afterAll, describe, expect, it } from 'vitest';
+import { HOST_RESERVED_CONCURRENCY, HOST_RESERVED_TOTAL } from '../../lambdas/shared/host-concurrency.ts';
 import { ModuleWorkerFunction } from '../../lib/constructs/module-worker-function.ts';
 import { TakoformHostStack, type TakoformHostStackProps } from '../../lib/host-stack.ts';
 
@@ -326,8 +327,11 @@ describe('landing-zone props', () => {
     expect(fn(stack.api.handler.fn)).toMatchObject({ MemorySize: 1024, ReservedConcurrentExecutions: 50 });
     expect(fn(d.executorFunction.fn)).toMatchObject({ MemorySize: 512, ReservedConcurrentExecutions: 2 });
     expect(fn(d.supervisorFunction.fn)).toMatchObject({ MemorySize: 256, ReservedConcurrentExecutions: 1 });
-    expect(fn(d.batchHostFunction.fn)).toMatchObject({ MemorySize: 1024 });
-    expect(fn(d.batchHostFunction.fn).ReservedConcurrentExecutions).toBeUndefined();
+    // Not given: the Host's default reservation.
+    expect(fn(d.batchHostFunction.fn)).toMatchObject({
+      MemorySize: 1024,
+      ReservedConcurrentExecutions: HOST_RESERVED_CONCURRENCY.batchHost,
+    });
     // 'worker' is not a Host function (the cast lets the test give what TypeScript would refuse).
     const hostFunctions = { api: { memorySize: 64 }, step: { reservedConcurrentExecutions: 0 }, worker: {} };
     const message = errorOf(() => ({
@@ -338,6 +342,48 @@ describe('landing-zone props', () => {
       'hostFunctions.step.reservedConcurrentExecutions must be an integer in 1..100000',
     );
     expect(message).toContain('hostFunctions.worker is not a Host function');
+  });
+});
+
+describe('reserved concurrency of the Host functions', () => {
+  const reservations = (b: ReturnType<typeof build>) => {
+    const fns = b.template.findResources('AWS::Lambda::Function');
+    const of = (c: IConstruct) =>
+      fns[b.stack.getLogicalId(c.node.defaultChild as CfnElement)]?.Properties.ReservedConcurrentExecutions;
+    const d = b.stack.host.delivery;
+    return {
+      api: of(b.stack.api.handler.fn),
+      step: of(d.stepFunction.fn),
+      batchHost: of(d.batchHostFunction.fn),
+      executor: of(d.executorFunction.fn),
+      supervisor: of(d.supervisorFunction.fn),
+    };
+  };
+
+  it('by default each Host function reserves its share, and workers reserve nothing', () => {
+    const b = build(() => ({}), { worker: true });
+    expect(reservations(b)).toEqual(HOST_RESERVED_CONCURRENCY);
+    // Workers draw on the unreserved pool: the one that is left to them.
+    const reserved = Object.values(b.template.findResources('AWS::Lambda::Function')).filter(
+      (f) => f.Properties.ReservedConcurrentExecutions !== undefined,
+    );
+    expect(reserved).toHaveLength(5);
+    expect(HOST_RESERVED_TOTAL).toBe(137);
+  });
+
+  it('reserveConcurrency: false reserves nothing, and an explicit size still applies', () => {
+    expect(reservations(build(() => ({ reserveConcurrency: false })))).toEqual({
+      api: undefined,
+      step: undefined,
+      batchHost: undefined,
+      executor: undefined,
+      supervisor: undefined,
+    });
+    const sized = build(() => ({
+      reserveConcurrency: false,
+      hostFunctions: { batchHost: { reservedConcurrentExecutions: 30 } },
+    }));
+    expect(reservations(sized)).toMatchObject({ batchHost: 30, step: undefined, api: undefined });
   });
 });
 

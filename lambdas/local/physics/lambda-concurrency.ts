@@ -3,7 +3,8 @@
  * account's concurrent executions (1,000 by default, divided by k) are shared by every function;
  * a function with reserved concurrency runs at most that many at once and leaves the rest of the
  * pool to the others; the unreserved rest is shared by the functions without a reservation.
- * Past either, the invocation is refused with `Lambda.TooManyRequestsException` (the name Step
+ * Without `lambda.reserved`, the Host's functions hold the reservations the CDK gives them
+ * (`HOST_RESERVED_CONCURRENCY`, scaled). Past either, the invocation is refused with `Lambda.TooManyRequestsException` (the name Step
  * Functions' Lambda integration reports, which the dispatcher's Retry matches) and does not run.
  *
  * One pool per process, as one account is shared by every Host function: LocalLanes wraps its
@@ -16,6 +17,11 @@ export interface ConcurrencyStats {
   running: Record<LocalInvokeLabel, number>;
   peak: Record<LocalInvokeLabel, number>;
   throttled: Record<LocalInvokeLabel, number>;
+  /**
+   * Of `throttled`, the refusals of a function without a reservation: other functions held the
+   * pool it shares (starvation). A function with one is refused only at its own reservation.
+   */
+  starved: Record<LocalInvokeLabel, number>;
   /** The most invocations of all functions running at once. */
   peakTotal: number;
   accountConcurrency: number;
@@ -28,6 +34,7 @@ export class LambdaConcurrency {
   private readonly running = labels();
   private readonly peak = labels();
   private readonly throttled = labels();
+  private readonly starved = labels();
   private peakTotal = 0;
   private readonly account: number;
   private readonly reserved: Physics['lambda']['reserved'];
@@ -61,6 +68,7 @@ export class LambdaConcurrency {
     return async (payload) => {
       if (!this.admits(label)) {
         this.throttled[label]++;
+        if (this.reserved[label] === undefined) this.starved[label]++;
         throw Object.assign(new Error('Rate Exceeded. (TAKOFORM_PHYSICS: concurrency)'), {
           name: 'Lambda.TooManyRequestsException',
         });
@@ -82,6 +90,7 @@ export class LambdaConcurrency {
       running: { ...this.running },
       peak: { ...this.peak },
       throttled: { ...this.throttled },
+      starved: { ...this.starved },
       peakTotal: this.peakTotal,
       accountConcurrency: this.account,
       unreserved: this.unreserved,

@@ -14,6 +14,7 @@
  * otherwise.
  */
 import { z } from 'zod';
+import { HOST_RESERVED_CONCURRENCY, LAMBDA_UNRESERVED_MINIMUM } from '../../shared/host-concurrency.ts';
 
 export const PHYSICS_ENV = 'TAKOFORM_PHYSICS';
 
@@ -25,8 +26,23 @@ export const AWS_LIMITS = {
   /** Lambda concurrent executions per account and Region (the default quota). */
   accountConcurrency: 1_000,
   /** Lambda keeps this much of the account's pool unreserved. */
-  unreservedMinimum: 100,
+  unreservedMinimum: LAMBDA_UNRESERVED_MINIMUM,
 } as const;
+
+/** The functions a reservation may name: the local invocations' labels and the other Host functions. */
+const RESERVABLE = ['worker', 'step', 'batch-host', 'api', 'executor', 'supervisor'] as const;
+export type ReservableFunction = (typeof RESERVABLE)[number];
+
+/** The Host's default reservations under the local labels (before scaling). */
+export const HOST_DEFAULT_RESERVED: Partial<Record<ReservableFunction, number>> = {
+  api: HOST_RESERVED_CONCURRENCY.api,
+  step: HOST_RESERVED_CONCURRENCY.step,
+  'batch-host': HOST_RESERVED_CONCURRENCY.batchHost,
+  executor: HOST_RESERVED_CONCURRENCY.executor,
+  supervisor: HOST_RESERVED_CONCURRENCY.supervisor,
+};
+/** Functions the local Host never invokes: scaled to the nearest count, 0 included. */
+const NOT_INVOKED: ReadonlySet<ReservableFunction> = new Set(['api', 'executor', 'supervisor']);
 
 const positive = (what: string) =>
   z.number({ error: `must be a positive number (${what})` }).positive(`must be a positive number (${what})`);
@@ -52,8 +68,13 @@ const physicsSchema = z.strictObject({
     .strictObject({
       /** Concurrent executions of the account (before scaling; default 1,000). */
       accountConcurrency: positive('executions').optional(),
-      /** Reserved concurrency per local function (before scaling). */
-      reserved: z.partialRecord(z.enum(['worker', 'step', 'batch-host']), nonNegativeInt).optional(),
+      /**
+       * Reserved concurrency per function (before scaling). Absent: the Host's defaults, as the
+       * CDK deploys them (`HOST_RESERVED_CONCURRENCY`); `{}`: none (a Host deployed with
+       * `reserveConcurrency: false`). `api`, `executor` and `supervisor` are not invoked locally,
+       * but their reservations leave the others less of the pool.
+       */
+      reserved: z.partialRecord(z.enum(RESERVABLE), nonNegativeInt).optional(),
     })
     .optional(),
 });
@@ -69,7 +90,7 @@ export interface Physics {
   partition: 'key' | 'item';
   lambda: {
     accountConcurrency: number;
-    reserved: Partial<Record<'worker' | 'step' | 'batch-host', number>>;
+    reserved: Partial<Record<ReservableFunction, number>>;
   };
 }
 
@@ -79,8 +100,12 @@ export function physicsOf(input: PhysicsInput): Physics {
   const k = input.scale;
   const scaleDown = (n: number) => Math.max(1, Math.floor(n / k));
   const reserved: Physics['lambda']['reserved'] = {};
-  for (const [name, n] of Object.entries(input.lambda?.reserved ?? {}))
-    reserved[name as keyof typeof reserved] = n === 0 ? 0 : scaleDown(n);
+  for (const [name, n] of Object.entries(input.lambda?.reserved ?? HOST_DEFAULT_RESERVED)) {
+    const fn = name as ReservableFunction;
+    // A function invoked locally keeps at least one (a reservation of 0 would stop it); the others
+    // only take their share of the pool, which rounds to 0 at a large k.
+    reserved[fn] = n === 0 ? 0 : NOT_INVOKED.has(fn) ? Math.round(n / k) : scaleDown(n);
+  }
   return {
     scale: k,
     writeUnitsPerSecond: AWS_LIMITS.partitionWriteUnits / k,

@@ -65,6 +65,18 @@ describe('SEC-02 DL-09: queues carry their Space', () => {
     });
   });
 
+  it('the supervisor tags a queue once per Host, not once per round or cold start', async () => {
+    const c = await t.setupConsumer('tag-once');
+    await t.sqs.send(new UntagQueueCommand({ QueueUrl: c.queue.sqsUrl, TagKeys: [QUEUE_TAGS.space] }));
+    await superviseOnce({ host: t.host });
+    expect((await tagsOf(c.queue.sqsUrl))?.[QUEUE_TAGS.space]).toBe('team');
+    // Taken off again (only a test does that): the next round, which reads the ledger again as a
+    // new function instance would, does not tag it a second time.
+    await t.sqs.send(new UntagQueueCommand({ QueueUrl: c.queue.sqsUrl, TagKeys: [QUEUE_TAGS.space] }));
+    await superviseOnce({ host: t.host });
+    expect((await tagsOf(c.queue.sqsUrl))?.[QUEUE_TAGS.space]).toBeUndefined();
+  });
+
   it('SEC-02 DL-09: a queue without the Space tag (created before it existed) gets it at the next update', async () => {
     const created = await t.create(QUEUE_FORM, 'team', 'legacy', { messageRetentionSeconds: 3600 });
     await t.settle();

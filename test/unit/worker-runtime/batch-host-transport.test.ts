@@ -10,6 +10,9 @@ import type { Received, Slot } from '../../../lambdas/delivery/delivery-service.
 import { SETTLE_GROUP_LIMIT } from '../../../lambdas/delivery/settlement-protocol.ts';
 import {
   type BatchHostTransport,
+  DEFAULT_THROTTLE_RETRY,
+  HOST_CALL_RESERVE_MS,
+  hostCallDeadlines,
   lambdaTransport,
   remoteBatchHost,
 } from '../../../lambdas/worker-runtime/remote-batch-host.ts';
@@ -124,6 +127,104 @@ describe('lambdaTransport: throttles (issue 12)', () => {
     );
     expect(lost.requests).toHaveLength(1);
     expect(s.waits).toEqual([]);
+  });
+});
+
+describe('lambdaTransport: throttles are waited out within the call’s own time limits', () => {
+  /** A clock that the fake sleep moves forward. */
+  function fakeTime(start: number) {
+    const t = { now: start, waits: [] as number[] };
+    return {
+      t,
+      clock: () => t.now,
+      sleep: async (ms: number) => {
+        t.waits.push(ms);
+        t.now += ms;
+      },
+    };
+  }
+  const T0 = 1_700_000_000_000;
+  const slotUntil = (deadline: number) => ({ batchId: 'b-9', deadline }) as unknown as Slot;
+
+  it('a throttle lasting 20 s no longer fails the call: it is waited out and the call resolves', async () => {
+    const time = fakeTime(T0);
+    // Throttled for 20 s of the fake clock, then answered.
+    const lambda = fakeLambda([], () => throttle());
+    const send = lambda.client.send;
+    lambda.client.send = (async (command: InvokeCommand) =>
+      time.t.now - T0 >= 20_000
+        ? answer({ applied: true })
+        : send(command)) as unknown as typeof lambda.client.send;
+    const host = remoteBatchHost(
+      lambdaTransport(lambda.client, 'batch-host', {
+        ...DEFAULT_THROTTLE_RETRY,
+        until: hostCallDeadlines(T0 + 600_000),
+        clock: time.clock,
+        sleep: time.sleep,
+      }),
+    );
+    expect(await outcome(host.finalize(slotUntil(T0 + 300_000), 'cred', 'returned'))).toBe('resolved');
+    expect(time.t.now - T0).toBeGreaterThanOrEqual(20_000);
+    // Before: 3 s of waits, then backend_unavailable.
+    expect(Math.max(...time.t.waits)).toBeLessThanOrEqual(DEFAULT_THROTTLE_RETRY.capMs);
+  });
+
+  it('never waits past the slot’s deadline: a call about its batch gives up before it', async () => {
+    const time = fakeTime(T0);
+    const lambda = fakeLambda([], throttle);
+    const until = hostCallDeadlines(T0 + 600_000);
+    const host = remoteBatchHost(
+      lambdaTransport(lambda.client, 'batch-host', {
+        ...DEFAULT_THROTTLE_RETRY,
+        until,
+        clock: time.clock,
+        sleep: time.sleep,
+      }),
+    );
+    const deadline = T0 + 30_000;
+    expect(await outcome(host.finalize(slotUntil(deadline), 'cred', 'returned'))).toBe('backend_unavailable');
+    expect(time.t.now).toBeLessThanOrEqual(deadline - HOST_CALL_RESERVE_MS);
+    expect(time.t.now).toBeGreaterThan(deadline - HOST_CALL_RESERVE_MS - DEFAULT_THROTTLE_RETRY.capMs);
+    // A settle of that batch (no slot in the request) is bounded by the same deadline.
+    time.t.now = deadline - 5_000;
+    expect(await outcome(host.settle('b-9', 'cred', { kind: 'ack', index: 0 }))).toBe('backend_unavailable');
+    expect(time.t.now).toBeLessThanOrEqual(deadline - HOST_CALL_RESERVE_MS);
+  });
+
+  it('never waits past the invocation’s end, nor a registration past its messages’ hidden time', async () => {
+    const time = fakeTime(T0);
+    const lambda = fakeLambda([], throttle);
+    const host = remoteBatchHost(
+      lambdaTransport(lambda.client, 'batch-host', {
+        ...DEFAULT_THROTTLE_RETRY,
+        until: hostCallDeadlines(T0 + 10_000),
+        clock: time.clock,
+        sleep: time.sleep,
+      }),
+    );
+    expect(await outcome(host.finalize(slotUntil(T0 + 300_000), 'cred', 'returned'))).toBe(
+      'backend_unavailable',
+    );
+    expect(time.t.now).toBeLessThanOrEqual(T0 + 10_000 - HOST_CALL_RESERVE_MS);
+
+    time.t.now = T0;
+    const regLambda = fakeLambda([], throttle);
+    const reg = remoteBatchHost(
+      lambdaTransport(regLambda.client, 'batch-host', {
+        ...DEFAULT_THROTTLE_RETRY,
+        until: hostCallDeadlines(T0 + 600_000),
+        clock: time.clock,
+        sleep: time.sleep,
+      }),
+      { registerRetry: { tries: 1, withinMs: 0, baseMs: 0 } },
+    );
+    const received = [
+      { messageId: 'm', receiptHandle: 'r', receiveCount: 1, body: 'x' },
+    ] as unknown as Received[];
+    expect(await outcome(reg.register(slotUntil(T0 + 300_000), received, { visibleForMs: 8_000 }))).toBe(
+      'backend_unavailable',
+    );
+    expect(time.t.now).toBeLessThanOrEqual(T0 + 8_000 - HOST_CALL_RESERVE_MS);
   });
 });
 
