@@ -11,6 +11,7 @@ import type { BatchHead, Manifest, ManifestEntry } from './delivery-store.ts';
 import { type Envelope, encodeEnvelope } from './envelope.ts';
 import { pendingIds } from './finalization.ts';
 import { MESSAGE_LIMITS, NamedError, recordExpiry } from './limits.ts';
+import type { QueueTarget } from './ports.ts';
 import { returnNow } from './queue-requests.ts';
 import { bySendLimits } from './sqs-batches.ts';
 
@@ -164,47 +165,11 @@ export class DeadLetterMoves {
         // An aid for operators, not part of the move: the move goes on without it.
         log.warn('dead-letter records could not be written', { consumerUid: head.consumerUid, err });
       }
-      const refused: ManifestEntry[] = [];
-      /** What SQS said of each refused entry, for the operator reading the postponement. */
-      const codes = new Set<string>();
-      // Split by bytes as well as by count: ten large bodies exceed one request's payload limit.
-      for (const part of bySendLimits(outgoing, (o) => o.body)) {
-        try {
-          const failures =
-            // At most once: a copy whose send lost its answer is never sent a second time with
-            // the same id (its own count of deliveries from 1 in the dead-letter queue); the
-            // move is postponed and made again with new ids — a duplicate at worst (DL-07).
-            (
-              await this.c.o.messages.sendBatch(
-                dlq.sqsUrl,
-                part.map((o) => ({ body: o.body, delaySeconds: o.delay })),
-                { atMostOnce: true },
-              )
-            ).failed;
-          for (const f of failures) codes.add(f.code ?? (f.senderFault ? 'SenderFault' : 'ServiceFault'));
-          const failed = new Set(failures.map((f) => f.index));
-          for (const [n, o] of part.entries()) {
-            if (failed.has(n)) {
-              refused.push(o.entry);
-              continue;
-            }
-            done.push(o.entry);
-            log.info('message moved to the dead-letter queue', {
-              consumerUid: head.consumerUid,
-              messageId: o.entry.id,
-              attempts: o.entry.attempts,
-              deadLetterQueueUid: dlq.queueUid,
-              copyId: o.copyId,
-            });
-          }
-        } catch (err) {
-          log.warn('the dead-letter queue refused a request', { consumerUid: head.consumerUid, err });
-          refused.push(...part.map((o) => o.entry));
-        }
-      }
+      const { moved, refused, codes } = await this.sendCopies(head.consumerUid, dlq, outgoing);
+      done.push(...moved);
       crashPoint('delivery.after-dead-letter-send');
       if (done.length > 0) await this.c.o.delivery.sent(dlq.queueUid);
-      await keep(refused, 'the dead-letter queue refused messages', [...codes]);
+      await keep(refused, 'the dead-letter queue refused messages', codes);
     } else {
       for (const m of done)
         log.info('message dropped after its last delivery (the consumer has no dead-letter queue)', {
@@ -236,5 +201,52 @@ export class DeadLetterMoves {
         );
       } else await this.c.o.store.clearAttempts(head.queueUid, m.id);
     }
+  }
+
+  /**
+   * Sends the copies, split by bytes as well as by count (ten large bodies exceed one request's
+   * payload limit), and sorts their originals into moved and refused, with what SQS said of each
+   * refused entry for the operator reading the postponement.
+   */
+  private async sendCopies(
+    consumerUid: string,
+    dlq: QueueTarget,
+    outgoing: readonly { entry: ManifestEntry; copyId: string; body: string; delay: number }[],
+  ): Promise<{ moved: ManifestEntry[]; refused: ManifestEntry[]; codes: string[] }> {
+    const moved: ManifestEntry[] = [];
+    const refused: ManifestEntry[] = [];
+    const codes = new Set<string>();
+    for (const part of bySendLimits(outgoing, (o) => o.body)) {
+      try {
+        // At most once: a copy whose send lost its answer is never sent a second time with the
+        // same id (its own count of deliveries from 1 in the dead-letter queue); the move is
+        // postponed and made again with new ids — a duplicate at worst (DL-07).
+        const { failed: failures } = await this.c.o.messages.sendBatch(
+          dlq.sqsUrl,
+          part.map((o) => ({ body: o.body, delaySeconds: o.delay })),
+          { atMostOnce: true },
+        );
+        for (const f of failures) codes.add(f.code ?? (f.senderFault ? 'SenderFault' : 'ServiceFault'));
+        const failed = new Set(failures.map((f) => f.index));
+        for (const [n, o] of part.entries()) {
+          if (failed.has(n)) {
+            refused.push(o.entry);
+            continue;
+          }
+          moved.push(o.entry);
+          log.info('message moved to the dead-letter queue', {
+            consumerUid,
+            messageId: o.entry.id,
+            attempts: o.entry.attempts,
+            deadLetterQueueUid: dlq.queueUid,
+            copyId: o.copyId,
+          });
+        }
+      } catch (err) {
+        log.warn('the dead-letter queue refused a request', { consumerUid, err });
+        refused.push(...part.map((o) => o.entry));
+      }
+    }
+    return { moved, refused, codes: [...codes] };
   }
 }
