@@ -22,7 +22,6 @@ import {
   ChangeMessageVisibilityCommand,
   CreateQueueCommand,
   ReceiveMessageCommand,
-  SendMessageBatchCommand,
   SendMessageCommand,
   SQSClient,
 } from '@aws-sdk/client-sqs';
@@ -31,7 +30,6 @@ import { sqsClient } from '../../../lambdas/adapters/aws/clients.ts';
 import { sqsMessageQueue } from '../../../lambdas/adapters/aws/sqs-message-queue.ts';
 import type { MessageQueue } from '../../../lambdas/delivery/ports.ts';
 import { QueueProducer } from '../../../lambdas/delivery/producer.ts';
-import type { FaultConfig } from '../../../lambdas/local/faults/fault-config.ts';
 import { type InjectedFault, onInjectedFault } from '../../../lambdas/local/faults/fault-reports.ts';
 import { withFaults } from '../../../lambdas/local/faults/sdk-faults.ts';
 import { startSqsServer } from '../../../lambdas/local/standins/sqs-server.ts';
@@ -42,6 +40,7 @@ import {
   recordingWorker,
   waitFor,
 } from '../../support/delivery-harness.ts';
+import { sqsFaultSeed } from '../../support/sqs-fault-seeds.ts';
 import { queueCounts, sleep } from '../delivery/delivery-kit.ts';
 
 describe('found by the chaos suite', () => {
@@ -137,32 +136,6 @@ describe('found by the chaos suite', () => {
     });
     afterAll(async () => d.close());
 
-    /** A fault schedule that loses the answer of the first SendMessageBatch only (the retry answers). */
-    async function firstAnswerLost(): Promise<FaultConfig> {
-      const scratch = sqsClient(inject('sqsEndpoint'));
-      const { QueueUrl } = await scratch.send(
-        new CreateQueueCommand({ QueueName: `lost-send-${Date.now()}` }),
-      );
-      for (let seed = 1; seed <= 40; seed++) {
-        const config: FaultConfig = { seed, sqs: { operations: { SendMessageBatch: { lostAnswer: 0.5 } } } };
-        const client = withFaults(sqsClient(inject('sqsEndpoint')), 'sqs', { config });
-        const faults: InjectedFault[] = [];
-        const off = onInjectedFault((f) => faults.push(f));
-        try {
-          await client.send(
-            new SendMessageBatchCommand({ QueueUrl, Entries: [{ Id: '0', MessageBody: 'probe' }] }),
-          );
-          if (faults.map((f) => f.kind).join() === 'lostAnswer') return config;
-        } catch {
-          // Every try's answer was lost: not this seed.
-        } finally {
-          off();
-          client.destroy();
-        }
-      }
-      throw new Error('no seed loses exactly the first answer');
-    }
-
     it('DL-07 each Host message is delivered once, as attempt 1; the copy the lost answer left is removed unseen', async () => {
       const log = d.logFile('lost-send-answer');
       const { queue } = await d.setup(
@@ -170,7 +143,9 @@ describe('found by the chaos suite', () => {
         recordingWorker(log, `await new Promise((r) => setTimeout(r, 1500));`),
         { maxBatchSize: 1, maxConcurrency: 4, maxRetries: 1 },
       );
-      const faulty = withFaults(sqsClient(inject('sqsEndpoint')), 'sqs', { config: await firstAnswerLost() });
+      const faulty = withFaults(sqsClient(inject('sqsEndpoint')), 'sqs', {
+        config: await sqsFaultSeed('SendMessageBatch', 'lostAnswer', 'lostAnswer'),
+      });
       const faults: InjectedFault[] = [];
       const off = onInjectedFault((f) => faults.push(f));
       let ids: string[];

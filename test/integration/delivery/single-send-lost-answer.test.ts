@@ -1,12 +1,3 @@
-/**
- * A one-message send has no commit record, so two SQS copies of it could not be told apart: each
- * would be delivered as attempt 1 (DL-07). When SQS took the message but its answer was lost, the
- * Host does not let the SDK send it again: the producer hears `backend_unavailable`, told that the
- * message may have been enqueued, and SQS holds one copy. A try SQS refused (throttling) is
- * retried as before. Against the SQS stand-in, the answer lost the way AWS loses it (the request
- * took effect, then the SDK saw a connection reset or a 5xx).
- */
-import { CreateQueueCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { sqsClient } from '../../../lambdas/adapters/aws/clients.ts';
 import { sqsMessageQueue } from '../../../lambdas/adapters/aws/sqs-message-queue.ts';
@@ -22,6 +13,7 @@ import {
   recordingWorker,
   waitFor,
 } from '../../support/delivery-harness.ts';
+import { sqsFaultSeed } from '../../support/sqs-fault-seeds.ts';
 import { queueCounts, sleep } from './delivery-kit.ts';
 
 let d: DeliveryHost;
@@ -29,31 +21,6 @@ beforeAll(async () => {
   d = await createDeliveryHost({ workerTimeoutMs: 10_000 });
 });
 afterAll(async () => d.close());
-
-/** A seed whose schedule gives exactly `kinds` on the first SendMessage tries of a plain client. */
-async function seedFor(kind: 'lostAnswer' | 'throttle', kinds: string): Promise<FaultConfig> {
-  const scratch = sqsClient(inject('sqsEndpoint'));
-  const { QueueUrl } = await scratch.send(
-    new CreateQueueCommand({ QueueName: `probe-${kind}-${Date.now()}` }),
-  );
-  scratch.destroy();
-  for (let seed = 1; seed <= 60; seed++) {
-    const config: FaultConfig = { seed, sqs: { operations: { SendMessage: { [kind]: 0.5 } } } };
-    const client = withFaults(sqsClient(inject('sqsEndpoint')), 'sqs', { config });
-    const faults: InjectedFault[] = [];
-    const off = onInjectedFault((f) => faults.push(f));
-    try {
-      await client.send(new SendMessageCommand({ QueueUrl, MessageBody: 'probe' }));
-      if (faults.map((f) => f.kind).join() === kinds) return config;
-    } catch {
-      // Every try faulted: not this seed.
-    } finally {
-      off();
-      client.destroy();
-    }
-  }
-  throw new Error(`no seed gives ${kinds}`);
-}
 
 async function sendThrough(config: FaultConfig, queue: Parameters<QueueProducer['send']>[0]) {
   const faulty = withFaults(sqsClient(inject('sqsEndpoint')), 'sqs', { config });
@@ -76,7 +43,10 @@ describe('DL-07 a one-message send whose answer was lost leaves one copy', () =>
   it('DL-07 AQ-04 the producer hears the outcome is unknown; SQS holds one copy, delivered once as attempt 1', async () => {
     const log = d.logFile('lost-one');
     const { queue } = await d.setup('lost-one', recordingWorker(log), { maxBatchSize: 10, maxRetries: 1 });
-    const { outcome, faults } = await sendThrough(await seedFor('lostAnswer', 'lostAnswer'), queue);
+    const { outcome, faults } = await sendThrough(
+      await sqsFaultSeed('SendMessage', 'lostAnswer', 'lostAnswer'),
+      queue,
+    );
     expect(faults).toEqual([['SendMessage', 'lostAnswer']]);
     expect('err' in outcome && outcome.err).toMatchObject({
       name: 'backend_unavailable',
@@ -93,7 +63,10 @@ describe('DL-07 a one-message send whose answer was lost leaves one copy', () =>
 
   it('DL-07 a throttled try took no effect and is sent again: the send succeeds with one copy', async () => {
     const { queue } = await d.setup('throttled-one', recordingWorker(d.logFile('throttled-one')));
-    const { outcome, faults } = await sendThrough(await seedFor('throttle', 'throttle'), queue);
+    const { outcome, faults } = await sendThrough(
+      await sqsFaultSeed('SendMessage', 'throttle', 'throttle'),
+      queue,
+    );
     expect(faults).toEqual([['SendMessage', 'throttle']]);
     expect('id' in outcome).toBe(true);
     expect((await queueCounts(d, queue)).visible).toBe(1);
