@@ -33,16 +33,19 @@ const inLane = (root: string, batchId: string) => batchId === root || batchId.st
 export const APPLY_GRACE_MS = 30_000;
 
 /**
- * Whether the batch's handler is known to have ended from its head alone: its runner closed it
- * with the handler's outcome (it closes only after the handler returned or threw; a cut-off
- * closes it `abandoned`, whose handler may still run), and either applied it or had time to.
- * Waiting for the slot's deadline then protects nothing and stalls the consumer for up to the
- * worker timeout, every slot of it when maxConcurrency is small.
+ * Whether the batch's runner is known to be done with it from its head alone: the runner closed
+ * it with the handler's outcome (it closes only after the handler returned or threw; a cut-off
+ * closes it `abandoned`, whose handler may still run), and either applied it with no dead-letter
+ * move left to make or had time to. Waiting for the slot's deadline then protects nothing and
+ * stalls the consumer for up to the worker timeout, every slot of it when maxConcurrency is small.
+ * An applied batch that still owes moves is the runner's until the grace has passed: its move may
+ * be under way, and returning those messages now has them moved a second time on their return.
  */
 export function endedPerHead(head: BatchHead | undefined, now: number): boolean {
   if (!head?.closed || head.closedBy !== 'runner') return false;
   if (head.outcome !== 'returned' && head.outcome !== 'threw') return false;
-  return head.applied || (head.closedAt !== undefined && head.closedAt <= now - APPLY_GRACE_MS);
+  if (head.applied && head.pendingDeadLetter.length === 0) return true;
+  return head.closedAt !== undefined && head.closedAt <= now - APPLY_GRACE_MS;
 }
 
 export interface RecoverOptions {

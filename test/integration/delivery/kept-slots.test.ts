@@ -10,6 +10,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashCredential } from '../../../lambdas/delivery/delivery-context.ts';
 import type { Slot } from '../../../lambdas/delivery/delivery-service.ts';
+import type { QueueTarget } from '../../../lambdas/delivery/ports.ts';
 import { createDeliveryHost, type DeliveryHost, recordingWorker } from '../../support/delivery-harness.ts';
 import { attemptsRecord, batchHead, queueCounts, receiveAsRunner, storeOf } from './delivery-kit.ts';
 
@@ -47,25 +48,52 @@ async function oneBatch(name: string, settings: Record<string, unknown>) {
   };
 }
 
+/** One batch out of retries whose handler threw, finalised by its runner: a move is owed. */
+async function finalizedOwingAMove(name: string) {
+  const batch = await oneBatch(name, { maxRetries: 0, deadLetter: true });
+  const fin = await d.host.delivery.finalizeAsRunner(batch.slot.batchId, batch.reg.credential, 'threw', {
+    slot: batch.slot,
+    ...(batch.reg.manifest ? { manifest: batch.reg.manifest } : {}),
+  });
+  expect(fin.deadLetter).toEqual([batch.id]);
+  return batch;
+}
+
+/** RecoverBatch as the state machine calls it after the lane's invocation failed. */
+const recoverAfterFailure = async (consumerUid: string, batchId: string) =>
+  (
+    (await d.host.loop.step({ action: 'recover', consumerUid, batchId, failure: serviceException })) as {
+      waitSeconds: number;
+    }
+  ).waitSeconds;
+
 describe('DL-02 a kept slot whose handler has ended is freed before its deadline', () => {
-  it('DL-02 DL-08 RecoverBatch after the runner applied its batch but its dead-letter move failed: the slot is freed and the message returns to be moved', async () => {
-    const { queue, consumerUid, slot, reg } = await oneBatch('applied', {
-      maxRetries: 0,
-      deadLetter: true,
-    });
-    const fin = await d.host.delivery.finalizeAsRunner(slot.batchId, reg.credential, 'threw', {
-      slot,
-      ...(reg.manifest ? { manifest: reg.manifest } : {}),
-    });
-    expect(fin.deadLetter).toHaveLength(1);
-    // The runner's move fails and so does its invocation, but its caller sees a lost answer.
-    const r = await d.host.loop.step({
-      action: 'recover',
-      consumerUid,
-      batchId: slot.batchId,
-      failure: serviceException,
-    });
-    expect((r as { waitSeconds: number }).waitSeconds).toBe(0);
+  it('DL-07 DL-02 a dead-letter move under way when the runner’s caller saw a failure stays the runner’s: one copy, nothing returned meanwhile', async () => {
+    const { queue, dlq, consumerUid, slot, reg, id } = await finalizedOwingAMove('moving');
+    // Its caller sees a lost answer while the runner is still sending the copy (a slow send of
+    // ten large bodies); a supervisor round with every slot taken reads the head meanwhile.
+    expect(await recoverAfterFailure(consumerUid, slot.batchId)).toBeGreaterThan(0);
+    const consumer = { consumerUid, generation: 1, maxBatchSize: 1, maxConcurrency: 1 };
+    expect((await d.host.loop.superviseConsumer(consumer, async () => 0)).recovered).toBe(0);
+    // Returned now, the message would be received again out of retries and moved a second time.
+    expect((await queueCounts(d, queue)).visible).toBe(0);
+    await d.host.delivery.deadLetterAsRunner(
+      slot.batchId,
+      reg.credential,
+      [{ id, body: new Uint8Array([120]) }],
+      true,
+    );
+    expect(await storeOf(d).slots(consumerUid)).toEqual({});
+    expect(await queueCounts(d, queue)).toMatchObject({ visible: 0, inFlight: 0 });
+    expect((await queueCounts(d, dlq as QueueTarget)).visible).toBe(1);
+  });
+
+  it('DL-02 DL-08 RecoverBatch 30 s after the runner applied its batch but its dead-letter move failed: the slot is freed and the message returns to be moved', async () => {
+    const { queue, consumerUid, slot } = await finalizedOwingAMove('applied');
+    // The runner's move fails and so does its invocation, but its caller sees a lost answer, later
+    // than any move of the runner's could still be under way.
+    offsetMs += 31_000;
+    expect(await recoverAfterFailure(consumerUid, slot.batchId)).toBe(0);
     expect(await storeOf(d).slots(consumerUid)).toEqual({});
     // The message is back now (not at the deadline) and is moved when it is received again.
     expect((await queueCounts(d, queue)).visible).toBe(1);
