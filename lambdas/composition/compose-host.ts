@@ -115,6 +115,7 @@ export function composeHost(deps: HostDeps) {
       attachments,
       delivery: {
         inFlightBatches: (uid) => delivery.inFlightBatches(uid),
+        fence: (uid, closedBelow, max) => delivery.fenceGenerations(uid, closedBelow, max),
         replacing: (uid) => delivery.freeUnregistered(uid),
         // Where lanes can be started (locally, and by any AWS function given a launcher).
         ...(deps.lanes

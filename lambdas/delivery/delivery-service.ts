@@ -214,6 +214,14 @@ export class DeliveryService {
     await this.c.o.store.revokeUnregistered(consumerUid);
   }
 
+  /**
+   * Keeps generations below `closedBelow` from registering any batch from now on: an update's
+   * replaced generation, or every generation at a stop (`STOPPED`).
+   */
+  fenceGenerations(consumerUid: string, closedBelow: number, maxConcurrency: number): Promise<void> {
+    return this.c.o.store.fenceGenerations(consumerUid, closedBelow, maxConcurrency);
+  }
+
   /** Batches that started and have not ended (QC-08): expired ones are recovered first. */
   async inFlightBatches(consumerUid: string): Promise<number> {
     await this.recoverExpired(consumerUid);

@@ -251,13 +251,19 @@ export interface DeliveryStore {
   consumersWithSlots(): Promise<string[]>;
   /** Removes slots that hold no batch yet (idle lanes), so a stop boundary need not wait for them. */
   revokeUnregistered(consumerUid: string): Promise<number>;
+  /**
+   * From now on no batch of a generation below `closedBelow` registers, in any slot the consumer
+   * has or a generation bounded by `maxConcurrency` may take (a stop fences every generation, an
+   * update those before its own). Never lowers a fence; safe to repeat.
+   */
+  fenceGenerations(consumerUid: string, closedBelow: number, maxConcurrency: number): Promise<void>;
 
   // Batches.
   /**
    * Writes head and manifest and marks the slot registered with its new deadline
-   * (`head.deadline`) before any handler runs, on condition that the consumer's generation
-   * `head.generation` is the active one. False (and no head written) when the slot was revoked or
-   * recovered meanwhile or the consumer stopped or changed; `BatchRegisteredAlready` when the
+   * (`head.deadline`) before any handler runs, on condition that no stop or update fenced
+   * `head.generation` off (`fenceGenerations`). False (and no head written) when the slot was
+   * revoked or recovered meanwhile or the consumer stopped or changed; `BatchRegisteredAlready` when the
    * batch was registered before; `ManifestNotWritten` when the manifest could not be written (it is
    * written first: then no head exists, and the batch never starts).
    */

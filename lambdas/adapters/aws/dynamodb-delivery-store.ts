@@ -40,6 +40,8 @@ import { recentlyClosed } from './delivery-store/recent-batches.ts';
 import { cancelBatch, createBatch, registrationReads } from './delivery-store/registration.ts';
 import { settle, settleMany } from './delivery-store/settlement.ts';
 import { DynamoSlotMap } from './dynamodb-slot-map.ts';
+import { fenceSlotShards } from './slot-fence.ts';
+import { SLOTS_PER_SHARD } from './slot-shards.ts';
 
 export { deliveryKeys, manifestOfItem } from './delivery-store/items.ts';
 export { COMBINED_SETTLE_MAX } from './delivery-store/settlement.ts';
@@ -48,11 +50,13 @@ export class DynamoDeliveryStore implements DeliveryStore {
   private readonly table: DeliveryTable;
 
   private readonly slotMap: DynamoSlotMap;
+  private readonly perShard: number;
 
   /** `slotsPerShard` below 10 spreads slots over more items (tests use it to exercise the shards). */
   constructor(client: DynamoDBClient, tableName: string, opts: { slotsPerShard?: number } = {}) {
     this.table = { client, table: tableName };
     this.slotMap = new DynamoSlotMap(client, tableName, opts.slotsPerShard);
+    this.perShard = opts.slotsPerShard ?? SLOTS_PER_SHARD;
   }
 
   // Slots: the slot map (`dynamodb-slot-map.ts`) answers for them.
@@ -128,13 +132,18 @@ export class DynamoDeliveryStore implements DeliveryStore {
     return this.slotMap.revokeUnregistered(consumerUid);
   }
 
+  async fenceGenerations(consumerUid: string, closedBelow: number, maxConcurrency: number): Promise<void> {
+    const { client, table } = this.table;
+    await fenceSlotShards(client, table, consumerUid, closedBelow, maxConcurrency, this.perShard);
+  }
+
   // Registration.
   createBatch(head: BatchHead, manifest: Manifest): Promise<boolean> {
-    return createBatch(this.table, this.slotMap, head, manifest);
+    return createBatch(this.table, head, manifest);
   }
 
   cancelBatch(consumerUid: string, batchId: string): Promise<boolean> {
-    return cancelBatch(this.table, this.slotMap, consumerUid, batchId);
+    return cancelBatch(this.table, consumerUid, batchId);
   }
 
   registrationReads(

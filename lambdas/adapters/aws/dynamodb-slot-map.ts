@@ -537,33 +537,6 @@ export class DynamoSlotMap {
     return false;
   }
 
-  /** The transaction action that marks a slot registered with its new deadline (`createBatch`). */
-  registerAction(consumerUid: string, batchId: string, deadline: number) {
-    return {
-      Update: {
-        TableName: this.table,
-        Key: marshall(slotShardKey(consumerUid, shardOf(batchId))),
-        UpdateExpression: 'SET registered.#b = :true, slots.#b = :deadline',
-        ConditionExpression: 'attribute_exists(slots.#b)',
-        ExpressionAttributeNames: { '#b': batchId },
-        ExpressionAttributeValues: marshall({ ':true': true, ':deadline': deadline }),
-      },
-    };
-  }
-
-  /** A transaction's removal of a registered slot (a registration taken back before any handler ran). */
-  unregisterAction(consumerUid: string, batchId: string) {
-    return {
-      Update: {
-        TableName: this.table,
-        Key: marshall(slotShardKey(consumerUid, shardOf(batchId))),
-        UpdateExpression: 'REMOVE slots.#b, registered.#b',
-        ConditionExpression: 'attribute_exists(registered.#b)',
-        ExpressionAttributeNames: { '#b': batchId },
-      },
-    };
-  }
-
   async consumersWithSlots(): Promise<string[]> {
     const out = new Set<string>();
     let start: Record<string, AttributeValue> | undefined;

@@ -24,13 +24,22 @@ export interface AttachmentStore {
   remove(consumerUid: string): Promise<void>;
 }
 
+/** A fence that admits no generation: set at a stop (QC-08). */
+export const STOPPED = Number.MAX_SAFE_INTEGER;
+
 export interface DeliveryMonitor {
+  /**
+   * From now on no batch of a generation below `closedBelow` starts, even in a slot taken before
+   * (`STOPPED` at a stop; the new generation at an update). `maxConcurrency` is the replaced
+   * generation's: the slots it may have. Safe to repeat.
+   */
+  fence(consumerUid: string, closedBelow: number, maxConcurrency: number): Promise<void>;
   /** Batches of this consumer that started and have not ended (or been made redeliverable). */
   inFlightBatches(consumerUid: string): Promise<number>;
   /**
    * Told before an update's generation replaces the active one: the slots that hold no batch are
-   * freed. None of them can hold one once the new generation is active (registration checks the
-   * generation), yet each would count against the new maxConcurrency until its deadline.
+   * freed. None of them can hold one once the replaced generation is fenced off (`fence`), yet
+   * each would count against the new maxConcurrency until its deadline.
    */
   replacing(consumerUid: string): Promise<void>;
   /**

@@ -4,7 +4,7 @@ import type { JsonObject, ResourceRecord } from '../../engine/model.ts';
 import type { QueueBackend } from '../at-least-once-queue/queue-backend.ts';
 import { FORM_URLS } from '../form-urls.ts';
 import type { WorkerRegistry } from '../module-worker/worker-registry.ts';
-import type { AttachmentStore, DeliveryMonitor } from './attachments.ts';
+import { type AttachmentStore, type DeliveryMonitor, STOPPED } from './attachments.ts';
 import { type ConsumerSpec, parseConsumerSpec, parseConsumerUpdate } from './consumer-spec.ts';
 
 /** The claim that makes "one live consumer per queue" atomic (QC-05). */
@@ -128,7 +128,9 @@ export function createQueueConsumerForm(deps: QueueConsumerDeps): Form {
     if (exec.action === 'delete') {
       // QC-08: set the stop boundary, then complete only once no batch is in flight; unsettled
       // messages stay in the queue, never acknowledged by the detach.
+      const stopping = await deps.attachments.get(exec.resourceUid);
       await deps.attachments.stop(exec.resourceUid);
+      if (stopping) await deps.delivery.fence(exec.resourceUid, STOPPED, stopping.spec.maxConcurrency);
       const inFlight = await deps.delivery.inFlightBatches(exec.resourceUid);
       if (inFlight > 0) return { kind: 'continue', delayMs: 1000 };
       await deps.attachments.remove(exec.resourceUid);
@@ -150,6 +152,7 @@ export function createQueueConsumerForm(deps: QueueConsumerDeps): Form {
     // none of its own slots is among them; a live old lane's registration is then refused, as it
     // would be after the update, and gives its messages back.
     if (active?.state === 'active' && active.generation < exec.generation) {
+      await deps.delivery.fence(exec.resourceUid, exec.generation, active.spec.maxConcurrency);
       await deps.delivery.replacing(exec.resourceUid);
     }
     await deps.attachments.activate(attachment);

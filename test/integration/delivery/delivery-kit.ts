@@ -11,6 +11,7 @@ import type { Received } from '../../../lambdas/delivery/delivery-service.ts';
 import type { BatchHead, DeliveryStore } from '../../../lambdas/delivery/delivery-store.ts';
 import { decodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
 import type { QueueTarget } from '../../../lambdas/delivery/ports.ts';
+import { STOPPED } from '../../../lambdas/forms/queue-consumer/attachments.ts';
 import {
   type ConsumerSettings,
   type DeliveryHost,
@@ -241,4 +242,11 @@ export function refuseSqsCalls(
     { step: 'initialize', name },
   );
   return { refused: () => refused, remove: () => d.host.sqs.middlewareStack.remove(name) };
+}
+
+/** A consumer's stop as its delete makes it (QC-08): the boundary, then the fence on its slots. */
+export async function stopConsumer(d: DeliveryHost, consumerUid: string): Promise<void> {
+  const attachment = await d.host.attachments.get(consumerUid);
+  await d.host.attachments.stop(consumerUid);
+  await d.host.delivery.fenceGenerations(consumerUid, STOPPED, attachment?.spec.maxConcurrency ?? 250);
 }

@@ -16,7 +16,7 @@ import {
 } from '../../../lambdas/delivery/delivery-service.ts';
 import { dispatcherInput } from '../../../lambdas/delivery/dispatcher-definition.ts';
 import { createDeliveryHost, type DeliveryHost, recordingWorker } from '../../support/delivery-harness.ts';
-import { batchHead, queueCounts, receiveAsRunner, serial } from './delivery-kit.ts';
+import { batchHead, queueCounts, receiveAsRunner, serial, stopConsumer } from './delivery-kit.ts';
 
 describe('issue 13: inherited lane contexts', () => {
   let d: DeliveryHost;
@@ -118,7 +118,7 @@ describe('issue 13: inherited lane contexts', () => {
     const parent = slotOf((await acquireReading(consumerUid, 1, {})).got);
     const lane = laneOf(parent);
     await d.host.producer.send(queue, 'after the stop');
-    await d.host.attachments.stop(consumerUid);
+    await stopConsumer(d, consumerUid);
     const child = await acquireReading(consumerUid, 1, lane);
     expect(child.reads).toEqual([]);
     const slot = slotOf(child.got);

@@ -10,7 +10,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Slot } from '../../../lambdas/delivery/delivery-service.ts';
 import type { QueueTarget } from '../../../lambdas/delivery/ports.ts';
 import { createDeliveryHost, type DeliveryHost, recordingWorker } from '../../support/delivery-harness.ts';
-import { batchHead, outcomeOf, queueCounts, receiveAsRunner, serial, waitDrained } from './delivery-kit.ts';
+import {
+  batchHead,
+  outcomeOf,
+  queueCounts,
+  receiveAsRunner,
+  serial,
+  stopConsumer,
+  waitDrained,
+} from './delivery-kit.ts';
 
 describe('issue 13: sealed slots and hand-over', () => {
   let d: DeliveryHost;
@@ -158,13 +166,57 @@ describe('issue 13: sealed slots and hand-over', () => {
     expect(await slotsOf(consumerUid)).toEqual([]);
   });
 
+  it('QC-07 DL-02 a slot the replaced generation took before an update registers nothing once the update succeeded: the message returns at once', async () => {
+    const { queue, consumerUid } = await consumer('replaced');
+    await d.host.producer.send(queue, 'r');
+    const slot = await slotOf(consumerUid);
+    const got = await receive(queue);
+    expect(got).toHaveLength(1);
+    // The update through the Host API, to its success (the executor fences generation 1 off).
+    const current = await d.host.request({ path: `/resources/${consumerUid}` });
+    const put = await d.host.request({
+      method: 'PUT',
+      path: `/resources/${consumerUid}`,
+      body: { spec: { ...(current.body.spec as Record<string, unknown>), maxRetries: 5 } },
+      headers: {
+        'idempotency-key': d.host.newKey(),
+        'takoform-expected-generation': String(current.body.generation),
+      },
+    });
+    expect(put.status).toBe(202);
+    await d.host.settle();
+    expect((await d.host.request({ path: `/resources/${consumerUid}` })).body.generation).toBe(2);
+    const reg = await d.host.delivery.register(slot, got);
+    expect(reg.deliver).toEqual([]);
+    expect(await batchHead(d, slot.batchId)).toBeUndefined();
+    expect((await queueCounts(d, queue)).visible).toBe(1);
+  });
+
+  it('QC-07 DL-02 the fence an update writes refuses the replaced generation’s registration in a slot that outlived the revocation of idle slots', async () => {
+    const { queue, consumerUid } = await consumer('fenced', 20);
+    await d.host.producer.send(queue, 'f');
+    const slot = await slotOf(consumerUid);
+    const got = await receive(queue);
+    // What an update to generation 2 writes first: generations below 2 are fenced off in every
+    // shard a maxConcurrency of 20 may use, the slot itself left in place (taken after the revoke).
+    await d.host.delivery.fenceGenerations(consumerUid, 2, 20);
+    const reg = await d.host.delivery.register(slot, got);
+    expect(reg.deliver).toEqual([]);
+    expect(await batchHead(d, slot.batchId)).toBeUndefined();
+    expect((await queueCounts(d, queue)).visible).toBe(1);
+    // A fence is never lowered: a repeated or late fence for generation 1 leaves it at 2.
+    await d.host.delivery.fenceGenerations(consumerUid, 1, 20);
+    const again = await slotOf(consumerUid);
+    expect((await d.host.delivery.register(again, await receive(queue))).deliver).toEqual([]);
+  });
+
   it('QC-08 a consumer stopped after its lane took a slot registers nothing: the messages return at once and the slot is freed', async () => {
     const { queue, consumerUid } = await consumer('stopped');
     await d.host.producer.send(queue, 's');
     const slot = await slotOf(consumerUid);
     const got = await receive(queue);
     expect(got).toHaveLength(1);
-    await d.host.attachments.stop(consumerUid);
+    await stopConsumer(d, consumerUid);
     const reg = await d.host.delivery.register(slot, got);
     expect(reg.credential).toBe('');
     expect(reg.deliver).toEqual([]);

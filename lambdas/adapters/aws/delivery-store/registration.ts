@@ -12,11 +12,12 @@ import { marshall } from '@aws-sdk/util-dynamodb';
 import type { BatchHead, Manifest, RegistrationReads } from '../../../delivery/delivery-store.ts';
 import { BatchRegisteredAlready, ManifestNotWritten } from '../../../delivery/delivery-store.ts';
 import { TABLE_KEYS } from '../../../shared/table-schema.ts';
-import { attachmentKey } from '../dynamodb-attachments.ts';
 import { commitIdOf, commitKey, onlyCopiesOf } from '../dynamodb-commit-store.ts';
 import { backoff, CONFLICT_TRIES } from '../dynamodb-conditional-update.ts';
 import type { DynamoSlotMap } from '../dynamodb-slot-map.ts';
 import { encodeManifest } from '../manifest-codec.ts';
+import { registerAction, unregisterAction } from '../slot-fence.ts';
+import { shardOf } from '../slot-shards.ts';
 import {
   cancellationCodes,
   consistentBatchGet,
@@ -33,7 +34,6 @@ type TransactItems = NonNullable<TransactWriteItemsCommandInput['TransactItems']
 
 export async function createBatch(
   t: DeliveryTable,
-  slotMap: DynamoSlotMap,
   batchHead: BatchHead,
   manifest: Manifest,
 ): Promise<boolean> {
@@ -58,19 +58,17 @@ export async function createBatch(
         ExpressionAttributeNames: { '#pk': PK },
       },
     },
-    // The stop boundary (QC-08): a slot revoked before this point never holds a batch.
-    slotMap.registerAction(head.consumerUid, head.batchId, head.deadline),
-    {
-      // The consumer generation the slot was sealed for is still the active one: a stop or an
-      // update after the slot was taken starts nothing (the check replaces a read before it).
-      ConditionCheck: {
-        TableName: t.table,
-        Key: marshall(attachmentKey(head.consumerUid)),
-        ConditionExpression: '#state = :active AND generation = :g',
-        ExpressionAttributeNames: { '#state': 'state' },
-        ExpressionAttributeValues: marshall({ ':active': 'active', ':g': head.generation }),
-      },
-    },
+    // The slot, on condition that it was neither revoked nor fenced off by a stop or an update
+    // since it was taken (`slot-fence.ts`): the generation is checked on the shard item this
+    // write names anyway, never on an item every registration of the consumer shares.
+    registerAction(
+      t.table,
+      head.consumerUid,
+      shardOf(head.batchId),
+      head.batchId,
+      head.generation,
+      head.deadline,
+    ),
   ];
   // The manifest (every receipt handle: the largest item of a batch) is a plain write, at half
   // a transactional write's cost, made before the transaction: a head never exists without its
@@ -125,7 +123,7 @@ async function registerHead(t: DeliveryTable, head: BatchHead, items: TransactIt
       ) {
         throw new BatchRegisteredAlready(head.batchId);
       }
-      if (codes?.[1] === 'ConditionalCheckFailed' || codes?.[2] === 'ConditionalCheckFailed') return false;
+      if (codes?.[1] === 'ConditionalCheckFailed') return false;
       if (!retryable(err, codes) || round >= CONFLICT_TRIES) throw err;
       await backoff(round);
     }
@@ -137,12 +135,7 @@ async function registerHead(t: DeliveryTable, head: BatchHead, items: TransactIt
  * the head and the slot go in one transaction, on condition that the batch is still open. Its
  * manifest is named by no head then, and expires.
  */
-export async function cancelBatch(
-  t: DeliveryTable,
-  slotMap: DynamoSlotMap,
-  consumerUid: string,
-  batchId: string,
-): Promise<boolean> {
+export async function cancelBatch(t: DeliveryTable, consumerUid: string, batchId: string): Promise<boolean> {
   for (let round = 1; ; round++) {
     try {
       await t.client.send(
@@ -156,7 +149,7 @@ export async function cancelBatch(
                 ExpressionAttributeValues: marshall({ ':false': false }),
               },
             },
-            slotMap.unregisterAction(consumerUid, batchId),
+            unregisterAction(t.table, consumerUid, shardOf(batchId), batchId),
           ],
           ClientRequestToken: createHash('sha256')
             .update(`cancel:${batchId}`)
