@@ -129,13 +129,14 @@ export interface AttemptsRecord {
 
 /**
  * A consumer's slots (`DISPATCH#` items: one, or shards of at most ten slots each). `wakes`
- * counts sends through the Host: a lane that found its queue empty ends only if no wake came
- * after it took its slot, so a send racing a lane's idle end is never left for the supervisor.
+ * counts sends through the Host (kept apart from the slots, answered by `wake` only): a lane that
+ * found its queue empty ends only if no wake came after it took its slot, so a send racing a
+ * lane's idle end is never left for the supervisor.
  */
 export interface DispatchState {
   slots: Record<string, number>;
   registered: Record<string, boolean>;
-  /** Absent from the answer of a write to another shard than the first, which counts wakes. */
+  /** The wake count, in the answers of `wake` and of a take (read beside the take's write). */
   wakes?: number;
   /** A lane started by a wake has not taken its slot yet (until then; a lease). */
   starting?: number;

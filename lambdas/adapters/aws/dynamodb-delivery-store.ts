@@ -23,6 +23,7 @@ import type {
   SlotBound,
 } from '../../delivery/delivery-store.ts';
 import type { SettleCall } from '../../delivery/settlement-protocol.ts';
+import { readWakes } from './consumer-wakes.ts';
 import { clearAttempts, getAttempts, putAttempts } from './delivery-store/attempts.ts';
 import {
   claimRelease,
@@ -76,6 +77,9 @@ export class DynamoDeliveryStore implements DeliveryStore {
     return this.slotMap.read(consumerUid);
   }
 
+  // A take answers the wake count too, read beside it (it lives apart from the slots,
+  // `consumer-wakes.ts`): the slot's release then compares counts, so only a send after the take
+  // keeps an idle lane, never one a few seconds before it.
   takeSlot(
     consumerUid: string,
     batchId: string,
@@ -83,7 +87,7 @@ export class DynamoDeliveryStore implements DeliveryStore {
     bound: SlotBound,
     spread?: { rank: number },
   ): Promise<SlotAnswer> {
-    return this.slotMap.take(consumerUid, batchId, deadline, bound, spread);
+    return this.withWakes(consumerUid, this.slotMap.take(consumerUid, batchId, deadline, bound, spread));
   }
 
   swapSlot(
@@ -93,7 +97,13 @@ export class DynamoDeliveryStore implements DeliveryStore {
     deadline: number,
     bound: SlotBound,
   ): Promise<SlotAnswer> {
-    return this.slotMap.swap(consumerUid, previous, batchId, deadline, bound);
+    return this.withWakes(consumerUid, this.slotMap.swap(consumerUid, previous, batchId, deadline, bound));
+  }
+
+  private async withWakes(consumerUid: string, take: Promise<SlotAnswer>): Promise<SlotAnswer> {
+    const { client, table } = this.table;
+    const [answer, { wakes }] = await Promise.all([take, readWakes(client, table, consumerUid)]);
+    return { ...answer, state: { ...answer.state, wakes } };
   }
 
   async releaseSlot(

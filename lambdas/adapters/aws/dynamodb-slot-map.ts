@@ -1,6 +1,6 @@
 /**
  * A consumer's concurrency slots (DL-02) in DynamoDB: the items `DISPATCH#<consumer>` / `_`
- * (shard 0, which also counts wakes and holds a wake's start lease) and `shard#<s>` for the
+ * (shard 0, which also holds a wake's start lease) and `shard#<s>` for the
  * further shards of a consumer whose maxConcurrency is above `perShard` (`slot-shards.ts`).
  * Each slot is one entry `slots.<batchId> = deadline` (plus `registered.<batchId>` once it
  * holds a batch) in its shard, and every write names one shard item, so its cost does not grow
@@ -20,6 +20,7 @@ import {
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DispatchState, IdleRelease, SlotAnswer, SlotBound } from '../../delivery/delivery-store.ts';
 import { TABLE_KEYS } from '../../shared/table-schema.ts';
+import { countWake, readWakes } from './consumer-wakes.ts';
 import { conditionalUpdate } from './dynamodb-conditional-update.ts';
 import {
   inShard,
@@ -52,9 +53,7 @@ function stateOf(item: Record<string, unknown> | undefined, shard: number): Disp
   return {
     slots: (item?.slots ?? {}) as Record<string, number>,
     registered: (item?.registered ?? {}) as Record<string, boolean>,
-    ...(shard === 0 ? { wakes: typeof item?.wakes === 'number' ? item.wakes : 0 } : {}),
     ...(typeof item?.starting === 'number' ? { starting: item.starting } : {}),
-    ...(typeof item?.lastWakeAt === 'number' ? { lastWakeAt: item.lastWakeAt } : {}),
     ...(typeof item?.recoveredAt === 'number' ? { recoveredAt: item.recoveredAt } : {}),
     ...(only ? {} : { partial: true as const }),
   };
@@ -66,9 +65,7 @@ function mergeStates(states: DispatchState[], complete: boolean): DispatchState 
   for (const s of states) {
     Object.assign(out.slots, s.slots);
     Object.assign(out.registered, s.registered);
-    if (s.wakes !== undefined) out.wakes = s.wakes;
     if (s.starting !== undefined) out.starting = s.starting;
-    if (s.lastWakeAt !== undefined) out.lastWakeAt = s.lastWakeAt;
     if (s.recoveredAt !== undefined) out.recoveredAt = Math.max(out.recoveredAt ?? 0, s.recoveredAt);
   }
   if (!complete) out.partial = true;
@@ -89,11 +86,9 @@ type Fence = 'ours' | 'newer' | 'other';
 const generationOf = (item: Record<string, unknown> | undefined) =>
   typeof item?.gen === 'number' ? item.gen : undefined;
 
-/** Every shard's state merged: a whole view, with the wake count (0 before the first wake). */
+/** Every shard's state merged: a whole view (the wake count is not part of it: `consumer-wakes.ts`). */
 function whole(states: DispatchState[]): DispatchState {
-  const merged = mergeStates(states, true);
-  merged.wakes ??= 0;
-  return merged;
+  return mergeStates(states, true);
 }
 
 export class DynamoSlotMap {
@@ -465,7 +460,7 @@ export class DynamoSlotMap {
   }
 
   /**
-   * Frees a slot that received nothing; with shard 0's wake count and time after it (any shard).
+   * Frees a slot that received nothing; with the consumer's wake count and time read after it.
    * A slot registered meanwhile holds another runner's batch (a duplicate InvokeWorker): it stays.
    */
   async releaseIdle(consumerUid: string, batchId: string): Promise<IdleRelease> {
@@ -479,11 +474,9 @@ export class DynamoSlotMap {
     });
     if (!out.ok && stateOf(out.old, shard).registered[batchId]) return { registered: true };
     if (out.ok) this.noteSize(consumerUid, shard, out.item);
-    const first = shard !== 0 ? await this.getShard(consumerUid, 0) : out.ok ? out.item : undefined;
-    return {
-      wakes: typeof first?.wakes === 'number' ? first.wakes : 0,
-      ...(typeof first?.lastWakeAt === 'number' ? { lastWakeAt: first.lastWakeAt } : {}),
-    };
+    // Read after the release (see `consumer-wakes.ts`): a send that did not see this slot gone
+    // counted its wake before, and this read sees it.
+    return readWakes(this.client, this.table, consumerUid);
   }
 
   async claimStart(consumerUid: string, now: number, leaseMs: number): Promise<boolean> {
@@ -499,14 +492,13 @@ export class DynamoSlotMap {
     return out.ok || out.old?.startToken === token;
   }
 
-  /** Counts a wake in shard 0; its answer is partial for a consumer with several shards. */
+  /**
+   * Counts a wake, then reads shard 0 (with the count): partial for a consumer with several
+   * shards. Neither write nor read meets a registration's transaction.
+   */
   async wake(consumerUid: string, now: number): Promise<DispatchState> {
-    const out = await this.update(consumerUid, 0, {
-      UpdateExpression: 'ADD wakes :one SET lastWakeAt = :now',
-      ExpressionAttributeValues: marshall({ ':one': 1, ':now': now }),
-      ReturnValues: 'ALL_NEW',
-    });
-    return stateOf(out.ok ? out.item : undefined, 0);
+    const counted = await countWake(this.client, this.table, consumerUid, now);
+    return { ...stateOf(await this.getShard(consumerUid, 0), 0), ...counted };
   }
 
   async releaseUnregistered(consumerUid: string, batchId: string): Promise<boolean> {

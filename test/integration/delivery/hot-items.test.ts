@@ -5,15 +5,18 @@
  * refuses a single write to such an item, and throttles a partition key past 1,000/k WCU a
  * second, as DynamoDB does.
  *
- * These tests DOCUMENT THE CURRENT FAILURE: they pass while the item is hot (they assert that
- * the physics counted conflicts on it and name it). When the delivery design takes the item off
- * every registration and send, flip each to assert zero conflicts on the item it names (and an
- * undisturbed delivery), as the capacity work's acceptance asks.
+ * The attachment item (checked by every registration once) and the slot map's first shard
+ * (written by every send once) are off those paths now: their tests assert zero conflicts on the
+ * item they name, with every message delivered. A test named CURRENT FAILURE documents an item
+ * still hot: it passes while the physics counts conflicts on it, and flips once the design takes
+ * the item off the path.
  *
  * Why k and the hold: a transaction holds its items while in flight, so the item's serial
  * ceiling is about 1/window; at 1/k of the load the window is k times AWS's (the model's
  * `transactionMs × scale`), here 150 ms for k = 50 (3 ms on AWS).
  */
+import { GetItemCommand } from '@aws-sdk/client-dynamodb';
+import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import {
   type PhysicsProxy,
@@ -126,37 +129,54 @@ describe('hot items under DynamoDB physics (k = 50): today’s design, documente
     });
   });
 
-  it('CURRENT FAILURE: sends through the Host contend with registrations on the consumer’s DISPATCH item (ADD wakes)', async () => {
+  it('sends through the Host no longer contend with registrations: their wakes are counted on an item no transaction names', async () => {
     await withHost(async (d) => {
       d.startDispatcher();
       const queue = await d.createQueue('team', 'wake-q');
+      const log = d.logFile('wake');
       const { consumerUid } = await consumerOn(
         d,
         'wake',
         queue,
-        recordingWorker(d.logFile('wake'), 'await new Promise((r) => setTimeout(r, 10));'),
+        recordingWorker(log, 'await new Promise((r) => setTimeout(r, 10));'),
         { maxBatchSize: 1, maxConcurrency: 12 },
       );
-      const refusedBefore = proxy.stats().refusedWrites;
-      const dispatch = () =>
-        Object.keys(proxy.stats().conflictsByItem).find((k) => k.endsWith(`:DISPATCH#${consumerUid} / _`));
-      // A producer sending one message at a time: every send wakes the consumer (ADD wakes on
-      // DISPATCH#<consumer>/_), the item every registration writes in its transaction.
-      const deadline = Date.now() + 45_000;
-      let sends = 0;
-      while (Date.now() < deadline && !(dispatch() && proxy.stats().refusedWrites > refusedBefore)) {
-        await Promise.all(
-          Array.from({ length: 4 }, () => d.host.producer.sendBatch(queue, [{ body: `s${sends++}` }])),
+      // A producer sending one message at a time, four at once, while twelve lanes register
+      // one-message batches in transactions on the slot map's items: before the count moved to
+      // WAKE#<consumer>, each send's count was refused while a registration held DISPATCH/_.
+      const ids: string[] = [];
+      for (let round = 0; round < 25; round++) {
+        const sent = await Promise.all(
+          Array.from({ length: 4 }, (_, i) => d.host.producer.sendBatch(queue, [{ body: `s${round}-${i}` }])),
         );
+        ids.push(...sent.flat());
       }
-      const hot = dispatch();
-      report(`sends (${sends}) and registrations of one consumer`, hot ? [hot] : []);
-      // Today: wakes are refused (TransactionConflictException) while a registration holds the
-      // item, and registrations are cancelled by each other there. After the redesign: expect
-      // no conflicts on the DISPATCH item from sends.
-      expect(hot).toBeDefined();
-      expect(conflictsOn(hot as string)).toBeGreaterThan(0);
-      expect(proxy.stats().refusedWrites).toBeGreaterThan(refusedBefore);
+      await waitFor(
+        'every message delivered',
+        () => {
+          const delivered = new Set(readEvents(log).flatMap((e) => (e.ev === 'msg' ? [e.id] : [])));
+          return ids.every((id) => delivered.has(id));
+        },
+        60_000,
+      );
+      const wakeItem = `WAKE#${consumerUid} / _`;
+      report(`sends (${ids.length}) and registrations of one consumer`, [
+        wakeItem,
+        `DISPATCH#${consumerUid} / _`,
+      ]);
+      expect(conflictsOn(wakeItem)).toBe(0);
+      expect(
+        [...gaveUp.keys()].filter((k) => k.startsWith('could not wake') && k.includes('Transaction')),
+      ).toEqual([]);
+      // Every send counted its wake there, and none on the slot map's first shard.
+      const item = async (pk: string, sk: string) =>
+        (
+          await d.host.dynamodb.send(
+            new GetItemCommand({ TableName: d.host.tableName, Key: marshall({ pk, sk }) }),
+          )
+        ).Item;
+      expect(unmarshall((await item(`WAKE#${consumerUid}`, '_')) ?? {}).wakes).toBe(ids.length);
+      expect(unmarshall((await item(`DISPATCH#${consumerUid}`, '_')) ?? {}).wakes).toBeUndefined();
     });
   });
 

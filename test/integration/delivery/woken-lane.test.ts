@@ -1,13 +1,11 @@
 /**
  * A lane whose queue is empty ends, unless a send through the Host came after its slot was taken
  * (that send saw the lane receiving, so it started no lane of its own, and the lane's receive may
- * have missed it). A slot outside the slot map's first shard does not see the wake count, so its
- * release compares the last wake's time with the take's, allowing for clock skew: a send just
- * before the take counts too. Issue 13's bench found the cost: after a burst, every such lane
- * went round the state machine again and again while the skew allowance lasted (2.2 more rounds
- * per lane at concurrency 50). Now the woken release takes the lane's next slot in the same call,
- * with the count it read, so the lane receives again in the same invocation and is woken again
- * only by a later send.
+ * have missed it). Every take reads the wake count beside its write, so only a send after the
+ * take keeps the lane; a slot sealed without a count (by an older Host) compares the last wake's
+ * time with the take's instead, allowing for clock skew. A woken release takes the lane's next
+ * slot in the same call, with the count it read, so the lane receives again in the same
+ * invocation and is woken again only by a later send.
  */
 
 import type { ReceiveMessageCommandInput } from '@aws-sdk/client-sqs';
@@ -38,11 +36,12 @@ function onReceives(
 }
 
 /** A consumer with one slot per shard and an empty queue, and a slot of it outside shard 0. */
-async function slotOutsideShardZero(d: DeliveryHost, name: string) {
+async function slotOutsideShardZero(d: DeliveryHost, name: string, sendsBefore = 0) {
   const { consumerUid } = await d.setup(name, 'export default { async queue() {} };', {
     maxBatchSize: 10,
     maxConcurrency: 3,
   });
+  for (let i = 0; i < sendsBefore; i++) await d.host.delivery.countWake(consumerUid);
   const taken: Slot[] = [];
   for (let i = 0; i < 3; i++) {
     const r = await d.host.delivery.acquire(consumerUid, 1);
@@ -52,7 +51,8 @@ async function slotOutsideShardZero(d: DeliveryHost, name: string) {
   if (!slot) throw new Error('no slot outside shard 0');
   // The others are freed: only this lane holds a slot.
   for (const s of taken) if (s !== slot) await d.host.delivery.register(s, []);
-  expect(slot.wakeSeq).toBeUndefined();
+  // The take read the wake count beside its write, in any shard.
+  expect(slot.wakeSeq).toBe(sendsBefore);
   return { consumerUid, slot };
 }
 
@@ -75,12 +75,23 @@ describe('a lane woken on an empty queue', () => {
     d = undefined;
   });
 
-  it('DL-01 outside shard 0, a send just before the take wakes it once: it receives again in the same invocation, then ends', async () => {
+  it('DL-01 outside shard 0, a send just before the take does not keep the lane: one receive, then it ends', async () => {
+    d = await createDeliveryHost({ slotsPerShard: 1 });
+    // A send through the Host counted just before the take: the take learns the count with it.
+    const { slot } = await slotOutsideShardZero(d, 'sentbefore', 1);
+    const receives = onReceives(d, async () => {});
+    const result = await lane(d, slot);
+    expect(result).toEqual({ idle: true, delivered: 0, batches: 1 });
+    expect(receives()).toBe(1);
+  });
+
+  it('DL-01 outside shard 0, a send during the receive wakes the lane once: it receives again in the same invocation, then ends', async () => {
     d = await createDeliveryHost({ slotsPerShard: 1 });
     const { consumerUid, slot } = await slotOutsideShardZero(d, 'wokenonce');
-    // A send through the Host counted just now: within the skew allowance of the slot's take.
-    await d.host.delivery.countWake(consumerUid);
-    const receives = onReceives(d, async () => {});
+    // A send through the Host while the lane's first receive waits.
+    const receives = onReceives(d, async (n) => {
+      if (n === 1) await d?.host.delivery.countWake(consumerUid);
+    });
     const result = await lane(d, slot);
     // Woken once (one more receive, one more slot, no round of the state machine), then idle.
     expect(result).toEqual({ idle: true, delivered: 0, batches: 2 });
@@ -91,10 +102,10 @@ describe('a lane woken on an empty queue', () => {
   it('DL-01 a send after the successor slot was taken wakes the lane again; none after it, and it ends', async () => {
     d = await createDeliveryHost({ slotsPerShard: 1 });
     const { consumerUid, slot } = await slotOutsideShardZero(d, 'wokentwice');
-    await d.host.delivery.countWake(consumerUid);
-    // A send while the lane's second receive waits (its slot was taken after the first wake).
+    // A send while each of the lane's first two receives waits (the second slot was taken after
+    // the first wake).
     const receives = onReceives(d, async (n) => {
-      if (n === 2) await d?.host.delivery.countWake(consumerUid);
+      if (n <= 2) await d?.host.delivery.countWake(consumerUid);
     });
     const result = await lane(d, slot);
     expect(result).toEqual({ idle: true, delivered: 0, batches: 3 });
@@ -105,7 +116,9 @@ describe('a lane woken on an empty queue', () => {
   it('DL-01 a woken lane that does not go on takes no slot: it ends, and its next round is the state machine’s', async () => {
     d = await createDeliveryHost({ slotsPerShard: 1 });
     const { consumerUid, slot } = await slotOutsideShardZero(d, 'wokenlimit');
-    await d.host.delivery.countWake(consumerUid);
+    onReceives(d, async (n) => {
+      if (n === 1) await d?.host.delivery.countWake(consumerUid);
+    });
     const result = await lane(d, slot, 1);
     expect(result).toEqual({ idle: false, delivered: 0, batches: 1 });
     expect(await d.host.delivery.slotsOf(consumerUid)).toEqual({});
