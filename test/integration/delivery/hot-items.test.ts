@@ -95,6 +95,17 @@ function report(what: string, items: string[]) {
   );
 }
 
+/** Waits until the worker recorded a delivery of every one of `ids`. */
+const everyDelivered = (log: string, ids: readonly string[]) =>
+  waitFor(
+    'every message delivered',
+    () => {
+      const delivered = new Set(readEvents(log).flatMap((e) => (e.ev === 'msg' ? [e.id] : [])));
+      return ids.every((id) => delivered.has(id));
+    },
+    60_000,
+  );
+
 describe('hot items under DynamoDB physics (k = 50): today’s design, documented', () => {
   it('lanes of one consumer no longer serialize on its attachment item: no registration checks it', async () => {
     await withHost(async (d) => {
@@ -114,14 +125,7 @@ describe('hot items under DynamoDB physics (k = 50): today’s design, documente
       );
       // Twelve lanes registering one-message batches: before the fence moved onto the slot
       // shards, every registration's transaction checked the attachment item and cancelled others.
-      await waitFor(
-        'every message delivered',
-        () => {
-          const delivered = new Set(readEvents(log).flatMap((e) => (e.ev === 'msg' ? [e.id] : [])));
-          return ids.every((id) => delivered.has(id));
-        },
-        60_000,
-      );
+      await everyDelivered(log, ids);
       // The key as the physics names it (the one the test found conflicts on before the change).
       const attachment = `ATTACH#${consumerUid} / _`;
       report('registrations of one consumer, maxConcurrency 12', [attachment]);
@@ -151,14 +155,7 @@ describe('hot items under DynamoDB physics (k = 50): today’s design, documente
         );
         ids.push(...sent.flat());
       }
-      await waitFor(
-        'every message delivered',
-        () => {
-          const delivered = new Set(readEvents(log).flatMap((e) => (e.ev === 'msg' ? [e.id] : [])));
-          return ids.every((id) => delivered.has(id));
-        },
-        60_000,
-      );
+      await everyDelivered(log, ids);
       const wakeItem = `WAKE#${consumerUid} / _`;
       report(`sends (${ids.length}) and registrations of one consumer`, [
         wakeItem,
