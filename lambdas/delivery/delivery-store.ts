@@ -175,6 +175,7 @@ export type GroupSettleResult = SettleResult | 'write_failed';
 
 /** What a registration reads before it decides (`DeliveryStore.registrationReads`). */
 export interface RegistrationReads {
+  /** Above 0 while the queue may hold attempts records (the received messages' are then read). */
   outstanding: number;
   committed: Set<string>;
   /** The copies those commits name (`OnlyCopies`) by commit id, when any does. */
@@ -317,10 +318,10 @@ export interface DeliveryStore {
   /** The claimant's release left `items` untaken by SQS: the next claimant releases only those. */
   leaveUnreleased(batchId: string, kind: ReleaseKind, token: string, items: string[]): Promise<void>;
 
-  // Attempts records and the per-queue count of them.
+  // Attempts records, and whether a queue may hold any.
   /**
-   * What a registration reads before it decides, in one request: the queue's count of
-   * outstanding attempts records, which of `commitIds` (multi-message sends) are committed and,
+   * What a registration reads before it decides, in one request: whether the queue may hold
+   * attempts records, which of `commitIds` (multi-message sends) are committed and,
    * with `slotsOf`, every slot of that consumer (all its shards).
    */
   registrationReads(
@@ -330,7 +331,8 @@ export interface DeliveryStore {
   ): Promise<RegistrationReads>;
   getAttempts(queueUid: string, ids: readonly string[]): Promise<Map<string, AttemptsRecord>>;
   /**
-   * Creates or replaces a record, counting it in `outstanding` exactly once. Attempts only ever
+   * Creates or replaces a record, after making the queue's `outstanding` answer cover it (records
+   * may exist until it expires). Attempts only ever
    * grow: false, and nothing written, when the record holds more attempts (a later delivery of
    * the message wrote it, so this decision is stale) — but for an acknowledgement, which then
    * marks that record `acked`, keeping its count.

@@ -38,6 +38,7 @@ import {
 import { putDeadLetterRecords } from './delivery-store/dead-letter-writes.ts';
 import type { DeliveryTable } from './delivery-store/delivery-table.ts';
 import { recentlyClosed } from './delivery-store/recent-batches.ts';
+import { RecordsWatermark } from './delivery-store/records-watermark.ts';
 import { cancelBatch, createBatch, registrationReads } from './delivery-store/registration.ts';
 import { settle, settleMany } from './delivery-store/settlement.ts';
 import { DynamoSlotMap } from './dynamodb-slot-map.ts';
@@ -52,12 +53,14 @@ export class DynamoDeliveryStore implements DeliveryStore {
 
   private readonly slotMap: DynamoSlotMap;
   private readonly perShard: number;
+  private readonly watermark: RecordsWatermark;
 
   /** `slotsPerShard` below 10 spreads slots over more items (tests use it to exercise the shards). */
   constructor(client: DynamoDBClient, tableName: string, opts: { slotsPerShard?: number } = {}) {
     this.table = { client, table: tableName };
     this.slotMap = new DynamoSlotMap(client, tableName, opts.slotsPerShard);
     this.perShard = opts.slotsPerShard ?? SLOTS_PER_SHARD;
+    this.watermark = new RecordsWatermark(this.table);
   }
 
   // Slots: the slot map (`dynamodb-slot-map.ts`) answers for them.
@@ -161,7 +164,7 @@ export class DynamoDeliveryStore implements DeliveryStore {
     commitIds: readonly string[],
     slotsOf?: { consumerUid: string; maxConcurrency: number },
   ): Promise<RegistrationReads> {
-    return registrationReads(this.table, this.slotMap, queueUid, commitIds, slotsOf);
+    return registrationReads(this.table, this.slotMap, this.watermark, queueUid, commitIds, slotsOf);
   }
 
   // Batch heads.
@@ -225,7 +228,7 @@ export class DynamoDeliveryStore implements DeliveryStore {
   }
 
   putAttempts(queueUid: string, r: AttemptsRecord, expiresAtSeconds: number): Promise<boolean> {
-    return putAttempts(this.table, queueUid, r, expiresAtSeconds);
+    return putAttempts(this.table, this.watermark, queueUid, r, expiresAtSeconds);
   }
 
   clearAttempts(queueUid: string, id: string): Promise<void> {

@@ -95,7 +95,11 @@ function report(what: string, items: string[]) {
   );
 }
 
-/** Waits until the worker recorded a delivery of every one of `ids`. */
+/**
+ * Waits until the worker recorded a delivery of every one of `ids`. Generous: at k = 50 the
+ * consumer's slot-map partition is throttled (20 write units a second), and a wake that gave up
+ * leaves its message to the supervisor's round.
+ */
 const everyDelivered = (log: string, ids: readonly string[]) =>
   waitFor(
     'every message delivered',
@@ -103,10 +107,13 @@ const everyDelivered = (log: string, ids: readonly string[]) =>
       const delivered = new Set(readEvents(log).flatMap((e) => (e.ev === 'msg' ? [e.id] : [])));
       return ids.every((id) => delivered.has(id));
     },
-    60_000,
+    120_000,
   );
 
-describe('hot items under DynamoDB physics (k = 50): today’s design, documented', () => {
+// Each test waits out a throttled, scaled-down run (up to two minutes) before it judges it.
+describe('hot items under DynamoDB physics (k = 50): the items every registration, send and retry touches', {
+  timeout: 240_000,
+}, () => {
   it('lanes of one consumer no longer serialize on its attachment item: no registration checks it', async () => {
     await withHost(async (d) => {
       d.startDispatcher();
@@ -177,38 +184,44 @@ describe('hot items under DynamoDB physics (k = 50): today’s design, documente
     });
   });
 
-  it('CURRENT FAILURE: a retry storm writes the queue’s QSTATE item in a transaction per first retry and clear', async () => {
+  it('a retry storm writes the queue’s QSTATE item about once an hour, not in a transaction per first retry and clear', async () => {
     await withHost(async (d) => {
       d.startDispatcher();
       const queue = await d.createQueue('team', 'storm-q');
-      await d.host.producer.sendBatch(
+      const ids = await d.host.producer.sendBatch(
         queue,
         Array.from({ length: 60 }, (_, i) => ({ body: `m${i}` })),
       );
-      await consumerOn(d, 'storm', queue, recordingWorker(d.logFile('storm'), "throw new Error('storm');"), {
+      const log = d.logFile('storm');
+      await consumerOn(d, 'storm', queue, recordingWorker(log, "throw new Error('storm');"), {
         maxBatchSize: 1,
         maxConcurrency: 12,
         maxRetries: 3,
         retryDelaySeconds: 0,
       });
-      const qstate = () => {
-        const p = proxy.model
-          .snapshot(1_000)
-          .partitions.find((x) => x.partition.endsWith(`:QSTATE#${queue.queueUid}`));
-        const item = Object.keys(proxy.stats().conflictsByItem).find((k) =>
-          k.includes(`:QSTATE#${queue.queueUid} /`),
-        );
-        return { p, item, refused: (p?.throttles ?? 0) + (item ? conflictsOn(item) : 0) };
-      };
-      // Long enough to see the item refused a few times, bounded either way.
-      const until = Date.now() + 30_000;
-      while (qstate().refused < 3 && Date.now() < until) await new Promise((r) => setTimeout(r, 200));
-      const hot = qstate();
-      report('retry storm (every handler throws, maxRetries 3, delay 0)', hot.item ? [hot.item] : []);
-      process.stdout.write(`[hot-items] QSTATE partition: ${JSON.stringify(hot.p)}\n`);
-      // Today: every first retry and every clear writes QSTATE#<queue> transactionally (2 WCU),
-      // so a failing queue's one item is throttled or contended. After the redesign: zero.
-      expect(hot.refused).toBeGreaterThan(0);
+      // Every message fails four times and is dropped: 60 first retries and 60 clears, each of
+      // which wrote QSTATE#<queue> in a transaction before (it was throttled and contended).
+      await waitFor(
+        'every message delivered 1 + maxRetries times',
+        () => {
+          const byId = new Map<string, number>();
+          for (const e of readEvents(log))
+            if (e.ev === 'msg') byId.set(e.id as string, (byId.get(e.id as string) ?? 0) + 1);
+          return ids.every((id) => byId.get(id) === 4);
+        },
+        120_000,
+      );
+      const p = proxy.model
+        .snapshot(1_000)
+        .partitions.find((x) => x.partition.endsWith(`:QSTATE#${queue.queueUid}`));
+      const item = `QSTATE#${queue.queueUid} / _`;
+      report('retry storm (every handler throws, maxRetries 3, delay 0)', [item]);
+      process.stdout.write(`[hot-items] QSTATE partition: ${JSON.stringify(p)}\n`);
+      expect(conflictsOn(item)).toBe(0);
+      expect(p?.throttles ?? 0).toBe(0);
+      // A plain write of the queue's records time from each delivery process that wrote records
+      // (a handful here), where each of 120 records cost two units before: under one per ten.
+      expect(p?.writeUnits ?? 0).toBeLessThan(ids.length / 10);
     });
   });
 });

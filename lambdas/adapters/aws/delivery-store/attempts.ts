@@ -1,12 +1,9 @@
 /**
- * A message's attempts record (how often it was delivered, when it may run again) and the
- * queue's count of outstanding records, which moves with every record created or cleared.
+ * A message's attempts record (how often it was delivered, when it may run again), each written
+ * alone: the queue's time that says records may exist (`records-watermark.ts`) is raised before a
+ * record that would outlive it, not counted with every record created or cleared.
  */
-import {
-  PutItemCommand,
-  TransactionCanceledException,
-  TransactWriteItemsCommand,
-} from '@aws-sdk/client-dynamodb';
+import { DeleteItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import type { AttemptsRecord } from '../../../delivery/delivery-store.ts';
 import { TABLE_KEYS } from '../../../shared/table-schema.ts';
@@ -16,8 +13,9 @@ import {
   conditionalUpdate,
   isConditionFailure,
 } from '../dynamodb-conditional-update.ts';
-import { cancellationCodes, consistentBatchGet, type DeliveryTable, retryable } from './delivery-table.ts';
+import { consistentBatchGet, type DeliveryTable } from './delivery-table.ts';
 import { deliveryKeys } from './items.ts';
+import type { RecordsWatermark } from './records-watermark.ts';
 
 const { pk: PK, ttl: TTL } = TABLE_KEYS;
 
@@ -41,6 +39,7 @@ export async function getAttempts(
  */
 export async function putAttempts(
   t: DeliveryTable,
+  watermark: RecordsWatermark,
   queueUid: string,
   r: AttemptsRecord,
   expiresAtSeconds: number,
@@ -60,7 +59,8 @@ export async function putAttempts(
         ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
       }),
     );
-  // Replace an existing record (count unchanged), else create it and count it, in one transaction.
+  // Replace an existing record, else create it.
+  await watermark.cover(queueUid, expiresAtSeconds);
   for (let round = 0; round < CONFLICT_TRIES; round++) {
     if (round > 0) await backoff(round);
     try {
@@ -83,74 +83,33 @@ export async function putAttempts(
     }
     try {
       await t.client.send(
-        new TransactWriteItemsCommand({
-          TransactItems: [
-            {
-              Put: {
-                TableName: t.table,
-                Item: item,
-                ConditionExpression: 'attribute_not_exists(#pk)',
-                ExpressionAttributeNames: { '#pk': PK },
-              },
-            },
-            {
-              Update: {
-                TableName: t.table,
-                Key: marshall(deliveryKeys.queueState(queueUid)),
-                UpdateExpression: 'ADD outstanding :one',
-                ExpressionAttributeValues: marshall({ ':one': 1 }),
-              },
-            },
-          ],
+        new PutItemCommand({
+          TableName: t.table,
+          Item: item,
+          ConditionExpression: 'attribute_not_exists(#pk)',
+          ExpressionAttributeNames: { '#pk': PK },
         }),
       );
       return true;
     } catch (err) {
-      // Created meanwhile (replace it), or a conflict or throttle: try again.
-      if (!(err instanceof TransactionCanceledException)) throw err;
-      const codes = cancellationCodes(err) ?? [];
-      if (codes[0] !== 'ConditionalCheckFailed' && !retryable(err, codes)) throw err;
+      // Created meanwhile: replace it.
+      if (!isConditionFailure(err)) throw err;
     }
   }
   throw new Error('attempts record kept changing; retry later');
 }
 
 export async function clearAttempts(t: DeliveryTable, queueUid: string, id: string): Promise<void> {
-  for (let round = 1; ; round++) {
-    try {
-      await clearAttemptsOnce(t, queueUid, id);
-      return;
-    } catch (err) {
-      const codes = cancellationCodes(err);
-      if (!codes) throw err;
-      if (codes[0] === 'ConditionalCheckFailed') return; // already cleared
-      if (!retryable(err, codes) || round >= CONFLICT_TRIES) throw err;
-      await backoff(round);
-    }
+  try {
+    await t.client.send(
+      new DeleteItemCommand({
+        TableName: t.table,
+        Key: marshall(deliveryKeys.attempts(queueUid, id)),
+        ConditionExpression: 'attribute_exists(#pk)',
+        ExpressionAttributeNames: { '#pk': PK },
+      }),
+    );
+  } catch (err) {
+    if (!isConditionFailure(err)) throw err; // already cleared
   }
-}
-
-async function clearAttemptsOnce(t: DeliveryTable, queueUid: string, id: string): Promise<void> {
-  await t.client.send(
-    new TransactWriteItemsCommand({
-      TransactItems: [
-        {
-          Delete: {
-            TableName: t.table,
-            Key: marshall(deliveryKeys.attempts(queueUid, id)),
-            ConditionExpression: 'attribute_exists(#pk)',
-            ExpressionAttributeNames: { '#pk': PK },
-          },
-        },
-        {
-          Update: {
-            TableName: t.table,
-            Key: marshall(deliveryKeys.queueState(queueUid)),
-            UpdateExpression: 'ADD outstanding :minus',
-            ExpressionAttributeValues: marshall({ ':minus': -1 }),
-          },
-        },
-      ],
-    }),
-  );
 }

@@ -27,6 +27,7 @@ import {
 } from './delivery-table.ts';
 import { BATCH_RETENTION_SECONDS, deliveryKeys } from './items.ts';
 import { RECENT_INDEX, recentPartition } from './recent-batches.ts';
+import type { RecordsWatermark } from './records-watermark.ts';
 
 const { pk: PK, ttl: TTL } = TABLE_KEYS;
 
@@ -170,6 +171,7 @@ export async function cancelBatch(t: DeliveryTable, consumerUid: string, batchId
 export async function registrationReads(
   t: DeliveryTable,
   slotMap: DynamoSlotMap,
+  watermark: RecordsWatermark,
   queueUid: string,
   commitIds: readonly string[],
   slotsOf?: { consumerUid: string; maxConcurrency: number },
@@ -188,7 +190,7 @@ export async function registrationReads(
         out.onlyCopies ??= new Map();
         out.onlyCopies.set(commit, copies);
       }
-    } else if (v[PK] === state[PK]) out.outstanding = Number(v.outstanding ?? 0);
+    } else if (v[PK] === state[PK]) out.outstanding = watermark.mayHoldRecords(v, Date.now()) ? 1 : 0;
     else if (slotsOf && v[PK] === shards[0]?.[PK]) slotItems.push(v);
   }
   if (slotsOf) {
