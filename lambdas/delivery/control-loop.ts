@@ -249,9 +249,32 @@ export interface ControlLoopOptions {
   clock?: () => number;
 }
 
+/** Names claimed until a time (epoch ms); forgotten once it has passed, and bounded in number. */
+class DueSeconds {
+  private readonly until = new Map<string, number>();
+
+  /** True the first time `name` is claimed while its time lies ahead. */
+  claim(name: string, at: number, now: number): boolean {
+    if ((this.until.get(name) ?? 0) > now) return false;
+    if (this.until.size >= 1_000) {
+      for (const [n, t] of this.until) if (t <= now) this.until.delete(n);
+      if (this.until.size >= 1_000) this.until.clear();
+    }
+    this.until.set(name, at);
+    return true;
+  }
+
+  forget(name: string): void {
+    this.until.delete(name);
+  }
+}
+
 export class ControlLoop {
   private readonly o: ControlLoopOptions;
   private readonly clock: () => number;
+
+  /** Lanes for messages due later that this process started, until their second has passed. */
+  private readonly laterStarted = new DueSeconds();
 
   constructor(opts: ControlLoopOptions) {
     this.o = opts;
@@ -486,15 +509,16 @@ export class ControlLoop {
       .slice(0, WAKE_LATER_MAX_LANES);
     for (const after of due) {
       const at = Math.floor(now / 1000) + after;
+      const name = laneNames.later(consumerUid, generation, at);
+      // A lane this process started for the same second already covers it. Standard names
+      // deduplicate on their own; Express names do not, and in a retry storm every batch's
+      // finalisation asks for the same few seconds: unremembered, each asked StartExecution
+      // again, spending the account's bucket that hand-overs and wakes share.
+      if (!this.laterStarted.claim(name, at * 1000, now)) continue;
       try {
-        await this.launch(
-          laneNames.later(consumerUid, generation, at),
-          consumerUid,
-          generation,
-          'due',
-          after,
-        );
+        await this.launch(name, consumerUid, generation, 'due', after);
       } catch (err) {
+        this.laterStarted.forget(name);
         log.warn('could not start a lane for messages due later; the supervisor will', { consumerUid, err });
       }
     }

@@ -108,4 +108,30 @@ describe('control loop policy', () => {
     await loop.wakeLater(uid, 1, [1, 2, 3, 4, 5, 6, WAKE_LATER_MAX_SECONDS + 1]);
     expect(started.map((s) => s.input.startAfter)).toEqual([1, 2, 3, 4].slice(0, WAKE_LATER_MAX_LANES));
   });
+
+  it('a retry storm’s finalisations asking for the same due seconds start one lane each from a process, even where names do not deduplicate (Express)', async () => {
+    const now = 2_000_000;
+    const started: string[] = [];
+    let refuse = false;
+    const loop = new ControlLoop({
+      service: {} as DeliveryService,
+      // Express: every StartExecution starts an execution, whatever its name.
+      launcher: {
+        start: async (name) => {
+          if (refuse) throw Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' });
+          started.push(name);
+          return 'started';
+        },
+      },
+      clock: () => now,
+    });
+    for (let batch = 0; batch < 100; batch++) await loop.wakeLater(uid, 1, [5]);
+    expect(started).toEqual([`${uid}-g1-d2005`]);
+    // A start that failed is not remembered: the next finalisation asks again.
+    refuse = true;
+    await loop.wakeLater(uid, 1, [6]);
+    refuse = false;
+    await loop.wakeLater(uid, 1, [6]);
+    expect(started).toEqual([`${uid}-g1-d2005`, `${uid}-g1-d2006`]);
+  });
 });
