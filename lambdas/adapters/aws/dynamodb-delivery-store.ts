@@ -23,6 +23,7 @@ import type {
   SlotBound,
 } from '../../delivery/delivery-store.ts';
 import type { SettleCall } from '../../delivery/settlement-protocol.ts';
+import { log } from '../../shared/log.ts';
 import { readWakes } from './consumer-wakes.ts';
 import { clearAttempts, getAttempts, putAttempts } from './delivery-store/attempts.ts';
 import {
@@ -105,8 +106,19 @@ export class DynamoDeliveryStore implements DeliveryStore {
 
   private async withWakes(consumerUid: string, take: Promise<SlotAnswer>): Promise<SlotAnswer> {
     const { client, table } = this.table;
-    const [answer, { wakes }] = await Promise.all([take, readWakes(client, table, consumerUid)]);
-    return { ...answer, state: { ...answer.state, wakes } };
+    // The read never fails the take: a slot taken while its answer is thrown away would be held,
+    // unused, until its deadline. Without the count, the slot's release compares times instead.
+    const [answer, wakes] = await Promise.all([
+      take,
+      readWakes(client, table, consumerUid).catch((err: unknown) => {
+        log.warn('could not read the wake count beside a take; its release compares times', {
+          consumerUid,
+          err,
+        });
+        return undefined;
+      }),
+    ]);
+    return wakes ? { ...answer, state: { ...answer.state, wakes: wakes.wakes } } : answer;
   }
 
   async releaseSlot(

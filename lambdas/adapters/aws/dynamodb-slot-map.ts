@@ -19,6 +19,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DispatchState, IdleRelease, SlotAnswer, SlotBound } from '../../delivery/delivery-store.ts';
+import { log } from '../../shared/log.ts';
 import { TABLE_KEYS } from '../../shared/table-schema.ts';
 import { countWake, readWakes } from './consumer-wakes.ts';
 import { conditionalUpdate } from './dynamodb-conditional-update.ts';
@@ -475,8 +476,12 @@ export class DynamoSlotMap {
     if (!out.ok && stateOf(out.old, shard).registered[batchId]) return { registered: true };
     if (out.ok) this.noteSize(consumerUid, shard, out.item);
     // Read after the release (see `consumer-wakes.ts`): a send that did not see this slot gone
-    // counted its wake before, and this read sees it.
-    return readWakes(this.client, this.table, consumerUid);
+    // counted its wake before, and this read sees it. The slot is free either way: a failed read
+    // ends the lane, and a send it raced is the supervisor's.
+    return readWakes(this.client, this.table, consumerUid).catch((err: unknown) => {
+      log.warn('could not read the wake count after an idle release', { consumerUid, err });
+      return {};
+    });
   }
 
   async claimStart(consumerUid: string, now: number, leaseMs: number): Promise<boolean> {

@@ -113,6 +113,36 @@ describe('a lane woken on an empty queue', () => {
     expect(await d.host.delivery.slotsOf(consumerUid)).toEqual({});
   });
 
+  it('DL-02 a take whose wake-count read fails still answers its slot, and its idle release frees it: nothing is held unused', async () => {
+    d = await createDeliveryHost({ slotsPerShard: 1 });
+    const { consumerUid } = await d.setup('wakeread', 'export default { async queue() {} };', {
+      maxBatchSize: 10,
+      maxConcurrency: 1,
+    });
+    let refused = 0;
+    d.host.dynamodb.middlewareStack.add(
+      (next, context) => async (args) => {
+        const key = (args.input as { Key?: { pk?: { S?: string } } }).Key;
+        if (context.commandName === 'GetItemCommand' && key?.pk?.S?.startsWith('WAKE#')) {
+          refused++;
+          throw Object.assign(new Error('Internal server error (test)'), { name: 'InternalServerError' });
+        }
+        return next(args);
+      },
+      { step: 'initialize', name: 'failWakeReads' },
+    );
+    const got = await d.host.delivery.acquire(consumerUid, 1);
+    expect(got.status).toBe('acquired');
+    if (got.status !== 'acquired') return;
+    expect(got.slot.wakeSeq).toBeUndefined();
+    expect(Object.keys(await d.host.delivery.slotsOf(consumerUid))).toEqual([got.slot.batchId]);
+    const reg = await d.host.delivery.register(got.slot, []);
+    expect(reg.deliver).toEqual([]);
+    expect(await d.host.delivery.slotsOf(consumerUid)).toEqual({});
+    // The take's read and the release's read were both refused.
+    expect(refused).toBeGreaterThanOrEqual(2);
+  });
+
   it('DL-01 a woken lane that does not go on takes no slot: it ends, and its next round is the state machine’s', async () => {
     d = await createDeliveryHost({ slotsPerShard: 1 });
     const { consumerUid, slot } = await slotOutsideShardZero(d, 'wokenlimit');
