@@ -6,13 +6,8 @@
  * the entry failures are answered by a middleware, as SQS answers them, without the send.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  createDeliveryHost,
-  type DeliveryHost,
-  recordingWorker,
-  waitFor,
-} from '../../support/delivery-harness.ts';
-import { queueCounts } from './delivery-kit.ts';
+import { createDeliveryHost, type DeliveryHost, waitFor } from '../../support/delivery-harness.ts';
+import { alwaysFailingToDeadLetter, queueCounts, waitDrained } from './delivery-kit.ts';
 
 let d: DeliveryHost;
 beforeAll(async () => {
@@ -22,12 +17,7 @@ afterAll(async () => d.close());
 
 describe('DL-07 a dead-letter move whose entries SQS failed on its side', () => {
   it('DL-07 sends them again at once: one copy each, no original hidden for a later move', async () => {
-    const { queue, dlq } = await d.setup(
-      'entry-failures',
-      recordingWorker(d.logFile('entry-failures'), `throw new Error('always');`),
-      { maxBatchSize: 5, maxRetries: 0, deadLetter: true },
-    );
-    if (!dlq) throw new Error('no dead-letter queue');
+    const { queue, dlq } = await alwaysFailingToDeadLetter(d, 'entry-failures');
     const seen = { failedRequests: 0, sends: 0, hidden: 0 };
     d.host.sqs.middlewareStack.add(
       (next, context) => async (args) => {
@@ -66,10 +56,7 @@ describe('DL-07 a dead-letter move whose entries SQS failed on its side', () => 
         async () => ((await queueCounts(d, dlq)).visible >= 3 ? true : undefined),
         40_000,
       );
-      await waitFor('the originals gone', async () => {
-        const c = await queueCounts(d, queue);
-        return c.visible + c.inFlight + c.delayed === 0;
-      });
+      await waitDrained(d, queue);
       await d.stopDispatchers();
       expect(seen.failedRequests).toBe(2);
       expect((await queueCounts(d, dlq)).visible).toBe(3);

@@ -8,13 +8,8 @@
 import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
-import {
-  createDeliveryHost,
-  type DeliveryHost,
-  recordingWorker,
-  waitFor,
-} from '../../support/delivery-harness.ts';
-import { queueCounts } from './delivery-kit.ts';
+import { createDeliveryHost, type DeliveryHost } from '../../support/delivery-harness.ts';
+import { alwaysFailingToDeadLetter, waitDrained } from './delivery-kit.ts';
 
 let d: DeliveryHost;
 beforeAll(async () => {
@@ -24,12 +19,7 @@ afterAll(async () => d.close());
 
 describe('DL-07 a dead-letter move whose answer was lost', () => {
   it('DL-07 never leaves two dead-letter copies with one id', async () => {
-    const { queue, dlq } = await d.setup(
-      'lost-move',
-      recordingWorker(d.logFile('lost-move'), `throw new Error('always');`),
-      { maxBatchSize: 5, maxRetries: 0, deadLetter: true },
-    );
-    if (!dlq) throw new Error('no dead-letter queue');
+    const { queue, dlq } = await alwaysFailingToDeadLetter(d, 'lost-move');
     let lost = 0;
     const loseFirst =
       (next: (a: unknown) => Promise<unknown>, context: { commandName?: string }) =>
@@ -55,14 +45,7 @@ describe('DL-07 a dead-letter move whose answer was lost', () => {
       ['a', 'b', 'c'].map((body) => ({ body })),
     );
     d.startDispatcher();
-    await waitFor(
-      'the messages out of their queue',
-      async () => {
-        const c = await queueCounts(d, queue);
-        return c.visible + c.inFlight + c.delayed === 0;
-      },
-      40_000,
-    );
+    await waitDrained(d, queue, 40_000);
     await d.stopDispatchers();
     expect(lost).toBe(1);
     const ids: string[] = [];

@@ -17,6 +17,7 @@ import {
   type DeliveryHost,
   peakConcurrency,
   readEvents,
+  recordingWorker,
   type WorkerEvent,
   waitFor,
 } from '../../support/delivery-harness.ts';
@@ -249,4 +250,15 @@ export async function stopConsumer(d: DeliveryHost, consumerUid: string): Promis
   const attachment = await d.host.attachments.get(consumerUid);
   await d.host.attachments.stop(consumerUid);
   await d.host.delivery.fenceGenerations(consumerUid, STOPPED, attachment?.spec.maxConcurrency ?? 250);
+}
+
+/** A consumer whose handler always throws, out of retries at once, with a dead-letter queue. */
+export async function alwaysFailingToDeadLetter(d: DeliveryHost, name: string) {
+  const { queue, dlq } = await d.setup(name, recordingWorker(d.logFile(name), `throw new Error('always');`), {
+    maxBatchSize: 5,
+    maxRetries: 0,
+    deadLetter: true,
+  });
+  if (!dlq) throw new Error('no dead-letter queue');
+  return { queue, dlq };
 }
