@@ -7,6 +7,7 @@ import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
 import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { type AwsTestHost, createAwsTestHost } from '../../support/aws-host-harness.ts';
+import { waitFor } from '../../support/delivery-harness.ts';
 
 const FORM_QUEUE = 'https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/';
 const single = process.env.TAKOFORM_LOCALSTACK_ENDPOINT;
@@ -76,7 +77,12 @@ describe('the backend of the integration suite', () => {
     expect([...origins.sqs]).toEqual([origin]);
     if (process.env.TAKOFORM_ENDPOINT_EMULATOR === 'moto') {
       // moto's state dump names what it holds; neither DynamoDB Local nor fauxqs serves one.
-      const data = (await (await fetch(`${single}/moto-api/data.json`)).json()) as {
+      // moto builds the dump while other test files write to it; a dump that met a change
+      // mid-way answers its HTML error page (500), so the dump is asked for again.
+      const data = (await waitFor('moto’s state dump', async () => {
+        const res = await fetch(`${single}/moto-api/data.json`);
+        return res.ok ? await res.json().catch(() => undefined) : undefined;
+      })) as {
         dynamodb: { Table: { name: string }[] };
         sqs: { Queue: { name: string }[] };
       };
