@@ -14,7 +14,11 @@ export interface BatchRecoveryDeps {
   store: DeliveryStore;
   now: () => number;
   /** Closes the batch (if open) with `outcome`, fences it and applies what it owes (recovery mode). */
-  finalize: (batchId: string, outcome: InvocationOutcome) => Promise<unknown>;
+  finalize: (
+    batchId: string,
+    outcome: InvocationOutcome,
+    opts?: { claimantsGone?: boolean },
+  ) => Promise<unknown>;
 }
 
 /**
@@ -54,6 +58,11 @@ export interface RecoverOptions {
   outcome?: InvocationOutcome;
   /** The slot deadline the caller saw pass. */
   expired?: number;
+  /**
+   * Every runner of the batch is gone and no lane has received since (the local Host starting
+   * after a dead run): visibility changes a runner claimed but may not have made are made now.
+   */
+  claimantsGone?: boolean;
 }
 
 export class BatchRecovery {
@@ -102,7 +111,7 @@ export class BatchRecovery {
     let recovered = 0;
     for (const consumerUid of await this.d.store.consumersWithSlots()) {
       for (const batchId of Object.keys(await this.d.store.slots(consumerUid))) {
-        await this.recoverBatch(consumerUid, batchId, { ended: true });
+        await this.recoverBatch(consumerUid, batchId, { ended: true, claimantsGone: true });
         recovered++;
       }
     }
@@ -152,7 +161,9 @@ export class BatchRecovery {
     if (head && (!head.applied || head.pendingDeadLetter.length > 0)) {
       // Unsettled messages are retried, never acknowledged — unless the runner reported how its
       // ended handler finished; pending dead-letter moves return.
-      await this.d.finalize(batchId, opts.outcome ?? 'abandoned');
+      await this.d.finalize(batchId, opts.outcome ?? 'abandoned', {
+        claimantsGone: opts.claimantsGone === true,
+      });
       log.info('batch recovered', {
         consumerUid,
         batchId,

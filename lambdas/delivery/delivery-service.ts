@@ -63,7 +63,7 @@ export class DeliveryService {
     this.recovery = new BatchRecovery({
       store: this.c.o.store,
       now: () => this.c.now(),
-      finalize: (batchId, outcome) => this.finalize(batchId, outcome, 'recovery'),
+      finalize: (batchId, outcome, opts) => this.finalize(batchId, outcome, 'recovery', undefined, opts),
     });
   }
 
@@ -146,8 +146,9 @@ export class DeliveryService {
     outcome: InvocationOutcome,
     mode: 'live' | 'recovery',
     error?: HandlerError,
+    opts: { claimantsGone?: boolean } = {},
   ): Promise<{ deadLetter: string[] }> {
-    return this.finalizer.finalize(batchId, outcome, mode, error);
+    return this.finalizer.finalize(batchId, outcome, mode, error, opts);
   }
 
   /** The runner's half of a dead-letter move: the bodies of messages the Host asked to move. */

@@ -313,8 +313,15 @@ export interface DeliveryStore {
    * then older than their last receive. `all`: nothing was released before; `some`: a claimant
    * whose release SQS did not take in full left these items (`leaveUnreleased`); `none`: another
    * caller holds the claim. A repeated call with the same token answers as the first.
+   * `takeOver`: every earlier claimant is known to be gone and no lane received since (the local
+   * Host starting after a dead run), so a claim it held is taken: `all` unless it left `some`.
    */
-  claimRelease(batchId: string, kind: ReleaseKind, token: string): Promise<ReleaseClaim>;
+  claimRelease(
+    batchId: string,
+    kind: ReleaseKind,
+    token: string,
+    opts?: { takeOver?: boolean },
+  ): Promise<ReleaseClaim>;
   /** The claimant's release left `items` untaken by SQS: the next claimant releases only those. */
   leaveUnreleased(batchId: string, kind: ReleaseKind, token: string, items: string[]): Promise<void>;
 

@@ -111,6 +111,7 @@ export class Finalizer {
     outcome: InvocationOutcome,
     mode: 'live' | 'recovery',
     error?: HandlerError,
+    opts: { claimantsGone?: boolean } = {},
   ): Promise<{ deadLetter: string[] }> {
     const closed = await this.c.o.store.closeBatch(batchId, outcome, { at: this.c.now(), error });
     // A recovery fences the batch before it acts, and decides from the head as of the fence: a
@@ -118,7 +119,7 @@ export class Finalizer {
     // recovery also returns, and keeps the records of moves it made (`moveToDeadLetter`).
     const head = closed && mode === 'recovery' ? await this.c.o.store.fenceRecovery(batchId) : closed;
     if (!head) return { deadLetter: [] };
-    return this.apply(head, mode, undefined, false);
+    return this.apply(head, mode, undefined, false, undefined, false, opts.claimantsGone === true);
   }
 
   /**
@@ -133,13 +134,14 @@ export class Finalizer {
     next: boolean,
     known?: Manifest,
     keepSlot = false,
+    claimantsGone = false,
   ): Promise<Finalized> {
     const batchId = head.batchId;
     const manifest: Manifest = known ??
       (await this.c.o.store.getManifest(head)) ?? { entries: [], moves: [] };
     if (head.applied) {
       if (mode === 'live') return { deadLetter: pendingIds(head, manifest) };
-      await this.returnPending(head, manifest);
+      await this.returnPending(head, manifest, claimantsGone);
       return { deadLetter: [] };
     }
     const spec = slot ?? (await this.c.consumer(head.consumerUid))?.spec;
@@ -152,7 +154,7 @@ export class Finalizer {
       usable: queue !== undefined && this.c.handlesValid(head, now),
       now,
     });
-    if (queue) await this.applyToQueue(head, mode, queue.sqsUrl, decided, recordExpiry(now));
+    if (queue) await this.applyToQueue(head, mode, queue.sqsUrl, decided, recordExpiry(now), claimantsGone);
     const { deadLetter } = decided;
     if (deadLetter.length > 0) {
       // The moves still need the bodies: the slot stays until the runner sent them — unless a
@@ -253,6 +255,7 @@ export class Finalizer {
     url: string,
     decided: Decisions,
     expires: number,
+    claimantsGone: boolean,
   ): Promise<void> {
     const { toDelete } = decided;
     const { failed, unsent } = await this.c.deletions(
@@ -281,7 +284,7 @@ export class Finalizer {
     }
     this.c.o.delivery.acknowledged?.(head.queueUid, acknowledged);
     crashPoint('delivery.mid-finalize');
-    const released = await this.releaseOnce(head.batchId, 'retried', url, decided.toRelease);
+    const released = await this.releaseOnce(head.batchId, 'retried', url, decided.toRelease, claimantsGone);
     await this.c.o.delivery.hidden(
       head.consumerUid,
       head.generation,
@@ -296,16 +299,22 @@ export class Finalizer {
    * not take them — still hidden, so their handles are still the latest — and never replays one
    * SQS took: the message may have been received since, and a handle older than its last receive
    * must not change it. Throws when SQS did not take some, after leaving them to the next try.
+   * A claimant that died between its claim and SQS's answer leaves the messages hidden until the
+   * batch's hold ends; `claimantsGone` (the local Host starting after a dead run, before any lane
+   * received) takes such a claim over and makes the changes again: no lane can have received
+   * those messages since, and a change SQS took already is then made twice, to the same effect.
    */
   private async releaseOnce(
     batchId: string,
     kind: ReleaseKind,
     url: string,
     items: Release[],
+    claimantsGone = false,
   ): Promise<Release[]> {
     if (items.length === 0) return [];
     const token = newToken(12);
-    const claim = await this.c.o.store.claimRelease(batchId, kind, token);
+    const claim = await this.c.o.store.claimRelease(batchId, kind, token, { takeOver: claimantsGone });
+    crashPoint('delivery.after-release-claim');
     const left = claim.release === 'some' ? new Set(claim.items) : undefined;
     const mine = claim.release === 'none' ? [] : items.filter((i) => left?.has(i.key) ?? true);
     if (mine.length === 0) return [];
@@ -323,7 +332,7 @@ export class Finalizer {
    * The head is fenced (`finalize`) before they go back: a runner still moving them (its move
    * outlived the slot's deadline) reads that after its delete and keeps their records.
    */
-  private async returnPending(head: BatchHead, manifest: Manifest): Promise<void> {
+  private async returnPending(head: BatchHead, manifest: Manifest, claimantsGone: boolean): Promise<void> {
     const pending = new Set(pendingIds(head, manifest));
     const queue = await this.c.queueTarget(head.queueUid);
     if (queue && pending.size > 0 && this.c.handlesValid(head, this.c.now())) {
@@ -333,6 +342,7 @@ export class Finalizer {
         'owed',
         queue.sqsUrl,
         owed.flatMap((m) => releasesOf(m, m.handles ?? [], 0)),
+        claimantsGone,
       );
     }
     await this.c.o.store.markApplied(head.batchId, []);

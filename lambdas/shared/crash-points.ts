@@ -15,6 +15,8 @@ export type CrashPoint =
   | 'delivery.after-settle'
   /** Some decisions of a finalised batch are applied, not all. */
   | 'delivery.mid-finalize'
+  /** A finalisation claimed its visibility changes; SQS has not been asked yet. */
+  | 'delivery.after-release-claim'
   /** A dead-letter copy is sent; the original is not yet removed. */
   | 'delivery.after-dead-letter-send';
 

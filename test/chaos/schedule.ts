@@ -58,6 +58,7 @@ export type DeliveryCrashPoint =
   | 'delivery.after-register'
   | 'delivery.after-settle'
   | 'delivery.mid-finalize'
+  | 'delivery.after-release-claim'
   | 'delivery.after-dead-letter-send';
 export type OperationCrashPoint =
   | 'operation.after-accept'
@@ -358,6 +359,7 @@ export function scheduleFor(seed: number, profile: Profile = 'full'): Schedule {
           'delivery.after-register',
           'delivery.after-settle',
           'delivery.mid-finalize',
+          'delivery.after-release-claim',
         ];
         if (consumer.deadLetter) points.push('delivery.after-dead-letter-send');
         const point = rng.pick(points);

@@ -210,8 +210,13 @@ export class DynamoDeliveryStore implements DeliveryStore {
     return fenceRecovery(this.table, batchId);
   }
 
-  claimRelease(batchId: string, kind: ReleaseKind, token: string): Promise<ReleaseClaim> {
-    return claimRelease(this.table, batchId, kind, token);
+  claimRelease(
+    batchId: string,
+    kind: ReleaseKind,
+    token: string,
+    opts: { takeOver?: boolean } = {},
+  ): Promise<ReleaseClaim> {
+    return claimRelease(this.table, batchId, kind, token, opts.takeOver === true);
   }
 
   leaveUnreleased(batchId: string, kind: ReleaseKind, token: string, items: string[]): Promise<void> {

@@ -44,7 +44,8 @@ interface Rec {
 
 /**
  * The consumer's worker: records every delivery, then hangs for good on the first attempt of a
- * message whose body starts with "hang" (a never-resolving promise), and otherwise returns.
+ * message whose body starts with "hang" (a never-resolving promise), throws on the first attempt
+ * of one that starts with "throw", and otherwise returns.
  */
 function workerSource(log: string): string {
   return `
@@ -62,6 +63,7 @@ export default {
         rec({ ev: 'hang', id: m.id, attempts: m.attempts, body });
         await new Promise(() => {});
       }
+      if (body.startsWith('throw') && m.attempts === 1) throw new Error('fails on its first attempt');
     }
     for (const m of batch.messages) {
       rec({ ev: 'done', id: m.id, attempts: m.attempts, body: Buffer.from(m.body).toString('utf8') });
@@ -83,6 +85,14 @@ async function until<T>(deadline: number, check: () => T | undefined): Promise<T
 }
 
 const seconds = (ms: number) => (ms / 1000).toFixed(1);
+
+/** The Host's last log lines, for a failure message: what it did instead is then in the report. */
+const logTail = (host: HostProcess, lines = 40) =>
+  `\n--- last log lines of Host ${host.pid} ---\n${`${host.stdout()}\n${host.stderr()}`
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .slice(-lines)
+    .join('\n')}`;
 
 /** Creates a Resource through the Host API and waits until its Operation succeeded. */
 async function create(host: HostProcess, form: string, name: string, spec: unknown): Promise<string> {
@@ -215,7 +225,7 @@ async function inFlightAcrossRestart(
   );
   expect(
     [...new Set(done.map((r) => r.body))].sort(),
-    `every in-flight message completes within 30 s of the restarted Host's ready line (${done.length} of ${HANG_COUNT} did, ${seconds(Date.now() - ready)} s after it)`,
+    `every in-flight message completes within 30 s of the restarted Host's ready line (${done.length} of ${HANG_COUNT} did by ${seconds(Date.now() - ready)} s after it)${logTail(first)}${logTail(second)}`,
   ).toEqual([...bodies].sort());
   expect(lastDone - ready, 'last completion, ms after the ready line').toBeLessThanOrEqual(30_000);
   // Handed to a handler again with the interrupted attempt counted, and never acknowledged unseen.
@@ -298,5 +308,51 @@ describe('RC-01 restarts do not stall consumers (issue 11 item 1), default deliv
       },
       'RC-01 SIGINT in flight',
     );
+  }, 90_000);
+
+  it('RC-01 killed after a finalisation claimed its visibility changes, before SQS took them: the retried message is delivered again within 30 s of the ready line', async () => {
+    const scratch = hosts.tempDir('takoform-rc01-');
+    const log = path.join(scratch, 'worker.jsonl');
+    appendFileSync(log, '');
+    const { host: first } = await startAt(hosts, {
+      env: { TAKOFORM_CRASH_AT: 'delivery.after-release-claim' },
+    });
+    const { queueUid } = await consumerSetUp(first, log, { maxBatchSize: 1, maxConcurrency: 1 });
+    const [id] = await produce(first, queueUid, ['throw-1']);
+    // The handler throws, so the finalisation retries the message: it claims the batch's one
+    // release, and the Host dies before asking SQS to make the message visible again.
+    expect(await first.waitExit(30_000), `the Host died at the crash point${logTail(first)}`).toEqual({
+      code: null,
+      signal: 'SIGKILL',
+    });
+    const { host: second, readyAt: ready } = await startAt(hosts, {
+      dataDir: first.dataDir,
+      workersDir: first.workersDir,
+    });
+    const again = await until(ready + 32_000, () =>
+      records(log).find((r) => r.ev === 'done' && r.pid === second.pid),
+    );
+    console.info(
+      again
+        ? `RC-01 release claimed: delivered again ${seconds(again.t - ready)} s after the ready line`
+        : `RC-01 release claimed: not delivered again ${seconds(Date.now() - ready)} s after the ready line`,
+    );
+    expect(again, `the retried message is delivered again after the restart${logTail(second)}`).toMatchObject(
+      {
+        id,
+        attempts: 2,
+      },
+    );
+    expect((again?.t ?? Infinity) - ready, 'ms after the ready line').toBeLessThanOrEqual(30_000);
+    expect(
+      records(log)
+        .filter((r) => r.ev === 'msg')
+        .map((r) => r.attempts),
+      'one delivery before the crash, one after it',
+    ).toEqual([1, 2]);
+    expect(await second.stop('SIGTERM'), 'the restarted Host stops cleanly').toEqual({
+      code: 0,
+      signal: null,
+    });
   }, 90_000);
 });

@@ -109,12 +109,15 @@ export async function claimRelease(
   batchId: string,
   kind: ReleaseKind,
   token: string,
+  takeOver = false,
 ): Promise<ReleaseClaim> {
   const { claim, left } = RELEASE_ATTRIBUTES[kind];
   const out = await updateItem(t, deliveryKeys.head(batchId), {
     UpdateExpression: 'SET #c = :token',
     // Held by this token already: the SDK's retry of a claim whose answer was lost.
-    ConditionExpression: 'attribute_exists(#pk) AND (attribute_not_exists(#c) OR #c = :token)',
+    ConditionExpression: takeOver
+      ? 'attribute_exists(#pk)'
+      : 'attribute_exists(#pk) AND (attribute_not_exists(#c) OR #c = :token)',
     ExpressionAttributeNames: { '#pk': PK, '#c': claim },
     ExpressionAttributeValues: marshall({ ':token': token }),
     ReturnValues: 'ALL_OLD',
