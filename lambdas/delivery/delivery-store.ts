@@ -242,7 +242,8 @@ export interface DeliveryStore {
   wake(consumerUid: string, now: number): Promise<DispatchState>;
   /**
    * Takes the consumer's start lease until `now + leaseMs` unless another holds it: one wake at a
-   * time starts a lane. The lane's first slot ends the lease (`acquireSlot`).
+   * time starts a lane. The lane's first slot ends the lease (`acquireSlot`). The lease is kept
+   * beside the wake count, never on a slot shard that registrations write.
    */
   claimStart(consumerUid: string, now: number, leaseMs: number): Promise<boolean>;
   /** Releases a slot that holds no batch; false when it was registered (or is gone) meanwhile. */

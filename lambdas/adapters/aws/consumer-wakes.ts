@@ -9,25 +9,35 @@
  * The order still closes the race between a send and a lane's idle end: a send counts its wake
  * before it reads the slots, and a lane releases its slot before it reads the count, so either
  * the send sees the slot gone (and starts a lane) or the lane sees the wake (and receives again).
+ *
+ * The start lease of a lane a wake starts (`claimWakeStart`) is on this item too, for the same
+ * reason: on the first shard a send to a busy consumer with a free slot met the registrations
+ * there. The lane's first take ends it (`endWakeStart`), read beside the take's write.
  */
 import { type DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { TABLE_KEYS } from '../../shared/table-schema.ts';
 import { conditionalUpdate } from './dynamodb-conditional-update.ts';
+import { writeToken } from './write-token.ts';
 
 const { pk: PK, sk: SK } = TABLE_KEYS;
 
 export const wakeKey = (consumerUid: string) => ({ [PK]: `WAKE#${consumerUid}`, [SK]: '_' });
 
-/** The count of wakes so far, and when the last one was counted (the waker's clock). */
+/**
+ * The count of wakes so far, when the last one was counted (the waker's clock), and until when a
+ * lane a wake started holds the start lease (it has not taken its slot yet).
+ */
 export interface Wakes {
   wakes: number;
   lastWakeAt?: number;
+  starting?: number;
 }
 
 const wakesOf = (item: Record<string, unknown> | undefined): Wakes => ({
   wakes: typeof item?.wakes === 'number' ? item.wakes : 0,
   ...(typeof item?.lastWakeAt === 'number' ? { lastWakeAt: item.lastWakeAt } : {}),
+  ...(typeof item?.starting === 'number' ? { starting: item.starting } : {}),
 });
 
 /** Counts one wake; answers the count with it. */
@@ -51,4 +61,39 @@ export async function readWakes(client: DynamoDBClient, table: string, consumerU
     new GetItemCommand({ TableName: table, Key: marshall(wakeKey(consumerUid)), ConsistentRead: true }),
   );
   return wakesOf(out.Item ? unmarshall(out.Item) : undefined);
+}
+
+/** Takes the consumer's start lease until `now + leaseMs` unless a live one is held. */
+export async function claimWakeStart(
+  client: DynamoDBClient,
+  table: string,
+  consumerUid: string,
+  now: number,
+  leaseMs: number,
+): Promise<boolean> {
+  const token = writeToken();
+  const out = await conditionalUpdate(client, table, wakeKey(consumerUid), {
+    UpdateExpression: 'SET starting = :until, startToken = :token',
+    ConditionExpression: 'attribute_not_exists(starting) OR starting < :now',
+    ExpressionAttributeValues: marshall({ ':until': now + leaseMs, ':now': now, ':token': token }),
+    ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+  });
+  // A lease this call's first try took, its answer lost: the SDK's retry failed against it, and
+  // the lease is ours (else the wake would start no lane and hold the lease for nothing).
+  return out.ok || out.old?.startToken === token;
+}
+
+/**
+ * Ends the start lease: a lane took its slot, and from then on its slot shows it receiving. Only
+ * a lease that is still live is worth a write; one left in place lapses by itself.
+ */
+export async function endWakeStart(
+  client: DynamoDBClient,
+  table: string,
+  consumerUid: string,
+): Promise<void> {
+  await conditionalUpdate(client, table, wakeKey(consumerUid), {
+    UpdateExpression: 'REMOVE starting, startToken',
+    ConditionExpression: 'attribute_exists(starting)',
+  });
 }

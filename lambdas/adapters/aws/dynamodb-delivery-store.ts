@@ -24,7 +24,7 @@ import type {
 } from '../../delivery/delivery-store.ts';
 import type { SettleCall } from '../../delivery/settlement-protocol.ts';
 import { log } from '../../shared/log.ts';
-import { readWakes } from './consumer-wakes.ts';
+import { claimWakeStart, endWakeStart, readWakes } from './consumer-wakes.ts';
 import { clearAttempts, getAttempts, putAttempts } from './delivery-store/attempts.ts';
 import {
   claimRelease,
@@ -108,6 +108,7 @@ export class DynamoDeliveryStore implements DeliveryStore {
     const { client, table } = this.table;
     // The read never fails the take: a slot taken while its answer is thrown away would be held,
     // unused, until its deadline. Without the count, the slot's release compares times instead.
+    // It also shows a wake's start lease, which a taken slot ends: the lane is receiving now.
     const [answer, wakes] = await Promise.all([
       take,
       readWakes(client, table, consumerUid).catch((err: unknown) => {
@@ -118,6 +119,12 @@ export class DynamoDeliveryStore implements DeliveryStore {
         return undefined;
       }),
     ]);
+    if (answer.taken && wakes?.starting !== undefined) {
+      await endWakeStart(client, table, consumerUid).catch((err: unknown) =>
+        // It lapses by itself; until then a send to this consumer leaves the lane to this one.
+        log.warn('could not end a wake’s start lease after a take', { consumerUid, err }),
+      );
+    }
     return wakes ? { ...answer, state: { ...answer.state, wakes: wakes.wakes } } : answer;
   }
 
@@ -134,7 +141,7 @@ export class DynamoDeliveryStore implements DeliveryStore {
   }
 
   claimStart(consumerUid: string, now: number, leaseMs: number): Promise<boolean> {
-    return this.slotMap.claimStart(consumerUid, now, leaseMs);
+    return claimWakeStart(this.table.client, this.table.table, consumerUid, now, leaseMs);
   }
 
   wake(consumerUid: string, now: number): Promise<DispatchState> {

@@ -36,7 +36,6 @@ import {
   supersededIn,
   takeOrder,
 } from './slot-shards.ts';
-import { writeToken } from './write-token.ts';
 
 const { pk: PK, sk: SK } = TABLE_KEYS;
 const PREFIX = 'DISPATCH#';
@@ -54,7 +53,6 @@ function stateOf(item: Record<string, unknown> | undefined, shard: number): Disp
   return {
     slots: (item?.slots ?? {}) as Record<string, number>,
     registered: (item?.registered ?? {}) as Record<string, boolean>,
-    ...(typeof item?.starting === 'number' ? { starting: item.starting } : {}),
     ...(typeof item?.recoveredAt === 'number' ? { recoveredAt: item.recoveredAt } : {}),
     ...(only ? {} : { partial: true as const }),
   };
@@ -66,7 +64,6 @@ function mergeStates(states: DispatchState[], complete: boolean): DispatchState 
   for (const s of states) {
     Object.assign(out.slots, s.slots);
     Object.assign(out.registered, s.registered);
-    if (s.starting !== undefined) out.starting = s.starting;
     if (s.recoveredAt !== undefined) out.recoveredAt = Math.max(out.recoveredAt ?? 0, s.recoveredAt);
   }
   if (!complete) out.partial = true;
@@ -367,8 +364,7 @@ export class DynamoSlotMap {
     const sets = ['slots.#b = :deadline', ...(mode.kind === 'adopt' ? ['#gen = :g'] : [])];
     for (let round = 0; round < 2; round++) {
       const out = await this.update(consumerUid, shard, {
-        // A lane that takes a slot is receiving: a wake's start lease is no longer needed.
-        UpdateExpression: `SET ${sets.join(', ')}${shard === 0 ? ' REMOVE starting' : ''}`,
+        UpdateExpression: `SET ${sets.join(', ')}`,
         // `<`, not `<>`: a lowered maxConcurrency must not let the count run past it. size() of a
         // missing map is false on AWS already; saying so first keeps moto from failing the call.
         ConditionExpression: `attribute_exists(slots) AND size(slots) < :max AND attribute_not_exists(slots.#b) AND ${
@@ -413,9 +409,7 @@ export class DynamoSlotMap {
     const shard = shardOf(previous);
     const id = inShard(batchId, shard);
     const out = await this.update(consumerUid, shard, {
-      UpdateExpression: 'SET slots.#b = :deadline REMOVE slots.#p, registered.#p'.concat(
-        shard === 0 ? ', starting' : '',
-      ),
+      UpdateExpression: 'SET slots.#b = :deadline REMOVE slots.#p, registered.#p',
       // With the previous slot held the count stays as it is, so it may equal the bound; without
       // it (recovered meanwhile) this is a take like any other, admitted only where its generation
       // adopted the shard (`take`). A missing shard (deleted meanwhile) fails the condition on AWS
@@ -482,19 +476,6 @@ export class DynamoSlotMap {
       log.warn('could not read the wake count after an idle release', { consumerUid, err });
       return {};
     });
-  }
-
-  async claimStart(consumerUid: string, now: number, leaseMs: number): Promise<boolean> {
-    const token = writeToken();
-    const out = await this.update(consumerUid, 0, {
-      UpdateExpression: 'SET starting = :until, startToken = :token',
-      ConditionExpression: 'attribute_not_exists(starting) OR starting < :now',
-      ExpressionAttributeValues: marshall({ ':until': now + leaseMs, ':now': now, ':token': token }),
-      ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-    });
-    // A lease this call's first try took, its answer lost: the SDK's retry failed against it, and
-    // the lease is ours (else the wake would start no lane and hold the lease for nothing).
-    return out.ok || out.old?.startToken === token;
   }
 
   /**

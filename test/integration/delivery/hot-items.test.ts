@@ -169,9 +169,11 @@ describe('hot items under DynamoDB physics (k = 50): the items every registratio
         `DISPATCH#${consumerUid} / _`,
       ]);
       expect(conflictsOn(wakeItem)).toBe(0);
-      // Not designed out yet: a wake that finds no lane receiving takes its start lease on the
-      // slot map's first shard (a write per lane start, not per send), which can meet a
-      // registration's transaction there and give up; the supervisor then starts the lane.
+      // A wake that finds no lane receiving takes its start lease beside the count, not on the
+      // slot map's first shard, so it never meets a registration's transaction and gives up.
+      expect(
+        [...gaveUp.keys()].filter((k) => k.startsWith('could not wake') && k.includes('Transaction')),
+      ).toEqual([]);
       // Every send counted its wake there, and none on the slot map's first shard.
       const item = async (pk: string, sk: string) =>
         (
@@ -180,7 +182,9 @@ describe('hot items under DynamoDB physics (k = 50): the items every registratio
           )
         ).Item;
       expect(unmarshall((await item(`WAKE#${consumerUid}`, '_')) ?? {}).wakes).toBe(ids.length);
-      expect(unmarshall((await item(`DISPATCH#${consumerUid}`, '_')) ?? {}).wakes).toBeUndefined();
+      const firstShard = unmarshall((await item(`DISPATCH#${consumerUid}`, '_')) ?? {});
+      expect(firstShard.wakes).toBeUndefined();
+      expect(firstShard.starting, 'no start lease on the first shard').toBeUndefined();
     });
   });
 

@@ -152,10 +152,30 @@ describe('conditional writes whose answer is lost recognise their own first try'
     expect(await store.claimStart(consumerUid, now, 30_000)).toBe(true);
     expect(lost.lost()).toBe(1);
     lost.remove();
-    expect((await store.dispatchState(consumerUid)).starting).toBe(now + 30_000);
+    expect((await store.wake(consumerUid, now)).starting).toBe(now + 30_000);
     // Another wake within the lease still finds it taken.
     expect(await store.claimStart(consumerUid, now + 1, 30_000)).toBe(false);
     // Once it ran out, a wake takes it again.
     expect(await store.claimStart(consumerUid, now + 30_001, 30_000)).toBe(true);
+  });
+
+  it('DL-01 the lane a wake started ends the start lease with its take; the lease is never on a slot shard', async () => {
+    const consumerUid = `c-${randomUUID()}`;
+    await store.initSlots(consumerUid);
+    const now = Date.now();
+    expect(await store.claimStart(consumerUid, now, 30_000)).toBe(true);
+    expect((await store.wake(consumerUid, now)).starting, 'a wake sees the lease').toBe(now + 30_000);
+    const taken = await store.takeSlot(consumerUid, `b${randomUUID()}`, now + 60_000, {
+      max: 5,
+      generation: 1,
+    });
+    expect(taken.taken).toBe(true);
+    // A send now sees the lane's slot, not a lease: once that lane rests, the next send starts one.
+    expect((await store.wake(consumerUid, now)).starting, 'the lease after the take').toBeUndefined();
+    expect(await store.claimStart(consumerUid, now + 1, 30_000), 'a later wake takes the lease again').toBe(
+      true,
+    );
+    const shard = await store.dispatchState(consumerUid);
+    expect(shard.starting, 'the slot map carries no lease').toBeUndefined();
   });
 });
