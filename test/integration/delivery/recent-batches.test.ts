@@ -7,6 +7,11 @@
 import { GetItemCommand, PutItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  RECENT_SHARDS,
+  recentPartition,
+  recentPartitions,
+} from '../../../lambdas/adapters/aws/delivery-store/recent-batches.ts';
 import { DynamoDeliveryStore, deliveryKeys } from '../../../lambdas/adapters/aws/dynamodb-delivery-store.ts';
 import { RECENT_BATCHES_KEPT_MS, type RecentBatch } from '../../../lambdas/operator/recent-batches.ts';
 import { TABLE_KEYS, timeOrderedKey } from '../../../lambdas/shared/table-schema.ts';
@@ -108,9 +113,15 @@ describe('recent batches in consumer state', () => {
       }),
     );
     const template = unmarshall(real.Item ?? {});
-    expect(template[TABLE_KEYS.gsi1.pk]).toBe(`RECENT#${consumerUid}`);
+    // One of the consumer's index shards, by the batch id: closes spread over partitions.
+    expect(template[TABLE_KEYS.gsi1.pk]).toBe(recentPartition(consumerUid, listed[0]?.batchId as string));
+    expect(template[TABLE_KEYS.gsi1.pk]).toMatch(
+      new RegExp(`^RECENT#${consumerUid}#[0-${RECENT_SHARDS - 1}]$`),
+    );
     const oldest = Math.min(...listed.map((b) => b.endedAt));
-    const copy = async (batchId: string, closedAt: number, consumer = consumerUid) =>
+    // Half the copies in the consumer's shards, half in the single partition heads had before
+    // the shards: the listing merges them all, newest first.
+    const copy = async (batchId: string, closedAt: number, consumer = consumerUid, legacy = false) =>
       d.host.dynamodb.send(
         new PutItemCommand({
           TableName: d.host.tableName,
@@ -119,12 +130,12 @@ describe('recent batches in consumer state', () => {
             ...deliveryKeys.head(batchId),
             batchId,
             closedAt,
-            [TABLE_KEYS.gsi1.pk]: `RECENT#${consumer}`,
+            [TABLE_KEYS.gsi1.pk]: legacy ? `RECENT#${consumer}` : recentPartition(consumer, batchId),
             [TABLE_KEYS.gsi1.sk]: timeOrderedKey(closedAt, batchId),
           }),
         }),
       );
-    for (let i = 0; i < 25; i++) await copy(`old-${i}`, oldest - 1000 - i);
+    for (let i = 0; i < 25; i++) await copy(`old-${i}`, oldest - 1000 - i, consumerUid, i % 2 === 1);
     const bounded = (await state(consumerUid)).recentBatches;
     expect(bounded).toHaveLength(20);
     expect(bounded.slice(0, listed.length).map((b) => b.batchId)).toEqual(listed.map((b) => b.batchId));
@@ -140,5 +151,16 @@ describe('recent batches in consumer state', () => {
     await copy('old-day', Date.now() - 25 * 3600 * 1000, other);
     expect(await store.recentlyClosed(other, 20, Date.now() - RECENT_BATCHES_KEPT_MS)).toEqual([]);
     expect((await store.recentlyClosed(other, 20, 0)).map((h) => h.batchId)).toEqual(['old-day']);
+  });
+
+  it('OPS-04 a consumer’s closed batches spread over its index shards by batch id', () => {
+    const counts = new Map<string, number>();
+    for (let i = 0; i < 800; i++) {
+      const pk = recentPartition('c', `b${i}`);
+      counts.set(pk, (counts.get(pk) ?? 0) + 1);
+    }
+    expect([...counts.keys()].sort()).toEqual(recentPartitions('c').slice(0, RECENT_SHARDS).sort());
+    // About 100 each; none of them takes more than twice its share.
+    for (const [pk, n] of counts) expect(n, pk).toBeLessThan(200);
   });
 });

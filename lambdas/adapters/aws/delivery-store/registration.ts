@@ -50,7 +50,7 @@ export async function createBatch(
           {
             ...deliveryKeys.head(head.batchId),
             ...head,
-            [RECENT_INDEX.pk]: recentPartition(head.consumerUid),
+            [RECENT_INDEX.pk]: recentPartition(head.consumerUid, head.batchId),
             [TTL]: expires,
           },
           { removeUndefinedValues: true },
