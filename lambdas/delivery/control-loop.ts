@@ -39,6 +39,7 @@ import type {
 import type { DispatchState } from './delivery-store.ts';
 import { dispatcherInput } from './dispatcher-definition.ts';
 import { EXPRESS_MAX_START_AFTER_SECONDS, expressLaneUntil, type LaneKind } from './lane-kinds.ts';
+import { laneBatchId } from './slots.ts';
 import { unfinishedBatchOf } from './unfinished-batch.ts';
 
 /** What an execution of the dispatcher state machine starts from (`dispatcherInput`). */
@@ -79,10 +80,16 @@ export interface LaneState {
   inherit?: unknown;
 }
 
+/** The execution a lane runs in (`$$.Execution`): with the round it names the round's first slot. */
+export interface LaneExecution {
+  id: string;
+  startTime?: string;
+}
+
 /** The dispatcher step Lambda's actions (what the state machine's Host tasks send). */
 export type DispatcherStepInput =
   /** `startedAt`: an Express lane's execution start (`$$.Execution.StartTime`). */
-  | { action: 'acquire'; lane: LaneState; startedAt?: string }
+  | { action: 'acquire'; lane: LaneState; startedAt?: string; execution?: LaneExecution }
   /** An execution of the definition before `lane` (running through a deploy). */
   | { action: 'acquire'; consumerUid: string; generation: number; inherit?: unknown }
   | {
@@ -286,7 +293,7 @@ export class ControlLoop {
     switch (input.action) {
       case 'acquire':
         return 'lane' in input
-          ? this.acquireForLane(input.lane, input.startedAt)
+          ? this.acquireForLane(input.lane, input.startedAt, input.execution)
           : this.o.service.acquire(input.consumerUid, input.generation, input.inherit);
       case 'recover': {
         const { heldUntil } = await this.o.service.recoverLane(
@@ -330,8 +337,13 @@ export class ControlLoop {
    * wait would not: the lane goes on in a new execution of the kind its consumer fits, with the
    * context just read.
    */
-  private async acquireForLane(lane: LaneState, startedAt?: string): Promise<AcquireAnswer> {
+  private async acquireForLane(
+    lane: LaneState,
+    startedAt?: string,
+    execution?: LaneExecution,
+  ): Promise<AcquireAnswer> {
     const { wait, next } = laneAfterAcquire(lane);
+    const batchId = laneBatchId(execution, lane.round ?? 0);
     const { consumerUid, generation } = lane;
     const inherit = isRecord(lane.inherit) ? lane.inherit : {};
     const until = startedAt === undefined ? undefined : (expressLaneUntil(startedAt) ?? 0);
@@ -354,10 +366,10 @@ export class ControlLoop {
       return elsewhere('long wait', 'standard', wait, context);
     }
     if (until === undefined) {
-      const r = await this.o.service.acquire(consumerUid, generation, inherit);
+      const r = await this.o.service.acquire(consumerUid, generation, inherit, batchId);
       return { ...r, lane: laneOfSlot(next, r) };
     }
-    const r = await this.o.service.acquireWithin(consumerUid, generation, inherit, until);
+    const r = await this.o.service.acquireWithin(consumerUid, generation, inherit, until, batchId);
     // A lane that could not take its first slot inside a fresh window (its AcquireSlot came late:
     // throttled, or a cold start past the room) goes on in Standard, so hand-overs never repeat.
     // After its own wait (round 1) a lane hands over to the kind its consumer fits: the new lane
@@ -423,7 +435,11 @@ export class ControlLoop {
       const state =
         counted.partial &&
         lanesOnWake(counted, consumer.maxConcurrency, this.clock(), this.o.service.receiveTailMs) > 0
-          ? { ...(await this.o.service.dispatchState(consumer.consumerUid)), wakes: counted.wakes }
+          ? {
+              ...(await this.o.service.dispatchState(consumer.consumerUid)),
+              wakes: counted.wakes,
+              ...(counted.starting !== undefined ? { starting: counted.starting } : {}),
+            }
           : counted;
       if (lanesOnWake(state, consumer.maxConcurrency, this.clock(), this.o.service.receiveTailMs) === 0)
         return;

@@ -78,13 +78,24 @@ export class DeliveryService {
   }
 
   /** AcquireSlot, a lane's first slot of a worker invocation (`SlotDesk.acquire`). */
-  acquire(consumerUid: string, generation: number, inherited?: unknown): Promise<AcquireResult> {
-    return this.slots.acquire(consumerUid, generation, inherited);
+  acquire(
+    consumerUid: string,
+    generation: number,
+    inherited?: unknown,
+    batchId?: string,
+  ): Promise<AcquireResult> {
+    return this.slots.acquire(consumerUid, generation, inherited, batchId);
   }
 
   /** AcquireSlot in an Express lane: a slot only while a whole batch still fits its window. */
-  acquireWithin(consumerUid: string, generation: number, inherited: unknown, until: number) {
-    return this.slots.acquireWithin(consumerUid, generation, inherited, until);
+  acquireWithin(
+    consumerUid: string,
+    generation: number,
+    inherited: unknown,
+    until: number,
+    batchId?: string,
+  ) {
+    return this.slots.acquireWithin(consumerUid, generation, inherited, until, batchId);
   }
 
   /** The kind of lane a consumer runs on, from a slot or lane context of it. */

@@ -118,6 +118,9 @@ export function dispatcherDefinition(arns: DispatcherArns, kind: LaneKind = 'sta
         Parameters: step({
           action: 'acquire',
           'lane.$': '$',
+          // Names the round's slot: a retry of this state after a lost answer finds the slot
+          // its first try took rather than taking a second one.
+          execution: { 'id.$': '$$.Execution.Id', 'startTime.$': '$$.Execution.StartTime' },
           ...(express ? { 'startedAt.$': '$$.Execution.StartTime' } : {}),
         }),
         ResultSelector: {

@@ -127,6 +127,24 @@ export function nextBatchId(batchId: string): string {
   return `${laneRootOf(batchId)}.${suffix}`;
 }
 
+/**
+ * The id of a lane's first batch in a round: derived from its execution and the round, so an
+ * AcquireSlot that Step Functions runs again after a lost answer (its take committed) finds the
+ * slot its first try took. A random id took a second slot, and the first was held unused until
+ * its gathering deadline: with maxConcurrency 1, the consumer had no lane for about two minutes.
+ * The start time tells apart two executions of one name (Express names repeat).
+ */
+export function laneBatchId(
+  execution: { id?: unknown; startTime?: unknown } | undefined,
+  round: number,
+): string | undefined {
+  if (typeof execution?.id !== 'string' || execution.id === '') return undefined;
+  const digest = createHash('sha256')
+    .update(`lane:${execution.id}:${String(execution.startTime ?? '')}:${round}`)
+    .digest('base64url');
+  return `b${digest.slice(0, 24)}`;
+}
+
 export type AcquireResult =
   /** `held` of `capacity` (maxConcurrency) slots are taken with this one: the loop's scaling input. */
   | { status: 'acquired'; slot: Slot; held: number; capacity: number }
@@ -155,11 +173,16 @@ export class SlotDesk {
    * as the old generation's batches end, their lanes take the places the new bound has, so a
    * consumer with a backlog does not wait for the supervisor after an update.
    */
-  async acquire(consumerUid: string, generation: number, inherited?: unknown): Promise<AcquireResult> {
+  async acquire(
+    consumerUid: string,
+    generation: number,
+    inherited?: unknown,
+    batchId?: string,
+  ): Promise<AcquireResult> {
     const inheritedLane = this.inheritedContext(consumerUid, generation, inherited);
     const context = inheritedLane?.context ?? (await this.laneContext(consumerUid, generation, true));
     if (!context) return { status: 'stop' };
-    return this.take(context, `b${newToken(18)}`, inheritedLane?.cohort);
+    return this.take(context, batchId ?? `b${newToken(18)}`, inheritedLane?.cohort);
   }
 
   /**
@@ -173,6 +196,7 @@ export class SlotDesk {
     generation: number,
     inherited: unknown,
     until: number,
+    batchId?: string,
   ): Promise<AcquireResult | { status: 'elsewhere'; kind: LaneKind; inherit: InheritedLane }> {
     const inheritedLane = this.inheritedContext(consumerUid, generation, inherited);
     const context = inheritedLane?.context ?? (await this.laneContext(consumerUid, generation, true));
@@ -184,7 +208,7 @@ export class SlotDesk {
         inherit: sealLane(this.c.o.credentialKey, context),
       };
     }
-    return this.take(context, `b${newToken(18)}`, inheritedLane?.cohort);
+    return this.take(context, batchId ?? `b${newToken(18)}`, inheritedLane?.cohort);
   }
 
   /** The kind of lane a consumer runs on, from a slot or lane context of it. */

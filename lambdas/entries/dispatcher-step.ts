@@ -28,6 +28,10 @@ const stepInput = z.union([
     }),
     // An Express lane's execution start (`$$.Execution.StartTime`, ISO 8601).
     startedAt: z.string().min(1).max(64).optional(),
+    // The execution (`$$.Execution`): a retried AcquireSlot of a round asks for the same slot.
+    execution: z
+      .strictObject({ id: z.string().min(1).max(2_048), startTime: z.string().min(1).max(64).optional() })
+      .optional(),
   }),
   // From an execution of the definition before `lane` (running through a deploy).
   z.strictObject({

@@ -312,8 +312,18 @@ describe('LocalStateMachine', () => {
       },
     });
     await execution.result;
-    // One AcquireSlot, with its resolved Parameters.Payload: the lane's whole state.
-    expect(payloads).toEqual([{ action: 'acquire', lane: dispatcherInput('consumer-1', 1) }]);
+    // One AcquireSlot, with its resolved Parameters.Payload: the lane's whole state, and the
+    // execution from the context object (it names the round's slot).
+    expect(payloads).toEqual([
+      {
+        action: 'acquire',
+        lane: dispatcherInput('consumer-1', 1),
+        execution: {
+          id: expect.stringMatching(/:execution:.*consumer-1-g1$/),
+          startTime: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+        },
+      },
+    ]);
     // ExecutionStarted, AcquireSlot (5), SlotTaken (2), LaneDone (2), ExecutionSucceeded.
     expect(execution.history().events).toBe(11);
   });
