@@ -151,6 +151,11 @@ export function composeHost(deps: HostDeps) {
     launcher: deps.lanes ?? { start: async () => 'exists' },
     consumerOfQueue: consumerOfQueue(store, attachments, deps.clock),
     ...(deps.clock ? { clock: deps.clock } : {}),
+    // A due lane polls for its idle wait: asks for a moment within it start nothing more.
+    dueLanes: {
+      claim: (uid, at) => deliveryStore.claimDueLane(uid, at, delivery.idleWaitSeconds),
+      forget: (uid, at) => deliveryStore.forgetDueLane(uid, at),
+    },
   });
   loopRef = loop;
   const producer = new QueueProducer({

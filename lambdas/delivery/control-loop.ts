@@ -38,6 +38,7 @@ import type {
 } from './delivery-service.ts';
 import type { DispatchState } from './delivery-store.ts';
 import { dispatcherInput } from './dispatcher-definition.ts';
+import { type DueLaneClaims, DueLaneStarts } from './due-lanes.ts';
 import { EXPRESS_MAX_START_AFTER_SECONDS, expressLaneUntil, type LaneKind } from './lane-kinds.ts';
 import { laneBatchId } from './slots.ts';
 import { unfinishedBatchOf } from './unfinished-batch.ts';
@@ -254,38 +255,20 @@ export interface ControlLoopOptions {
   launcher: LaneLauncher;
   consumerOfQueue?: ConsumerOfQueue;
   clock?: () => number;
-}
-
-/** Names claimed until a time (epoch ms); forgotten once it has passed, and bounded in number. */
-class DueSeconds {
-  private readonly until = new Map<string, number>();
-
-  /** True the first time `name` is claimed while its time lies ahead. */
-  claim(name: string, at: number, now: number): boolean {
-    if ((this.until.get(name) ?? 0) > now) return false;
-    if (this.until.size >= 1_000) {
-      for (const [n, t] of this.until) if (t <= now) this.until.delete(n);
-      if (this.until.size >= 1_000) this.until.clear();
-    }
-    this.until.set(name, at);
-    return true;
-  }
-
-  forget(name: string): void {
-    this.until.delete(name);
-  }
+  dueLanes?: DueLaneClaims;
 }
 
 export class ControlLoop {
   private readonly o: ControlLoopOptions;
   private readonly clock: () => number;
 
-  /** Lanes for messages due later that this process started, until their second has passed. */
-  private readonly laterStarted = new DueSeconds();
+  /** Lanes for messages due later: one per second from this process, and one per consumer's window. */
+  private readonly dueStarts: DueLaneStarts;
 
   constructor(opts: ControlLoopOptions) {
     this.o = opts;
     this.clock = opts.clock ?? Date.now;
+    this.dueStarts = new DueLaneStarts(opts.dueLanes);
   }
 
   /** The Host tasks of the state machine (AcquireSlot, RecoverBatch, HandOver). */
@@ -526,15 +509,14 @@ export class ControlLoop {
     for (const after of due) {
       const at = Math.floor(now / 1000) + after;
       const name = laneNames.later(consumerUid, generation, at);
-      // A lane this process started for the same second already covers it. Standard names
-      // deduplicate on their own; Express names do not, and in a retry storm every batch's
-      // finalisation asks for the same few seconds: unremembered, each asked StartExecution
-      // again, spending the account's bucket that hand-overs and wakes share.
-      if (!this.laterStarted.claim(name, at * 1000, now)) continue;
+      // A lane started for the same second, or by another process for a moment just before it
+      // that still polls then, covers it (`due-lanes.ts`).
+      const claim = await this.dueStarts.claim(name, consumerUid, at, now);
+      if (claim === 'covered') continue;
       try {
         await this.launch(name, consumerUid, generation, 'due', after);
       } catch (err) {
-        this.laterStarted.forget(name);
+        await this.dueStarts.forget(name, consumerUid, at, claim);
         log.warn('could not start a lane for messages due later; the supervisor will', { consumerUid, err });
       }
     }

@@ -103,6 +103,11 @@ export class DeliveryService {
     return this.slots.laneKindOf(bounds);
   }
 
+  /** How long a lane that finds its queue empty keeps polling before it rests. */
+  get idleWaitSeconds(): number {
+    return this.c.o.idleWaitSeconds;
+  }
+
   /**
    * How long before its deadline a slot that holds no batch has stopped receiving: its gathering
    * deadline leaves room to register and a margin after the receive window (`gatheringDeadline`).

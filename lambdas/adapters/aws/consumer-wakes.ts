@@ -63,24 +63,41 @@ export async function readWakes(client: DynamoDBClient, table: string, consumerU
   return wakesOf(out.Item ? unmarshall(out.Item) : undefined);
 }
 
+/**
+ * One conditional write on the consumer's wake item that leaves a token in `tokenField`: a write
+ * whose first try committed and whose answer was lost fails its condition on the SDK's retry, and
+ * finds its own token there — the claim is its own (else it would hold, for nothing, what it took).
+ */
+async function claimWithToken(
+  client: DynamoDBClient,
+  table: string,
+  consumerUid: string,
+  claim: { set: string; condition: string; values: Record<string, unknown>; tokenField: string },
+): Promise<boolean> {
+  const token = writeToken();
+  const out = await conditionalUpdate(client, table, wakeKey(consumerUid), {
+    UpdateExpression: `SET ${claim.set}, ${claim.tokenField} = :token`,
+    ConditionExpression: claim.condition,
+    ExpressionAttributeValues: marshall({ ...claim.values, ':token': token }),
+    ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+  });
+  return out.ok || out.old?.[claim.tokenField] === token;
+}
+
 /** Takes the consumer's start lease until `now + leaseMs` unless a live one is held. */
-export async function claimWakeStart(
+export function claimWakeStart(
   client: DynamoDBClient,
   table: string,
   consumerUid: string,
   now: number,
   leaseMs: number,
 ): Promise<boolean> {
-  const token = writeToken();
-  const out = await conditionalUpdate(client, table, wakeKey(consumerUid), {
-    UpdateExpression: 'SET starting = :until, startToken = :token',
-    ConditionExpression: 'attribute_not_exists(starting) OR starting < :now',
-    ExpressionAttributeValues: marshall({ ':until': now + leaseMs, ':now': now, ':token': token }),
-    ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+  return claimWithToken(client, table, consumerUid, {
+    set: 'starting = :until',
+    condition: 'attribute_not_exists(starting) OR starting < :now',
+    values: { ':until': now + leaseMs, ':now': now },
+    tokenField: 'startToken',
   });
-  // A lease this call's first try took, its answer lost: the SDK's retry failed against it, and
-  // the lease is ours (else the wake would start no lane and hold the lease for nothing).
-  return out.ok || out.old?.startToken === token;
 }
 
 /**
@@ -95,5 +112,39 @@ export async function endWakeStart(
   await conditionalUpdate(client, table, wakeKey(consumerUid), {
     UpdateExpression: 'REMOVE starting, startToken',
     ConditionExpression: 'attribute_exists(starting)',
+  });
+}
+
+/**
+ * Claims the start of a lane for messages due at `at` (epoch seconds) for every process of the
+ * Host: refused while a lane is due to start within `coverSeconds` before `at` (it still polls when
+ * these messages return). A token recognises a claim whose answer was lost.
+ */
+export function claimDueLane(
+  client: DynamoDBClient,
+  table: string,
+  consumerUid: string,
+  at: number,
+  coverSeconds: number,
+): Promise<boolean> {
+  return claimWithToken(client, table, consumerUid, {
+    set: 'dueLaneAt = :at',
+    condition: 'attribute_not_exists(dueLaneAt) OR dueLaneAt < :lo OR dueLaneAt > :at',
+    values: { ':at': at, ':lo': at - Math.max(0, coverSeconds - 1) },
+    tokenField: 'dueToken',
+  });
+}
+
+/** Gives a due lane's claim back after its start failed, so the next ask starts one. */
+export async function forgetDueLane(
+  client: DynamoDBClient,
+  table: string,
+  consumerUid: string,
+  at: number,
+): Promise<void> {
+  await conditionalUpdate(client, table, wakeKey(consumerUid), {
+    UpdateExpression: 'REMOVE dueLaneAt, dueToken',
+    ConditionExpression: 'dueLaneAt = :at',
+    ExpressionAttributeValues: marshall({ ':at': at }),
   });
 }

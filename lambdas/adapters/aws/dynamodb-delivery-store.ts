@@ -24,7 +24,7 @@ import type {
 } from '../../delivery/delivery-store.ts';
 import type { SettleCall } from '../../delivery/settlement-protocol.ts';
 import { log } from '../../shared/log.ts';
-import { claimWakeStart, endWakeStart, readWakes } from './consumer-wakes.ts';
+import { claimDueLane, claimWakeStart, endWakeStart, forgetDueLane, readWakes } from './consumer-wakes.ts';
 import { clearAttempts, getAttempts, putAttempts } from './delivery-store/attempts.ts';
 import {
   claimRelease,
@@ -138,6 +138,15 @@ export class DynamoDeliveryStore implements DeliveryStore {
 
   releaseIdle(consumerUid: string, batchId: string): Promise<IdleRelease> {
     return this.slotMap.releaseIdle(consumerUid, batchId);
+  }
+
+  /** One lane start per consumer for messages due at `at` (epoch s) (`DueLaneClaims`). */
+  claimDueLane(consumerUid: string, at: number, coverSeconds: number): Promise<boolean> {
+    return claimDueLane(this.table.client, this.table.table, consumerUid, at, coverSeconds);
+  }
+
+  forgetDueLane(consumerUid: string, at: number): Promise<void> {
+    return forgetDueLane(this.table.client, this.table.table, consumerUid, at);
   }
 
   claimStart(consumerUid: string, now: number, leaseMs: number): Promise<boolean> {
