@@ -51,13 +51,14 @@ class CrashedDuringStart extends Error {
 export const DEFAULT_TUNING: Tuning = { workerTimeoutSeconds: 900, env: {} };
 
 /**
- * The tuning of one schedule: its timings, plus its AWS faults (TAKOFORM_FAULTS) and its slots
- * per shard (TAKOFORM_SLOTS_PER_SHARD) if set.
+ * The tuning of one schedule: its timings, plus its AWS faults (TAKOFORM_FAULTS), its slots per
+ * shard (TAKOFORM_SLOTS_PER_SHARD) and AWS's throughput physics (TAKOFORM_PHYSICS) if set.
  */
 export function tuningFor(s: {
   timing: 'chaos' | 'default';
   faults: string | undefined;
   slotsPerShard?: number;
+  physics?: number;
 }): Tuning {
   const base = s.timing === 'default' ? DEFAULT_TUNING : CHAOS_TUNING;
   const env = {
@@ -66,6 +67,7 @@ export function tuningFor(s: {
     ...(s.slotsPerShard !== undefined && s.slotsPerShard < 10
       ? { TAKOFORM_SLOTS_PER_SHARD: String(s.slotsPerShard) }
       : {}),
+    ...(s.physics !== undefined ? { TAKOFORM_PHYSICS: String(s.physics) } : {}),
   };
   return { ...base, env };
 }

@@ -132,7 +132,7 @@ export function formatReport(
 
 export function formatResult(r: ScheduleResult): string {
   const v = r.delivery;
-  const variant = r.variant === 'classic' ? '' : ` [${r.variant}]`;
+  const variant = `${r.variant === 'classic' ? '' : ` [${r.variant}]`}${r.physics ? ` [physics ÷${r.physics}]` : ''}`;
   const head = `seed ${String(r.seed).padStart(4)} ${r.ok ? 'ok  ' : 'FAIL'} ${(r.durationMs / 1000).toFixed(1).padStart(5)}s${variant}`;
   const figures = v
     ? `sent ${v.sent} acked ${v.acked} dlq ${v.deadLettered} dropped ${v.dropped} dup ${v.duplicates} lost ${v.lost.length} flips ${v.flips.length} breaches ${v.breaches.length} beyond ${v.excessDeliveries}`

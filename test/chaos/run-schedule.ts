@@ -77,6 +77,8 @@ export interface ScheduleResult {
   profile: string;
   /** classic, defaults, defaults+faults or faults (see schedule.ts). */
   variant: string;
+  /** The physics scale factor the schedule ran with, if any. */
+  physics?: number;
   ok: boolean;
   failures: string[];
   notes: string[];
@@ -345,6 +347,7 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
       seed: s.seed,
       profile: s.profile,
       variant: s.variant,
+      ...(s.physics !== undefined ? { physics: s.physics } : {}),
       ok: failures.length === 0,
       failures,
       notes,

@@ -134,7 +134,16 @@ export interface Schedule {
    * its slots over several items (the shards of dynamodb-slot-map.ts); the default 10 otherwise.
    */
   slotsPerShard: number;
+  /**
+   * TAKOFORM_PHYSICS: the stand-ins enforce AWS's throughput limits divided by this factor
+   * (transaction conflicts, per-partition throughput, Lambda's concurrency), for every sixth seed
+   * of the `full` and `truth` profiles; undefined otherwise.
+   */
+  physics?: number;
 }
+
+/** The scale factor of the seeds run with AWS's throughput physics (limits divided by it). */
+export const CHAOS_PHYSICS_SCALE = 10;
 
 export const isBoundary = (s: Step): s is Extract<Step, { kind: 'crash' | 'kill9' | 'term' }> =>
   s.kind === 'crash' || s.kind === 'kill9' || s.kind === 'term';
@@ -432,6 +441,7 @@ export function scheduleFor(seed: number, profile: Profile = 'full'): Schedule {
     lostAnswers: lost !== undefined,
     // From the seed alone, so every schedule drawn before stays as it was.
     slotsPerShard: seed % 2 === 1 ? 1 : 10,
+    ...(!short && seed % 6 === 0 ? { physics: CHAOS_PHYSICS_SCALE } : {}),
   };
 }
 
@@ -446,6 +456,7 @@ export function describeSchedule(s: Schedule): string {
       ? ''
       : `; ${s.variant} (${s.timing} timings${s.faults ? `, TAKOFORM_FAULTS=${s.faults}` : ''})`) +
     (s.slotsPerShard < 10 ? `; ${s.slotsPerShard} slot per shard` : '') +
+    (s.physics !== undefined ? `; AWS physics, limits ÷ ${s.physics}` : '') +
     (s.updates.length ? `; maxConcurrency updates ${s.updates.join(' → ')}` : '');
   const steps = s.steps.map(stepLabel);
   return `${head}\n  ${steps.join('\n  ')}`;
