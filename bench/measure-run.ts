@@ -4,6 +4,8 @@
  * so that one failure costs its figure, not the whole run.
  */
 import type { BenchConfig, BenchSamples } from './results-model.ts';
+import { measureScale } from './scale/measure-scale.ts';
+import { warmScaleThreads } from './scale/write-scale.ts';
 import { laneEndRun, supervisorRun } from './scenarios/idle.ts';
 import { arrivalRun, controlPlaneRun, settleLatencyRun } from './scenarios/latency.ts';
 import { baselineSteady, hostSteady } from './scenarios/steady.ts';
@@ -190,6 +192,14 @@ async function idle({ config, endpoints, samples, attempt, log }: Run): Promise<
   log('idle scenarios done');
 }
 
+/** The scale cases, each under physics of its own; a failed case is recorded in the scale samples. */
+async function scale({ config, endpoints, samples, log }: Run): Promise<void> {
+  if (!config.scale) return;
+  await warmScaleThreads(config.scale);
+  samples.scale = await measureScale(config.scale, endpoints, log);
+  for (const e of samples.scale.errors) samples.errors.push({ scenario: e.scenario, run: 1, error: e.error });
+}
+
 const SCENARIOS = [
   warmUp,
   throughput,
@@ -199,6 +209,7 @@ const SCENARIOS = [
   sendToHandler,
   controlPlane,
   idle,
+  scale,
 ];
 
 export async function measureRun(config: BenchConfig, log: Log): Promise<BenchSamples> {

@@ -1,4 +1,6 @@
 /** The shape of `bench/results/<date>.json`: configuration, prices, raw samples, summary. */
+
+import type { ScaleConfig, ScaleSamples } from './scale/model.ts';
 import type { LaneEndSample, SupervisorSample } from './scenarios/idle.ts';
 import type { ArrivalSample, ControlPlaneSample, SettleLatencySample } from './scenarios/latency.ts';
 import type {
@@ -23,6 +25,8 @@ export interface BenchConfig {
   controlPlane: { creates: number; gets: number; bareWrites: number };
   supervisor: { rounds: number };
   laneEnd: { idleWaitSeconds: number };
+  /** The scale cases under the stand-ins' physics (absent in results before 2026-12-05). */
+  scale?: ScaleConfig;
 }
 
 export interface ThroughputPair {
@@ -53,6 +57,8 @@ export interface BenchSamples {
   controlPlane: ControlPlaneSample[];
   supervisor: SupervisorSample[];
   laneEnd: LaneEndSample[];
+  /** The scale cases' samples (absent in results before 2026-12-05). */
+  scale?: ScaleSamples;
   errors: ScenarioError[];
 }
 

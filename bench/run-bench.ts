@@ -7,7 +7,11 @@
  * --quick: one run per figure with small message counts (a smoke run of a minute or two); its
  * files are <date>-quick.* and latest.md is left alone.
  * --from <results.json>: re-renders the Markdown, chart and summary of an earlier run from its
- * raw samples, without measuring anything.
+ * raw samples, without measuring anything (a scale run's JSON too).
+ * --scenario scale: only the scale cases (one consumer at maxConcurrency 250, many consumers on
+ * one Host, a retry storm) with the stand-ins' throughput physics on at a scale k; its files are
+ * <date>-scale.{json,md} (`-scale-quick` with --quick), and neither latest.md nor docs/costs.md
+ * is touched. A full run includes the scale cases in its own files.
  * A full run (measured or re-rendered) also rewrites the cost table of docs/costs.md
  * (readme-costs.ts). --out <dir> and --costs-page <file> write elsewhere (the unit test of the
  * cost region uses them).
@@ -20,6 +24,9 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { measureRun } from './measure-run.ts';
 import type { BenchConfig, BenchMeta, BenchSamples } from './results-model.ts';
+import { SCALE_FULL, SCALE_QUICK } from './scale/configs.ts';
+import type { ScaleSamples } from './scale/model.ts';
+import { runScale, writeScaleResults } from './scale/write-scale.ts';
 import type { SteadySetting } from './scenarios/steady.ts';
 import { machineProbeMs } from './support/cpu.ts';
 import { type Outputs, writeResults } from './write-results.ts';
@@ -59,6 +66,7 @@ const FULL: BenchConfig = {
   controlPlane: { creates: 30, gets: 200, bareWrites: 200 },
   supervisor: { rounds: 20 },
   laneEnd: { idleWaitSeconds: 20 },
+  scale: SCALE_FULL,
 };
 
 const QUICK: BenchConfig = {
@@ -87,6 +95,7 @@ const QUICK: BenchConfig = {
   controlPlane: { creates: 10, gets: 50, bareWrites: 100 },
   supervisor: { rounds: 10 },
   laneEnd: { idleWaitSeconds: 2 },
+  scale: SCALE_QUICK,
 };
 
 const BENCH_DIR = path.dirname(fileURLToPath(import.meta.url));
@@ -98,6 +107,7 @@ const log = (msg: string) =>
 
 interface Options {
   quick: boolean;
+  scenario?: 'scale';
   from?: string;
   outputs: Outputs;
 }
@@ -109,13 +119,21 @@ function options(): Options {
       from: { type: 'string' },
       out: { type: 'string' },
       'costs-page': { type: 'string' },
+      scenario: { type: 'string' },
     },
   });
+  if (values.scenario !== undefined && values.scenario !== 'scale')
+    throw new Error(`unknown --scenario ${values.scenario} (known: scale)`);
   const outputs = {
     dir: values.out ?? path.join(BENCH_DIR, 'results'),
     costsPage: values['costs-page'] ?? path.join(BENCH_DIR, '..', 'docs', 'costs.md'),
   };
-  return { quick: values.quick, ...(values.from ? { from: values.from } : {}), outputs };
+  return {
+    quick: values.quick,
+    ...(values.scenario === 'scale' ? { scenario: 'scale' as const } : {}),
+    ...(values.from ? { from: values.from } : {}),
+    outputs,
+  };
 }
 
 /** Re-renders the report of an earlier run from its raw samples (no measurement). */
@@ -124,7 +142,9 @@ function rerender(from: string, outputs: Outputs): number {
     meta: BenchMeta;
     config: BenchConfig;
     samples: BenchSamples;
+    scale?: ScaleSamples;
   };
+  if (saved.scale) return writeScaleResults(saved.meta, saved.scale, outputs.dir);
   return writeResults(saved.meta, saved.config, saved.samples, outputs);
 }
 
@@ -157,8 +177,13 @@ function runMeta(start: ReturnType<typeof machineAtStart>): BenchMeta {
 }
 
 async function main(): Promise<number> {
-  const { quick, from, outputs } = options();
+  const { quick, scenario, from, outputs } = options();
   if (from) return rerender(from, outputs);
+  if (scenario === 'scale') {
+    const start = machineAtStart();
+    const samples = await runScale(quick ? SCALE_QUICK : SCALE_FULL, log);
+    return writeScaleResults(runMeta(start), samples, outputs.dir);
+  }
   const config = quick ? QUICK : FULL;
   const start = machineAtStart();
   const samples = await measureRun(config, log);

@@ -8,6 +8,7 @@ import { PRICE_SOURCES, PRICES } from './pricing.ts';
 import { costsRegion, replaceCostsRegion } from './readme-costs.ts';
 import { summarise } from './report.ts';
 import type { BenchConfig, BenchMeta, BenchSamples } from './results-model.ts';
+import { scaleSection } from './scale/render.ts';
 import type { Summary } from './summary-model.ts';
 
 export interface Outputs {
@@ -48,7 +49,9 @@ export function writeResults(
     path.join(out.dir, chartFile),
     renderChart(summary, `Takoform queue Host benchmark - ${base}`),
   );
-  const md = markdown(meta, config, summary, chartFile);
+  const md = samples.scale
+    ? `${markdown(meta, config, summary, chartFile).trimEnd()}\n\n${scaleSection(samples.scale).join('\n')}\n`
+    : markdown(meta, config, summary, chartFile);
   writeFileSync(path.join(out.dir, `${base}.md`), md);
   if (config.mode === 'full') writeFileSync(path.join(out.dir, 'latest.md'), md);
   writeFileSync(

@@ -32,7 +32,7 @@ export interface SupervisorSample {
 }
 
 /** A stand-in client that answers like an idle account and counts each call. */
-function recordingStub(meter: Meter, service: string, answer: (operation: string) => unknown) {
+export function recordingStub(meter: Meter, service: string, answer: (operation: string) => unknown) {
   return {
     send: async (command: object) => {
       const operation = command.constructor.name.replace(/Command$/, '');

@@ -27,6 +27,7 @@ import { API_ROOT } from '../../lambdas/http/origin.ts';
 import { ExecutorLoop } from '../../lambdas/local/executor-loop.ts';
 import { LocalLanes } from '../../lambdas/local/lanes/local-lanes.ts';
 import { LocalSupervisor } from '../../lambdas/local/lanes/local-supervisor.ts';
+import type { LambdaConcurrency } from '../../lambdas/local/physics/lambda-concurrency.ts';
 import { WorkerPool } from '../../lambdas/local/workers/worker-pool.ts';
 import { attribute, Meter } from './meter.ts';
 import { unwatchConsumer, watchConsumer } from './sfn-hook.ts';
@@ -107,6 +108,8 @@ export interface ConsumerSettings {
   maxConcurrency: number;
   maxRetries?: number;
   retryDelaySeconds?: number;
+  /** The resourceUid of a queue that takes messages past their retries. */
+  deadLetterQueue?: string;
 }
 
 export interface BenchHostOptions {
@@ -115,6 +118,8 @@ export interface BenchHostOptions {
   idleWaitSeconds?: number;
   workerTimeoutMs?: number;
   graceMs?: number;
+  /** Lambda's concurrency pool the lanes' invocations share (the scale bench's physics); none: no limit. */
+  concurrency?: LambdaConcurrency;
 }
 
 /**
@@ -139,9 +144,11 @@ type ComposedHost = ReturnType<typeof composeHost>;
  * one Lambda invocation, and the SDK calls inside it are attributed to it.
  */
 function meteredDelivery(delivery: DeliveryService, meter: Meter) {
-  const finalizedListeners = new Set<(delivered: number) => void>();
+  const finalizedListeners = new Set<(delivered: number, consumerUid: string) => void>();
+  /** Batch-host calls that threw, by role (a finalisation that failed, for the retry storm). */
+  const failures: Record<string, number> = {};
   /** Messages each registered batch delivered, until it is finalised. */
-  const delivered = new Map<string, number>();
+  const delivered = new Map<string, { n: number; consumerUid: string }>();
   const service = new Proxy(delivery, {
     get(target, prop) {
       const value = Reflect.get(target, prop, target);
@@ -155,16 +162,23 @@ function meteredDelivery(delivery: DeliveryService, meter: Meter) {
         let out: unknown;
         try {
           out = await attribute(role, () => fn.apply(target, args));
+        } catch (err) {
+          failures[role] = (failures[role] ?? 0) + 1;
+          throw err;
         } finally {
           meter.lambdaEnded(role, performance.now() - t0);
         }
         if (prop === 'register') {
-          const slot = args[0] as { batchId: string };
-          delivered.set(slot.batchId, (out as { deliver: unknown[] }).deliver.length);
+          const slot = args[0] as { batchId: string; consumerUid: string };
+          delivered.set(slot.batchId, {
+            n: (out as { deliver: unknown[] }).deliver.length,
+            consumerUid: slot.consumerUid,
+          });
         }
         if (prop === 'finalizeAsRunner') {
           const batchId = args[0] as string;
-          for (const l of finalizedListeners) l(delivered.get(batchId) ?? 0);
+          const d = delivered.get(batchId);
+          for (const l of finalizedListeners) l(d?.n ?? 0, d?.consumerUid ?? '');
           delivered.delete(batchId);
         }
         return out;
@@ -173,7 +187,8 @@ function meteredDelivery(delivery: DeliveryService, meter: Meter) {
   }) as DeliveryService;
   return {
     service,
-    onFinalized(listener: (delivered: number) => void): () => void {
+    failures,
+    onFinalized(listener: (delivered: number, consumerUid: string) => void): () => void {
       finalizedListeners.add(listener);
       return () => finalizedListeners.delete(listener);
     },
@@ -278,6 +293,7 @@ async function createConsumer(
       maxConcurrency: s.maxConcurrency,
       maxRetries: s.maxRetries ?? 3,
       retryDelaySeconds: s.retryDelaySeconds ?? 0,
+      ...(s.deadLetterQueue ? { deadLetterQueue: { resourceUid: s.deadLetterQueue } } : {}),
     },
   });
   if (c.status !== 202) throw new Error(`consumer create answered ${c.status}: ${JSON.stringify(c.body)}`);
@@ -292,15 +308,23 @@ function localDispatcher(
     service: DeliveryService;
     sqs: SQSClient;
     invokerFor: ReturnType<typeof poolInvoker>;
+    concurrency?: LambdaConcurrency;
   },
   idleWaitSeconds: number,
   supervisorMs: number,
 ): { lanes: LocalLanes; supervisor: LocalSupervisor } {
-  const { host, service, sqs, invokerFor } = deps;
+  const { host, service, sqs, invokerFor, concurrency } = deps;
   const lanes = new LocalLanes();
   const loop = new ControlLoop({ service, launcher: lanes });
   const messages = sqsMessageQueue(sqs);
-  lanes.attach({ loop, host: directBatchHost(service, loop), messages, idleWaitSeconds, invokerFor });
+  lanes.attach({
+    loop,
+    host: directBatchHost(service, loop),
+    messages,
+    idleWaitSeconds,
+    invokerFor,
+    ...(concurrency ? { concurrency } : {}),
+  });
   const supervisor = new LocalSupervisor(
     { loop, attachments: host.attachments, queueDirectory: host.queueDirectory, messages },
     supervisorMs,
@@ -385,7 +409,7 @@ export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptio
       idleWaitSeconds: opts.idleWaitSeconds ?? 1,
     },
   });
-  const { service, onFinalized } = meteredDelivery(host.delivery, meter);
+  const { service, onFinalized, failures } = meteredDelivery(host.delivery, meter);
   const invokerFor = poolInvoker(workers);
   const api = controlPlaneClient(host, token);
   const consumers: string[] = [];
@@ -413,7 +437,7 @@ export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptio
    */
   function startDispatcher(o: { idleWaitSeconds?: number; supervisorMs?: number } = {}): LocalLanes {
     const dispatcher = localDispatcher(
-      { host, service, sqs, invokerFor },
+      { host, service, sqs, invokerFor, ...(opts.concurrency ? { concurrency: opts.concurrency } : {}) },
       o.idleWaitSeconds ?? opts.idleWaitSeconds ?? 1,
       o.supervisorMs ?? 60_000,
     );
@@ -460,6 +484,7 @@ export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptio
     prefill: (target: QueueTarget, count: number, bodyBytes = 64, parallel = 4) =>
       prefillQueue(host, target, count, bodyBytes, parallel),
     onFinalized,
+    failures,
     close,
   };
 }

@@ -76,3 +76,9 @@ export default {
   },
 };
 `;
+
+/** Sleeps `env.MS` per batch (the scale bench's handler of a few milliseconds). */
+export const SLEEP_WORKER = `export default { async queue(batch, env) { await new Promise((r) => setTimeout(r, env.MS)); } };\n`;
+
+/** Throws on every batch (the scale bench's retry storm). */
+export const THROWING_WORKER = `export default { async queue() { throw new Error('every handler throws'); } };\n`;

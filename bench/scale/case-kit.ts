@@ -1,0 +1,89 @@
+/**
+ * What every scale case needs around a bench Host: the physics' refusals counted by the call that
+ * met them, the Host's warnings, a bare call's latency (to scale round times to AWS), and timed
+ * supervisor rounds (the very function AWS runs every minute).
+ */
+import { GetItemCommand } from '@aws-sdk/client-dynamodb';
+import { type SupervisorDeps, superviseOnce } from '../../lambdas/composition/aws-supervisor.ts';
+import { type LogSink, setLogSink } from '../../lambdas/shared/log.ts';
+import { recordingStub } from '../scenarios/idle.ts';
+import type { BenchHost } from '../support/bench-host.ts';
+import { attribute, currentContext, type Meter } from '../support/meter.ts';
+import { median } from '../support/stats.ts';
+
+/** Refusals the physics answers carry this mark in their message. */
+const MARK = 'TAKOFORM_PHYSICS';
+
+/** Counts the physics' refusals by `context DynamoDB:Operation` (the call that met them). */
+export function countRefusals(bench: BenchHost): Record<string, number> {
+  const counts: Record<string, number> = {};
+  bench.dynamodb.middlewareStack.add(
+    (next, context) => async (args) => {
+      try {
+        return await next(args);
+      } catch (err) {
+        if (String((err as Error).message ?? '').includes(MARK)) {
+          const key = `${currentContext()} DynamoDB:${String(context.commandName ?? '').replace(/Command$/, '')}`;
+          counts[key] = (counts[key] ?? 0) + 1;
+        }
+        throw err;
+      }
+    },
+    { step: 'initialize', name: 'scaleBenchRefusals' },
+  );
+  return counts;
+}
+
+/**
+ * Host warnings and errors by message (and the error's name), while the case runs: counted for
+ * the report instead of printed, since a case under physics may log thousands.
+ */
+export function captureWarnings(): { counts: Record<string, number>; restore(): void } {
+  const counts: Record<string, number> = {};
+  const previous: LogSink = setLogSink((level, message, fields) => {
+    if (level !== 'warn' && level !== 'error') return previous(level, message, fields);
+    const name = (fields.err as { name?: string } | undefined)?.name;
+    const key = name ? `${message} (${name})` : message;
+    counts[key] = (counts[key] ?? 0) + 1;
+  });
+  return { counts, restore: () => void setLogSink(previous) };
+}
+
+/** The median of `n` GetItem calls of a missing item through the stand-ins, ms. */
+export async function bareCallMs(bench: BenchHost, n = 30): Promise<number> {
+  const ms: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    await attribute('probe', () =>
+      bench.dynamodb.send(
+        new GetItemCommand({ TableName: bench.tableName, Key: { pk: { S: 'PROBE' }, sk: { S: '_' } } }),
+      ),
+    );
+    ms.push(performance.now() - t0);
+  }
+  return median(ms);
+}
+
+/** The supervisor's dependencies over a bench Host; `clock` moves rounds to later minutes. */
+export function supervisorDeps(bench: BenchHost, meter: Meter, clock?: () => number): SupervisorDeps {
+  return {
+    host: {
+      host: bench.host,
+      clients: { dynamodb: bench.dynamodb, sqs: bench.sqs },
+      config: { queueNamePrefix: bench.queueNamePrefix },
+    },
+    cloudwatch: recordingStub(meter, 'CloudWatch', () => ({
+      MetricDataResults: [{ Id: 'oldest', Values: [] }],
+    })),
+    ...(clock ? { clock } : {}),
+  } as unknown as SupervisorDeps;
+}
+
+/** One supervisor round, timed and counted as one invocation of the supervisor function. */
+export async function timedRound(deps: SupervisorDeps, meter: Meter): Promise<number> {
+  const t0 = performance.now();
+  await attribute('supervisor', () => superviseOnce(deps));
+  const ms = performance.now() - t0;
+  meter.lambda('supervisor', ms);
+  return ms;
+}

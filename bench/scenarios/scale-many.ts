@@ -1,0 +1,179 @@
+/**
+ * Scale case (b): many consumers on one Host with the stand-ins' physics on at scale k. First the
+ * supervisor's rounds with every consumer idle (timed, and priced as a month of one a minute),
+ * then the load: one hot consumer drains a backlog while a few others get a trickle each, and
+ * rounds are timed again under it.
+ */
+import type { QueueTarget } from '../../lambdas/delivery/ports.ts';
+import { usd } from '../pricing.ts';
+import { bareCallMs, captureWarnings, countRefusals, supervisorDeps, timedRound } from '../scale/case-kit.ts';
+import type { CaseSample, ManyConsumersCase } from '../scale/model.ts';
+import { startCasePhysics } from '../scale/physics.ts';
+import { localLanes, sustainedWindow } from '../scale/project.ts';
+import { type BenchHost, createBenchHost } from '../support/bench-host.ts';
+import { Meter } from '../support/meter.ts';
+import type { Endpoints } from '../support/standins.ts';
+import { until } from '../support/stats.ts';
+import { NOOP_WORKER, SLEEP_WORKER } from '../support/workers.ts';
+import type { ScaleSetting } from './scale-drain.ts';
+
+const QUIET = { maxBatchSize: 10, maxBatchTimeoutSeconds: 1, maxConcurrency: 1 };
+
+/** The consumers, `parallel` at a time; the first is the hot one. */
+async function setupConsumers(bench: BenchHost, c: ManyConsumersCase, k: number) {
+  const hot = await bench.setupConsumer(
+    'hot',
+    SLEEP_WORKER,
+    {
+      maxBatchSize: c.hot.batchSize,
+      maxBatchTimeoutSeconds: 0,
+      maxConcurrency: localLanes(c.hot.awsConcurrency, k),
+    },
+    { MS: c.hot.handlerMs },
+  );
+  const others: { queue: QueueTarget; consumerUid: string }[] = [];
+  let next = 1;
+  await Promise.all(
+    Array.from({ length: c.setupParallel }, async () => {
+      while (next < c.consumers) {
+        const i = next++;
+        others.push(await bench.setupConsumer(`idle-${i}`, NOOP_WORKER, QUIET));
+      }
+    }),
+  );
+  return { hot, trickled: others.slice(0, c.trickles) };
+}
+
+/** Sends one message to each queue every 1/rate s until stopped; returns how many it sent. */
+function trickle(bench: BenchHost, queues: QueueTarget[], rate: number) {
+  let sent = 0;
+  let stopped = false;
+  const running = Promise.all(
+    queues.map(async (q, i) => {
+      await new Promise((r) => setTimeout(r, (i * 1000) / rate / Math.max(1, queues.length)));
+      while (!stopped) {
+        await bench.prefill(q, 1, 64, 1).then(
+          () => sent++,
+          () => undefined,
+        );
+        await new Promise((r) => setTimeout(r, 1000 / rate));
+      }
+    }),
+  );
+  return {
+    stop: async () => {
+      stopped = true;
+      await running;
+      return sent;
+    },
+  };
+}
+
+/** Supervisor rounds over idle consumers, each a minute after the last (simulated clock). */
+async function idleRounds(bench: BenchHost, meter: Meter, c: ManyConsumersCase) {
+  let simulatedNow = Math.floor(Date.now() / 3_600_000) * 3_600_000;
+  const deps = supervisorDeps(bench, meter, () => simulatedNow);
+  meter.reset();
+  const ms: number[] = [];
+  for (let i = 0; i < c.idleRounds; i++) {
+    simulatedNow += 60_000;
+    ms.push(await timedRound(deps, meter));
+  }
+  // CloudWatch is asked about every queue of the Host: one metric per consumer's queue.
+  return { ms, usd: usd(meter.reset(), () => true, c.consumers).total };
+}
+
+export async function manyConsumersCase(
+  endpoints: Endpoints,
+  scale: ScaleSetting,
+  c: ManyConsumersCase,
+  label: string,
+): Promise<CaseSample> {
+  const phys = await startCasePhysics(endpoints, scale);
+  const warnings = captureWarnings();
+  const meter = new Meter();
+  const bench = await createBenchHost(phys.endpoints, {
+    meter,
+    idleWaitSeconds: 1,
+    concurrency: phys.concurrency,
+  });
+  try {
+    const refusedCalls = countRefusals(bench);
+    const setupAt = performance.now();
+    const { hot, trickled } = await setupConsumers(bench, c, scale.k);
+    const setupSeconds = (performance.now() - setupAt) / 1000;
+    const callMs = await bareCallMs(bench);
+    const idle = await idleRounds(bench, meter, c);
+    await bench.prefill(hot.queue, c.hot.messages, 64, 8);
+    const events: [number, number][] = [];
+    let delivered = 0;
+    let trickleDelivered = 0;
+    let batches = 0;
+    bench.onFinalized((n, consumerUid) => {
+      batches++;
+      if (consumerUid !== hot.consumerUid) trickleDelivered += n;
+      else {
+        delivered += n;
+        events.push([performance.now(), n]);
+      }
+    });
+    for (const k of Object.keys(refusedCalls)) delete refusedCalls[k];
+    for (const k of Object.keys(warnings.counts)) delete warnings.counts[k];
+    meter.reset();
+    const mark = phys.mark();
+    const t0 = performance.now();
+    bench.startDispatcher({ idleWaitSeconds: 1, supervisorMs: 60_000 });
+    const flow = trickle(
+      bench,
+      trickled.map((t) => t.queue),
+      c.trickleRate,
+    );
+    const roundMs: number[] = [];
+    const deps = supervisorDeps(bench, meter);
+    for (let i = 0; i < c.loadRounds && delivered < c.hot.messages; i++)
+      roundMs.push(await timedRound(deps, meter));
+    const ok = await until(
+      () => delivered >= c.hot.messages,
+      Math.max(0, t0 + c.timeoutMs - performance.now()),
+      20,
+    );
+    const windowSeconds = (performance.now() - t0) / 1000;
+    const physics = phys.since(mark);
+    const trickleSent = await flow.stop();
+    await until(() => trickleDelivered >= trickleSent, 10_000, 50);
+    const sustained = sustainedWindow(events, c.hot.messages);
+    return {
+      kind: 'many',
+      label,
+      ok,
+      localLanes: localLanes(c.hot.awsConcurrency, scale.k),
+      awsConcurrency: c.hot.awsConcurrency,
+      batchSize: c.hot.batchSize,
+      messages: c.hot.messages,
+      delivered,
+      batches,
+      sustainedSeconds: sustained.seconds,
+      sustainedMessages: sustained.messages,
+      windowSeconds,
+      physics,
+      refusedCalls: { ...refusedCalls },
+      roundMs,
+      callMs,
+      warnings: { ...warnings.counts },
+      many: {
+        consumers: c.consumers,
+        trickles: trickled.length,
+        trickleSent,
+        trickleDelivered,
+        idleRoundMs: idle.ms,
+        idleRoundsUsd: idle.usd,
+        idleRounds: c.idleRounds,
+        setupSeconds,
+      },
+    };
+  } finally {
+    warnings.restore();
+    await bench.close().catch(() => undefined);
+    await phys.stop();
+  }
+}
