@@ -24,7 +24,6 @@ export const SCALE_FULL: ScaleConfig = {
     hot: { awsConcurrency: 250, batchSize: 10, messages: 4_000, handlerMs: 10 },
     idleRounds: 3,
     loadRounds: 2,
-    setupParallel: 8,
     timeoutMs: 240_000,
   },
   storm: {
@@ -52,7 +51,6 @@ export const SCALE_QUICK: ScaleConfig = {
     hot: { awsConcurrency: 250, batchSize: 10, messages: 1_000, handlerMs: 10 },
     idleRounds: 2,
     loadRounds: 1,
-    setupParallel: 8,
     timeoutMs: 60_000,
   },
   storm: {

@@ -30,8 +30,6 @@ export interface ManyConsumersCase {
   /** Supervisor rounds timed while every consumer is idle, and while the load runs. */
   idleRounds: number;
   loadRounds: number;
-  /** Consumers created side by side during setup. */
-  setupParallel: number;
   timeoutMs: number;
 }
 
@@ -113,6 +111,8 @@ export interface StormSample {
   /** Lanes that entered LaneFailed, and worker invocations that failed (RecoverBatch entered). */
   lanesFailed: number;
   recoveries: number;
+  /** Lanes that ended (LaneDone) before the last message was dead-lettered: idle for a moment, or handed over. */
+  lanesEnded?: number;
 }
 
 export interface ScaleSamples {

@@ -49,7 +49,15 @@ function targetLines(s: ScaleSamples): string[] {
   const misses = rows.filter((r) => r.verdict === 'missed');
   if (misses.length > 0) {
     lines.push('', '### Why each scale target was missed', '');
-    for (const r of misses) lines.push(`- **${r.figure}** (${r.value}, target ${r.target}): ${r.why}.`);
+    // A case's counts explain each of its misses: written once, then referred to.
+    const told = new Map<string, string>();
+    for (const r of misses) {
+      const first = told.get(r.why);
+      lines.push(
+        `- **${r.figure}** (${r.value}, target ${r.target}): ${first ? `the same counts as for ${first}` : r.why}.`,
+      );
+      if (!first) told.set(r.why, `“${r.figure}”`);
+    }
   }
   return lines;
 }
@@ -91,7 +99,9 @@ function detailLines(s: ScaleSamples): string[] {
         `- ${c.label}: ${fmt(c.messages, 0)} messages, ${fmt(x.deliveries, 0)} failed deliveries in ` +
           `${fmt(c.windowSeconds, 1)} s (${fmt((x.deliveries / c.windowSeconds) * k(s), 0)} a second on AWS); ` +
           `${x.deadLettered} dead-lettered, ${stormLost(c)} lost; ${x.failedFinalisations} finalisations failed; ` +
-          `${x.lanesFailed} lanes failed, ${x.recoveries} worker invocations recovered.`,
+          `${x.lanesFailed} lanes failed, ${x.recoveries} worker invocations failed and were recovered (RecoverBatch); ` +
+          `${x.lanesEnded ?? 'n/a'} lanes ended (LaneDone) before the last message was dead-lettered, ` +
+          'each after an empty receive or a hand-over (not counted as early: the queue was empty to it).',
       );
     }
     if (c.many) {

@@ -120,7 +120,7 @@ function stormRows(c: CaseSample, k: number): ScaleTargetRow[] {
       why: ifMissed(vRate, () => countsWhy(c, f)),
     },
     {
-      figure: `${c.label}: failed finalisations, lanes ended early, messages lost`,
+      figure: `${c.label}: failed finalisations, lanes failed or cut off, messages lost`,
       target: '0, 0, 0',
       value: `${s.failedFinalisations}, ${s.lanesFailed + s.recoveries}, ${Number.isFinite(lost) ? lost : 'n/a'}`,
       verdict: v,

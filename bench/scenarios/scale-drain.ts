@@ -33,6 +33,27 @@ async function depth(bench: BenchHost, q: QueueTarget): Promise<number> {
   return Number(a.ApproximateNumberOfMessages ?? 0) + Number(a.ApproximateNumberOfMessagesNotVisible ?? 0);
 }
 
+/** The consumer (and for a storm its dead-letter queue), its backlog sent. */
+async function setup(bench: BenchHost, c: DrainCase | StormCase, lanes: number) {
+  const storm = 'maxRetries' in c ? c : undefined;
+  const dlq = storm ? await bench.createQueue('storm-dlq') : undefined;
+  const { queue } = await bench.setupConsumer(
+    storm ? 'storm' : 'drain',
+    storm ? THROWING_WORKER : SLEEP_WORKER,
+    {
+      maxBatchSize: c.batchSize,
+      maxBatchTimeoutSeconds: 0,
+      maxConcurrency: lanes,
+      maxRetries: storm?.maxRetries ?? 3,
+      retryDelaySeconds: 0,
+      ...(dlq ? { deadLetterQueue: dlq.queueUid } : {}),
+    },
+    { MS: c.handlerMs },
+  );
+  await bench.prefill(queue, c.messages, 64, 8);
+  return { queue, dlq };
+}
+
 interface Progress {
   events: [number, number][];
   delivered: number;
@@ -57,21 +78,7 @@ export async function drainCase(
   try {
     const refusedCalls = countRefusals(bench);
     const lanes = localLanes(c.awsConcurrency, scale.k);
-    const dlq = storm ? await bench.createQueue('storm-dlq') : undefined;
-    const { queue } = await bench.setupConsumer(
-      storm ? 'storm' : 'drain',
-      storm ? THROWING_WORKER : SLEEP_WORKER,
-      {
-        maxBatchSize: c.batchSize,
-        maxBatchTimeoutSeconds: 0,
-        maxConcurrency: lanes,
-        maxRetries: storm?.maxRetries ?? 3,
-        retryDelaySeconds: 0,
-        ...(dlq ? { deadLetterQueue: dlq.queueUid } : {}),
-      },
-      { MS: c.handlerMs },
-    );
-    await bench.prefill(queue, c.messages, 64, 8);
+    const { dlq } = await phys.paused(() => setup(bench, c, lanes));
     const callMs = await bareCallMs(bench);
     const p: Progress = { events: [], delivered: 0, batches: 0 };
     bench.onFinalized((n) => {
@@ -135,6 +142,7 @@ export async function drainCase(
                 (bench.failures['batch-host:finalize'] ?? 0) + (bench.failures['batch-host:deadLetter'] ?? 0),
               lanesFailed: tally.transitions.LaneFailed ?? 0,
               recoveries: tally.transitions.RecoverBatch ?? 0,
+              lanesEnded: tally.transitions.LaneDone ?? 0,
             },
           }
         : {}),

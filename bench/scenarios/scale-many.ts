@@ -19,7 +19,10 @@ import type { ScaleSetting } from './scale-drain.ts';
 
 const QUIET = { maxBatchSize: 10, maxBatchTimeoutSeconds: 1, maxConcurrency: 1 };
 
-/** The consumers, `parallel` at a time; the first is the hot one. */
+/**
+ * The consumers, one after another (the bench's settle runs the executor until nothing is due,
+ * which consumers created side by side would race); the first is the hot one.
+ */
 async function setupConsumers(bench: BenchHost, c: ManyConsumersCase, k: number) {
   const hot = await bench.setupConsumer(
     'hot',
@@ -32,15 +35,8 @@ async function setupConsumers(bench: BenchHost, c: ManyConsumersCase, k: number)
     { MS: c.hot.handlerMs },
   );
   const others: { queue: QueueTarget; consumerUid: string }[] = [];
-  let next = 1;
-  await Promise.all(
-    Array.from({ length: c.setupParallel }, async () => {
-      while (next < c.consumers) {
-        const i = next++;
-        others.push(await bench.setupConsumer(`idle-${i}`, NOOP_WORKER, QUIET));
-      }
-    }),
-  );
+  for (let i = 1; i < c.consumers; i++)
+    others.push(await bench.setupConsumer(`idle-${i}`, NOOP_WORKER, QUIET));
   return { hot, trickled: others.slice(0, c.trickles) };
 }
 
@@ -100,11 +96,11 @@ export async function manyConsumersCase(
   try {
     const refusedCalls = countRefusals(bench);
     const setupAt = performance.now();
-    const { hot, trickled } = await setupConsumers(bench, c, scale.k);
+    const { hot, trickled } = await phys.paused(() => setupConsumers(bench, c, scale.k));
     const setupSeconds = (performance.now() - setupAt) / 1000;
     const callMs = await bareCallMs(bench);
     const idle = await idleRounds(bench, meter, c);
-    await bench.prefill(hot.queue, c.hot.messages, 64, 8);
+    await phys.paused(() => bench.prefill(hot.queue, c.hot.messages, 64, 8));
     const events: [number, number][] = [];
     let delivered = 0;
     let trickleDelivered = 0;
