@@ -1,15 +1,13 @@
 /**
  * What every scale case needs around a bench Host: the physics' refusals counted by the call that
- * met them, the Host's warnings, a bare call's latency (to scale round times to AWS), and timed
- * supervisor rounds (the very function AWS runs every minute).
+ * met them, the Host's warnings, and timed supervisor rounds (the very function AWS runs every
+ * minute) with the calls each made.
  */
-import { GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { type SupervisorDeps, superviseOnce } from '../../lambdas/composition/aws-supervisor.ts';
 import { log, setLogSink } from '../../lambdas/shared/log.ts';
 import { recordingStub } from '../scenarios/idle.ts';
 import type { BenchHost } from '../support/bench-host.ts';
-import { attribute, currentContext, type Meter } from '../support/meter.ts';
-import { median } from '../support/stats.ts';
+import { attribute, currentContext, type Meter, sumSdk } from '../support/meter.ts';
 
 /** Refusals the physics answers carry this mark in their message. */
 const MARK = 'TAKOFORM_PHYSICS';
@@ -50,21 +48,6 @@ export function captureWarnings(): { counts: Record<string, number>; restore(): 
   return { counts, restore: () => void setLogSink(previous) };
 }
 
-/** The median of `n` GetItem calls of a missing item through the stand-ins, ms. */
-export async function bareCallMs(bench: BenchHost, n = 30): Promise<number> {
-  const ms: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const t0 = performance.now();
-    await attribute('probe', () =>
-      bench.dynamodb.send(
-        new GetItemCommand({ TableName: bench.tableName, Key: { pk: { S: 'PROBE' }, sk: { S: '_' } } }),
-      ),
-    );
-    ms.push(performance.now() - t0);
-  }
-  return median(ms);
-}
-
 /** The supervisor's dependencies over a bench Host; `clock` moves rounds to later minutes. */
 export function supervisorDeps(bench: BenchHost, meter: Meter, clock?: () => number): SupervisorDeps {
   return {
@@ -80,8 +63,13 @@ export function supervisorDeps(bench: BenchHost, meter: Meter, clock?: () => num
   } as unknown as SupervisorDeps;
 }
 
-/** One supervisor round, timed and counted as one invocation of the supervisor function. */
-export async function timedRound(deps: SupervisorDeps, meter: Meter): Promise<number> {
+/** AWS calls the supervisor made so far (DynamoDB, SQS, CloudWatch). */
+const supervisorCalls = (meter: Meter) =>
+  Object.values(sumSdk(meter.snapshot(), (c) => c === 'supervisor').byOp).reduce((n, e) => n + e.calls, 0);
+
+/** One supervisor round, timed, its calls counted, and counted as one invocation of the supervisor function. */
+export async function timedRound(deps: SupervisorDeps, meter: Meter): Promise<{ ms: number; calls: number }> {
+  const before = supervisorCalls(meter);
   const t0 = performance.now();
   // A round the physics refused still took its time; the refusal is counted among the warnings.
   await attribute('supervisor', () => superviseOnce(deps)).catch((err: unknown) =>
@@ -89,5 +77,5 @@ export async function timedRound(deps: SupervisorDeps, meter: Meter): Promise<nu
   );
   const ms = performance.now() - t0;
   meter.lambda('supervisor', ms);
-  return ms;
+  return { ms, calls: supervisorCalls(meter) - before };
 }

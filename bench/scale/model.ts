@@ -78,10 +78,11 @@ export interface CaseSample {
   windowSeconds: number;
   physics: PhysicsCounts;
   refusedCalls: RefusedCalls;
-  /** Supervisor rounds timed in this case, ms. */
+  /** Supervisor rounds timed in this case: ms each, and the AWS calls each made. */
   roundMs: number[];
-  /** Median of bare GetItem calls through the stand-ins before the rounds, ms (scales round times to AWS). */
-  callMs?: number;
+  roundCalls: number[];
+  /** Consumers on the Host (a round visits each). */
+  consumers: number;
   /** Host warnings and errors logged in the window, by message. */
   warnings: Record<string, number>;
   many?: ManySample;
@@ -95,6 +96,7 @@ export interface ManySample {
   trickleDelivered: number;
   /** Supervisor rounds with every consumer idle: ms each, and their USD over the rounds. */
   idleRoundMs: number[];
+  idleRoundCalls: number[];
   idleRoundsUsd: number;
   idleRounds: number;
   setupSeconds: number;

@@ -2,9 +2,12 @@
  * From a scale case's counts to AWS: each figure a limit divided by k bounded is multiplied by k
  * back (messages/s, an item's units a second); a ratio of counts (conflicts per 1,000 batches, a
  * share of the partition limit) is the same at any k, since the stand-ins hold a transaction k
- * times as long at 1/k of the load; a supervisor round is latency, which no limit divides: it is
- * scaled by AWS's call latency over the stand-ins'. Pure: the unit test reads these.
+ * times as long at 1/k of the load; a supervisor round is a chain of calls whose latency no limit
+ * divides: its AWS time is the calls it made at an AWS call's latency, `SUPERVISE_PARALLEL`
+ * consumers visited at once. Pure: the unit test reads these.
  */
+
+import { SUPERVISE_PARALLEL } from '../../lambdas/delivery/supervision.ts';
 import { AWS_LIMITS } from '../../lambdas/local/physics/physics-config.ts';
 import { median } from '../support/stats.ts';
 import type { CaseSample, PhysicsCounts } from './model.ts';
@@ -74,15 +77,19 @@ export function hottestPartition(p: PhysicsCounts, seconds: number, k: number): 
   return best;
 }
 
-/** A round's time on AWS: the local time, its calls taking AWS's latency instead of the stand-ins'. */
-export function awsRoundMs(localMs: number, callMs: number | undefined): number {
-  if (!Number.isFinite(localMs) || !callMs || callMs <= 0) return Number.NaN;
-  return localMs * Math.max(1, AWS_CALL_MS / callMs);
+/**
+ * A round's time on AWS from the calls it made: each visit is a chain of calls, and the round
+ * visits `SUPERVISE_PARALLEL` consumers at once (fewer when there are fewer).
+ */
+export function awsRoundMs(calls: number, consumers: number): number {
+  if (!Number.isFinite(calls) || consumers <= 0) return Number.NaN;
+  return (calls * AWS_CALL_MS) / Math.min(SUPERVISE_PARALLEL, consumers);
 }
 
 export function caseFigures(c: CaseSample, k: number): CaseFigures {
   const localPerSecond = c.sustainedSeconds > 0 ? c.sustainedMessages / c.sustainedSeconds : Number.NaN;
   const roundMs = c.roundMs.length > 0 ? median(c.roundMs) : Number.NaN;
+  const roundCalls = c.roundCalls.length > 0 ? median(c.roundCalls) : Number.NaN;
   return {
     localPerSecond,
     awsPerSecond: localPerSecond * k,
@@ -91,7 +98,7 @@ export function caseFigures(c: CaseSample, k: number): CaseFigures {
     lambdaThrottlesPer1000: per1000(sum(c.physics.lambdaThrottled), c.batches),
     hottest: hottestPartition(c.physics, c.windowSeconds, k),
     roundMs,
-    awsRoundMs: awsRoundMs(roundMs, c.callMs),
+    awsRoundMs: awsRoundMs(roundCalls, c.consumers),
   };
 }
 
@@ -102,10 +109,15 @@ export function idleUsdPerConsumer(c: CaseSample): number {
   return ((m.idleRoundsUsd / m.idleRounds) * MINUTES_PER_MONTH) / m.consumers;
 }
 
-/** A round over `target` consumers, from one over fewer: a round visits each consumer, so linearly. */
-export function roundAtTarget(c: CaseSample, ms: number): number {
-  const n = c.many?.consumers ?? 0;
-  return n > 0 ? ms * (SCALE_TARGETS.consumers / n) : Number.NaN;
+/**
+ * An AWS round over 1,000 consumers from the most calls a round over fewer made: a round visits
+ * each consumer, so its calls grow linearly.
+ */
+export function roundAtTarget(c: CaseSample): number {
+  const n = c.consumers;
+  const calls = [...c.roundCalls, ...(c.many?.idleRoundCalls ?? [])];
+  if (n <= 0 || calls.length === 0) return Number.NaN;
+  return awsRoundMs(Math.max(...calls) * (SCALE_TARGETS.consumers / n), SCALE_TARGETS.consumers);
 }
 
 /** Lost messages of a storm: neither dead-lettered nor still counted anywhere. */

@@ -2,6 +2,8 @@
  * The scale bench's Markdown: the targets with met or missed and why, each case's counts beside
  * their projection to AWS, and the projection's method and what it leaves out. Pure.
  */
+
+import { SUPERVISE_PARALLEL } from '../../lambdas/delivery/supervision.ts';
 import { AWS_LIMITS, physicsOf } from '../../lambdas/local/physics/physics-config.ts';
 import { fmt } from '../format.ts';
 import type { BenchMeta } from '../results-model.ts';
@@ -82,7 +84,7 @@ function caseLines(s: ScaleSamples): string[] {
   return [
     'Each figure as measured in the stand-ins → projected to AWS. Messages/s and units/s × k (a limit ' +
       'divided by k bounded them); conflicts, throttles and shares are ratios of counts, the same at any k; ' +
-      `a round's time × (${AWS_CALL_MS} ms ÷ the stand-ins' bare call) for the latency of AWS's calls.`,
+      `a round's AWS time is its calls × ${AWS_CALL_MS} ms ÷ the consumers it visits at once (at most ${SUPERVISE_PARALLEL}).`,
     '',
     '| Case | Local lanes | Delivered / batches | Messages/s (sustained) | Conflicts / 1,000 batches | DynamoDB throttles / 1,000 batches | Lambda throttles / 1,000 batches | Hottest partition | WCU/s | RCU/s | Share of its limit | Supervisor round, ms |',
     '|---|---|---|---|---|---|---|---|---|---|---|---|',
@@ -108,7 +110,7 @@ function detailLines(s: ScaleSamples): string[] {
       const m = c.many;
       lines.push(
         `- ${c.label}: set up in ${fmt(m.setupSeconds, 0)} s; idle rounds ${m.idleRoundMs.map((v) => fmt(v, 0)).join(', ')} ms ` +
-          `(bare call ${fmt(c.callMs ?? Number.NaN, 2)} ms); idle cost $${fmt(idleUsdPerConsumer(c), 3)} per consumer-month; ` +
+          `(${m.idleRoundCalls.map((v) => fmt(v, 0)).join(', ')} AWS calls); idle cost $${fmt(idleUsdPerConsumer(c), 3)} per consumer-month; ` +
           `trickles: ${m.trickleDelivered} of ${m.trickleSent} sent delivered to ${m.trickles} consumers while the hot one drained.`,
       );
     }
@@ -140,9 +142,10 @@ export const PROJECTION_NOTES = [
     '100 %), the projection is a lower bound: AWS runs each lane on its own resources.',
   '- **Units a second × k, shares and per-1,000 ratios as measured.** The stand-ins divide every budget by k and ' +
     'the load is about 1/k, so a share of the limit and a count per batch carry over unchanged.',
-  `- **Round times × (${AWS_CALL_MS} ms ÷ the local bare call).** A round is a chain of calls whose latency no ` +
-    'limit divides; the figure assumes AWS calls take about that long and that the round is latency-bound. A ' +
-    'round over fewer than 1,000 consumers is scaled linearly to 1,000.',
+  `- **Round times: calls × ${AWS_CALL_MS} ms ÷ ${SUPERVISE_PARALLEL}.** A round is a chain of calls per consumer, ` +
+    `${SUPERVISE_PARALLEL} consumers at a time, whose latency no limit divides; the figure assumes an AWS call ` +
+    "takes about that long and leaves out the supervisor's own CPU (the local round, with the stand-ins on the " +
+    'same two cores, is shown beside it). A round over fewer than 1,000 consumers is scaled linearly to 1,000.',
   "- **Not captured:** Step Functions' StartExecution and state-transition quotas, SQS's in-flight limit and API " +
     "latency, Lambda cold starts and burst scaling, DynamoDB's adaptive capacity (it would split a hot key range " +
     'after minutes, but never one item), network latency between the functions, the producer side (the backlog ' +

@@ -2,6 +2,7 @@
  * The scale targets with met or missed, each miss explained from the case's counts: which item,
  * which call, how many. Pure: the unit test reads these.
  */
+import { SUPERVISE_PARALLEL } from '../../lambdas/delivery/supervision.ts';
 import { fmt } from '../format.ts';
 import type { Verdict } from '../summary-model.ts';
 import type { CaseSample, ScaleSamples } from './model.ts';
@@ -141,8 +142,8 @@ function manyRows(c: CaseSample, k: number): ScaleTargetRow[] {
   if (!m) return [];
   const f = caseFigures(c, k);
   const idleRound = m.idleRoundMs.length > 0 ? Math.max(...m.idleRoundMs) : Number.NaN;
-  const worst = maxFinite(f.awsRoundMs, awsRoundMs(idleRound, c.callMs));
-  const projected = roundAtTarget(c, worst) / 1000;
+  const calls = Math.max(...c.roundCalls, ...m.idleRoundCalls);
+  const projected = roundAtTarget(c) / 1000;
   const vRound = judge(projected, (x) => x <= SCALE_TARGETS.roundSeconds);
   const cost = idleUsdPerConsumer(c);
   const vCost = judge(cost, (x) => x <= SCALE_TARGETS.idleUsdPerConsumerMonth);
@@ -159,8 +160,9 @@ function manyRows(c: CaseSample, k: number): ScaleTargetRow[] {
       why: ifMissed(
         vRound,
         () =>
-          `the slowest round took ${fmt(maxFinite(idleRound, f.roundMs), 0)} ms locally over ${m.consumers} consumers ` +
-          `(bare call ${fmt(c.callMs ?? Number.NaN, 1)} ms locally, ${AWS_CALL_MS} ms taken for AWS); ${countsWhy(c, f)}`,
+          `a round over ${m.consumers} consumers made up to ${fmt(calls, 0)} AWS calls ` +
+          `(${fmt(calls / m.consumers, 1)} a consumer), ${SUPERVISE_PARALLEL} consumers visited at once at ` +
+          `${AWS_CALL_MS} ms a call; locally the slowest round took ${fmt(maxFinite(idleRound, f.roundMs), 0)} ms`,
       ),
     },
     {

@@ -6,7 +6,7 @@
  */
 import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
 import type { QueueTarget } from '../../lambdas/delivery/ports.ts';
-import { bareCallMs, captureWarnings, countRefusals, supervisorDeps, timedRound } from '../scale/case-kit.ts';
+import { captureWarnings, countRefusals, supervisorDeps, timedRound } from '../scale/case-kit.ts';
 import type { CaseSample, DrainCase, StormCase } from '../scale/model.ts';
 import { startCasePhysics } from '../scale/physics.ts';
 import { localLanes, sustainedWindow } from '../scale/project.ts';
@@ -79,7 +79,6 @@ export async function drainCase(
     const refusedCalls = countRefusals(bench);
     const lanes = localLanes(c.awsConcurrency, scale.k);
     const { dlq } = await phys.paused(() => setup(bench, c, lanes));
-    const callMs = await bareCallMs(bench);
     const p: Progress = { events: [], delivered: 0, batches: 0 };
     bench.onFinalized((n) => {
       p.delivered += n;
@@ -92,10 +91,10 @@ export async function drainCase(
     const mark = phys.mark();
     const t0 = performance.now();
     const dispatcher = bench.startDispatcher({ idleWaitSeconds: 1, supervisorMs: 60_000 });
-    const roundMs: number[] = [];
+    const rounds: { ms: number; calls: number }[] = [];
     // One supervisor round while the consumer is busiest: what a round costs under this load.
     await until(() => p.delivered >= c.messages * 0.3, c.timeoutMs, 20);
-    roundMs.push(await timedRound(supervisorDeps(bench, meter), meter));
+    rounds.push(await timedRound(supervisorDeps(bench, meter), meter));
     let deadLettered = 0;
     const done = storm
       ? async () => {
@@ -129,8 +128,9 @@ export async function drainCase(
       windowSeconds,
       physics,
       refusedCalls: { ...refusedCalls },
-      roundMs,
-      callMs,
+      roundMs: rounds.map((r) => r.ms),
+      roundCalls: rounds.map((r) => r.calls),
+      consumers: 1,
       warnings: { ...warnings.counts },
       ...(storm
         ? {

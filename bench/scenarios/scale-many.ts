@@ -6,7 +6,7 @@
  */
 import type { QueueTarget } from '../../lambdas/delivery/ports.ts';
 import { usd } from '../pricing.ts';
-import { bareCallMs, captureWarnings, countRefusals, supervisorDeps, timedRound } from '../scale/case-kit.ts';
+import { captureWarnings, countRefusals, supervisorDeps, timedRound } from '../scale/case-kit.ts';
 import type { CaseSample, ManyConsumersCase } from '../scale/model.ts';
 import { startCasePhysics } from '../scale/physics.ts';
 import { localLanes, sustainedWindow } from '../scale/project.ts';
@@ -70,13 +70,13 @@ async function idleRounds(bench: BenchHost, meter: Meter, c: ManyConsumersCase) 
   let simulatedNow = Math.floor(Date.now() / 3_600_000) * 3_600_000;
   const deps = supervisorDeps(bench, meter, () => simulatedNow);
   meter.reset();
-  const ms: number[] = [];
+  const rounds: { ms: number; calls: number }[] = [];
   for (let i = 0; i < c.idleRounds; i++) {
     simulatedNow += 60_000;
-    ms.push(await timedRound(deps, meter));
+    rounds.push(await timedRound(deps, meter));
   }
   // CloudWatch is asked about every queue of the Host: one metric per consumer's queue.
-  return { ms, usd: usd(meter.reset(), () => true, c.consumers).total };
+  return { rounds, usd: usd(meter.reset(), () => true, c.consumers).total };
 }
 
 export async function manyConsumersCase(
@@ -98,7 +98,6 @@ export async function manyConsumersCase(
     const setupAt = performance.now();
     const { hot, trickled } = await phys.paused(() => setupConsumers(bench, c, scale.k));
     const setupSeconds = (performance.now() - setupAt) / 1000;
-    const callMs = await bareCallMs(bench);
     const idle = await idleRounds(bench, meter, c);
     await phys.paused(() => bench.prefill(hot.queue, c.hot.messages, 64, 8));
     const events: [number, number][] = [];
@@ -124,10 +123,10 @@ export async function manyConsumersCase(
       trickled.map((t) => t.queue),
       c.trickleRate,
     );
-    const roundMs: number[] = [];
+    const rounds: { ms: number; calls: number }[] = [];
     const deps = supervisorDeps(bench, meter);
     for (let i = 0; i < c.loadRounds && delivered < c.hot.messages; i++)
-      roundMs.push(await timedRound(deps, meter));
+      rounds.push(await timedRound(deps, meter));
     const ok = await until(
       () => delivered >= c.hot.messages,
       Math.max(0, t0 + c.timeoutMs - performance.now()),
@@ -153,15 +152,17 @@ export async function manyConsumersCase(
       windowSeconds,
       physics,
       refusedCalls: { ...refusedCalls },
-      roundMs,
-      callMs,
+      roundMs: rounds.map((r) => r.ms),
+      roundCalls: rounds.map((r) => r.calls),
+      consumers: c.consumers,
       warnings: { ...warnings.counts },
       many: {
         consumers: c.consumers,
         trickles: trickled.length,
         trickleSent,
         trickleDelivered,
-        idleRoundMs: idle.ms,
+        idleRoundMs: idle.rounds.map((r) => r.ms),
+        idleRoundCalls: idle.rounds.map((r) => r.calls),
         idleRoundsUsd: idle.usd,
         idleRounds: c.idleRounds,
         setupSeconds,

@@ -42,7 +42,8 @@ const drain = (o: Partial<CaseSample> = {}): CaseSample => ({
   physics: physics(),
   refusedCalls: {},
   roundMs: [40],
-  callMs: 2,
+  roundCalls: [8],
+  consumers: 1,
   warnings: {},
   ...o,
 });
@@ -86,10 +87,11 @@ describe('scale bench projection', () => {
     expect(f.throttlesPer1000).toBe(20);
   });
 
-  it("scales a round's time by AWS's call latency, never below the local time", () => {
-    expect(awsRoundMs(100, 2)).toBe(500);
-    expect(awsRoundMs(100, 50)).toBe(100);
-    expect(awsRoundMs(100, undefined)).toBeNaN();
+  it("takes a round's AWS time from its calls, as many consumers at once as the supervisor visits", () => {
+    // One consumer: its 8 calls one after another; 1,000: 16 visited at once.
+    expect(awsRoundMs(8, 1)).toBe(80);
+    expect(awsRoundMs(8_000, 1_000)).toBe(5_000);
+    expect(awsRoundMs(Number.NaN, 1)).toBeNaN();
   });
 
   it('prices the idle rounds per consumer-month and scales a round to 1,000 consumers', () => {
@@ -101,13 +103,15 @@ describe('scale bench projection', () => {
         trickleSent: 5,
         trickleDelivered: 5,
         idleRoundMs: [1_000],
+        idleRoundCalls: [700],
         idleRoundsUsd: 0.0002,
         idleRounds: 2,
         setupSeconds: 10,
       },
     });
     expect(idleUsdPerConsumer(many)).toBeCloseTo((0.0001 * 43_200) / 100);
-    expect(roundAtTarget(many, 1_000)).toBe(10_000);
+    // 700 calls over 100 consumers → 7,000 over 1,000, 16 at a time at 10 ms.
+    expect(roundAtTarget({ ...many, consumers: 100 })).toBeCloseTo(4_375);
   });
 });
 
