@@ -8,7 +8,6 @@ import type { Verdict } from '../summary-model.ts';
 import type { CaseSample, ScaleSamples } from './model.ts';
 import {
   AWS_CALL_MS,
-  awsRoundMs,
   type CaseFigures,
   caseFigures,
   idleUsdPerConsumer,
