@@ -99,7 +99,8 @@ function detailLines(s: ScaleSamples): string[] {
       const x = c.storm;
       lines.push(
         `- ${c.label}: ${fmt(c.messages, 0)} messages, ${fmt(x.deliveries, 0)} failed deliveries in ` +
-          `${fmt(c.windowSeconds, 1)} s (${fmt((x.deliveries / c.windowSeconds) * k(s), 0)} a second on AWS); ` +
+          `${fmt(c.windowSeconds, 1)} s from the first to the last dead-lettered (${fmt((x.deliveries / c.windowSeconds) * k(s), 0)} ` +
+          `a second on AWS over that window, ${fmt(caseFigures(c, k(s)).awsPerSecond, 0)} sustained); ` +
           `${x.deadLettered} dead-lettered, ${stormLost(c)} lost; ${x.failedFinalisations} finalisations failed; ` +
           `${x.lanesFailed} lanes failed, ${x.recoveries} worker invocations failed and were recovered (RecoverBatch); ` +
           `${x.lanesEnded ?? 'n/a'} lanes ended (LaneDone) before the last message was dead-lettered, ` +

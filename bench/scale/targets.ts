@@ -109,11 +109,12 @@ function stormRows(c: CaseSample, k: number): ScaleTargetRow[] {
   const lost = stormLost(c);
   const bad = s.failedFinalisations + s.lanesFailed + s.recoveries + lost;
   const v: Verdict = c.ok ? (bad === 0 ? 'met' : 'missed') : 'missed';
-  const failing = c.windowSeconds > 0 ? (s.deliveries / c.windowSeconds) * k : Number.NaN;
+  // Sustained, as for a drain: the window's tail waits for the last retries to come back.
+  const failing = f.awsPerSecond;
   const vRate = judge(failing, (x) => x >= SCALE_TARGETS.stormMessagesPerSecond);
   return [
     {
-      figure: `${c.label}: failing deliveries/s reached`,
+      figure: `${c.label}: failing deliveries/s (sustained)`,
       target: `≥ ${fmt(SCALE_TARGETS.stormMessagesPerSecond, 0)}`,
       value: fmt(failing, 0),
       verdict: vRate,
