@@ -139,7 +139,8 @@ class Schemas {
   }
 }
 
-const wait = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+/** Waits `ms`, or not at all when the time has passed already (a negative delay only warns). */
+const wait = (ms: number) => (ms > 0 ? new Promise<void>((r) => setTimeout(r, ms)) : Promise.resolve());
 let refusals = 0;
 
 function parseJson(buf: Buffer): Body | undefined {
