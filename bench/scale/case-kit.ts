@@ -5,9 +5,13 @@
  */
 import { type SupervisorDeps, superviseOnce } from '../../lambdas/composition/aws-supervisor.ts';
 import { log, setLogSink } from '../../lambdas/shared/log.ts';
-import { recordingStub } from '../scenarios/idle.ts';
-import type { BenchHost } from '../support/bench-host.ts';
-import { attribute, currentContext, type Meter, sumSdk } from '../support/meter.ts';
+import { supervisorDeps } from '../scenarios/idle.ts';
+import { type BenchHost, createBenchHost } from '../support/bench-host.ts';
+import { attribute, currentContext, Meter, sumSdk } from '../support/meter.ts';
+import type { Endpoints } from '../support/standins.ts';
+import { startCasePhysics } from './physics.ts';
+
+export { supervisorDeps };
 
 /** Refusals the physics answers carry this mark in their message. */
 const MARK = 'TAKOFORM_PHYSICS';
@@ -48,21 +52,6 @@ export function captureWarnings(): { counts: Record<string, number>; restore(): 
   return { counts, restore: () => void setLogSink(previous) };
 }
 
-/** The supervisor's dependencies over a bench Host; `clock` moves rounds to later minutes. */
-export function supervisorDeps(bench: BenchHost, meter: Meter, clock?: () => number): SupervisorDeps {
-  return {
-    host: {
-      host: bench.host,
-      clients: { dynamodb: bench.dynamodb, sqs: bench.sqs },
-      config: { queueNamePrefix: bench.queueNamePrefix },
-    },
-    cloudwatch: recordingStub(meter, 'CloudWatch', () => ({
-      MetricDataResults: [{ Id: 'oldest', Values: [] }],
-    })),
-    ...(clock ? { clock } : {}),
-  } as unknown as SupervisorDeps;
-}
-
 /** AWS calls the supervisor made so far (DynamoDB, SQS, CloudWatch). */
 const supervisorCalls = (meter: Meter) =>
   Object.values(sumSdk(meter.snapshot(), (c) => c === 'supervisor').byOp).reduce((n, e) => n + e.calls, 0);
@@ -78,4 +67,28 @@ export async function timedRound(deps: SupervisorDeps, meter: Meter): Promise<{ 
   const ms = performance.now() - t0;
   meter.lambda('supervisor', ms);
   return { ms, calls: supervisorCalls(meter) - before };
+}
+
+/**
+ * A scale case's bench Host behind its own physics, with its meter, its warnings captured and its
+ * refusals counted; `close` restores the log and stops both.
+ */
+export async function openScaleCase(endpoints: Endpoints, scale: { k: number; transactionMs: number }) {
+  const phys = await startCasePhysics(endpoints, scale);
+  const warnings = captureWarnings();
+  const meter = new Meter();
+  const bench = await createBenchHost(phys.endpoints, {
+    meter,
+    idleWaitSeconds: 1,
+    concurrency: phys.concurrency,
+  });
+  const refusedCalls = countRefusals(bench);
+  const close = async () => {
+    warnings.restore();
+    await bench
+      .close()
+      .catch((err: unknown) => log.warn('scale bench: closing a bench Host failed', { err }));
+    await phys.stop();
+  };
+  return { phys, warnings, meter, bench, refusedCalls, close };
 }

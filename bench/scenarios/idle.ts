@@ -16,7 +16,7 @@
 
 import { type SupervisorDeps, superviseOnce } from '../../lambdas/composition/aws-supervisor.ts';
 import { dispatcherInput } from '../../lambdas/delivery/dispatcher-definition.ts';
-import { createBenchHost } from '../support/bench-host.ts';
+import { type BenchHost, createBenchHost } from '../support/bench-host.ts';
 import { attribute, currentContext, Meter, type Tally } from '../support/meter.ts';
 import type { Endpoints } from '../support/standins.ts';
 import { until } from '../support/stats.ts';
@@ -42,6 +42,21 @@ export function recordingStub(meter: Meter, service: string, answer: (operation:
   };
 }
 
+/** The supervisor's dependencies over a bench Host; `clock` moves rounds to later minutes. */
+export function supervisorDeps(bench: BenchHost, meter: Meter, clock?: () => number): SupervisorDeps {
+  return {
+    host: {
+      host: bench.host,
+      clients: { dynamodb: bench.dynamodb, sqs: bench.sqs },
+      config: { queueNamePrefix: bench.queueNamePrefix },
+    },
+    cloudwatch: recordingStub(meter, 'CloudWatch', () => ({
+      MetricDataResults: [{ Id: 'oldest', Values: [] }],
+    })),
+    ...(clock ? { clock } : {}),
+  } as unknown as SupervisorDeps;
+}
+
 export async function supervisorRun(endpoints: Endpoints, o: { rounds: number }): Promise<SupervisorSample> {
   const meter = new Meter();
   const bench = await createBenchHost(endpoints, { meter });
@@ -49,19 +64,9 @@ export async function supervisorRun(endpoints: Endpoints, o: { rounds: number })
     const settings = { maxBatchSize: 10, maxBatchTimeoutSeconds: 1, maxConcurrency: 10 };
     let simulatedNow = Math.floor(Date.now() / 3_600_000) * 3_600_000;
     await bench.setupConsumer('idle-a', NOOP_WORKER, settings);
-    const deps = {
-      host: {
-        host: bench.host,
-        clients: { dynamodb: bench.dynamodb, sqs: bench.sqs },
-        config: { queueNamePrefix: bench.queueNamePrefix },
-      },
-      cloudwatch: recordingStub(meter, 'CloudWatch', () => ({
-        MetricDataResults: [{ Id: 'oldest', Values: [] }],
-      })),
-      // Round i runs "at" minute i, so work the supervisor does only every few minutes is
-      // counted at its real rate.
-      clock: () => simulatedNow,
-    } as unknown as SupervisorDeps;
+    // Round i runs "at" minute i, so work the supervisor does only every few minutes is
+    // counted at its real rate.
+    const deps = supervisorDeps(bench, meter, () => simulatedNow);
     const roundMs: number[] = [];
     const rounds = async () => {
       for (let i = 0; i < o.rounds; i++) {

@@ -6,12 +6,10 @@
  */
 import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
 import type { QueueTarget } from '../../lambdas/delivery/ports.ts';
-import { captureWarnings, countRefusals, supervisorDeps, timedRound } from '../scale/case-kit.ts';
+import { openScaleCase, supervisorDeps, timedRound } from '../scale/case-kit.ts';
 import type { CaseSample, DrainCase, StormCase } from '../scale/model.ts';
-import { startCasePhysics } from '../scale/physics.ts';
 import { localLanes, sustainedWindow } from '../scale/project.ts';
-import { type BenchHost, createBenchHost } from '../support/bench-host.ts';
-import { Meter } from '../support/meter.ts';
+import type { BenchHost } from '../support/bench-host.ts';
 import type { Endpoints } from '../support/standins.ts';
 import { until } from '../support/stats.ts';
 import { SLEEP_WORKER, THROWING_WORKER } from '../support/workers.ts';
@@ -67,16 +65,8 @@ export async function drainCase(
   label: string,
 ): Promise<CaseSample> {
   const storm = 'maxRetries' in c ? c : undefined;
-  const phys = await startCasePhysics(endpoints, scale);
-  const warnings = captureWarnings();
-  const meter = new Meter();
-  const bench = await createBenchHost(phys.endpoints, {
-    meter,
-    idleWaitSeconds: 1,
-    concurrency: phys.concurrency,
-  });
+  const { phys, warnings, meter, bench, refusedCalls, close } = await openScaleCase(endpoints, scale);
   try {
-    const refusedCalls = countRefusals(bench);
     const lanes = localLanes(c.awsConcurrency, scale.k);
     const { dlq } = await phys.paused(() => setup(bench, c, lanes));
     const p: Progress = { events: [], delivered: 0, batches: 0 };
@@ -148,8 +138,6 @@ export async function drainCase(
         : {}),
     };
   } finally {
-    warnings.restore();
-    await bench.close().catch(() => undefined);
-    await phys.stop();
+    await close();
   }
 }

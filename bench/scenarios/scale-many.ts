@@ -6,12 +6,11 @@
  */
 import type { QueueTarget } from '../../lambdas/delivery/ports.ts';
 import { usd } from '../pricing.ts';
-import { captureWarnings, countRefusals, supervisorDeps, timedRound } from '../scale/case-kit.ts';
+import { openScaleCase, supervisorDeps, timedRound } from '../scale/case-kit.ts';
 import type { CaseSample, ManyConsumersCase } from '../scale/model.ts';
-import { startCasePhysics } from '../scale/physics.ts';
 import { localLanes, sustainedWindow } from '../scale/project.ts';
-import { type BenchHost, createBenchHost } from '../support/bench-host.ts';
-import { Meter } from '../support/meter.ts';
+import type { BenchHost } from '../support/bench-host.ts';
+import type { Meter } from '../support/meter.ts';
 import type { Endpoints } from '../support/standins.ts';
 import { until } from '../support/stats.ts';
 import { NOOP_WORKER, SLEEP_WORKER } from '../support/workers.ts';
@@ -85,16 +84,8 @@ export async function manyConsumersCase(
   c: ManyConsumersCase,
   label: string,
 ): Promise<CaseSample> {
-  const phys = await startCasePhysics(endpoints, scale);
-  const warnings = captureWarnings();
-  const meter = new Meter();
-  const bench = await createBenchHost(phys.endpoints, {
-    meter,
-    idleWaitSeconds: 1,
-    concurrency: phys.concurrency,
-  });
+  const { phys, warnings, meter, bench, refusedCalls, close } = await openScaleCase(endpoints, scale);
   try {
-    const refusedCalls = countRefusals(bench);
     const setupAt = performance.now();
     const { hot, trickled } = await phys.paused(() => setupConsumers(bench, c, scale.k));
     const setupSeconds = (performance.now() - setupAt) / 1000;
@@ -169,8 +160,6 @@ export async function manyConsumersCase(
       },
     };
   } finally {
-    warnings.restore();
-    await bench.close().catch(() => undefined);
-    await phys.stop();
+    await close();
   }
 }
