@@ -10,6 +10,7 @@ import { type BenchHost, createBenchHost } from '../support/bench-host.ts';
 import { attribute, currentContext, Meter, sumSdk } from '../support/meter.ts';
 import type { Endpoints } from '../support/standins.ts';
 import { startCasePhysics } from './physics.ts';
+import { scaledGroup } from './project.ts';
 
 export { supervisorDeps };
 
@@ -81,6 +82,7 @@ export async function openScaleCase(endpoints: Endpoints, scale: { k: number; tr
     meter,
     idleWaitSeconds: 1,
     concurrency: phys.concurrency,
+    shardsPerGroup: scaledGroup(scale.k),
   });
   const refusedCalls = countRefusals(bench);
   const close = async () => {

@@ -7,10 +7,19 @@
  * consumers visited at once. Pure: the unit test reads these.
  */
 
+import { SHARDS_PER_GROUP } from '../../lambdas/adapters/aws/slot-groups.ts';
 import { SUPERVISE_PARALLEL } from '../../lambdas/delivery/supervision.ts';
 import { AWS_LIMITS } from '../../lambdas/local/physics/physics-config.ts';
 import { median } from '../support/stats.ts';
 import type { CaseSample, PhysicsCounts } from './model.ts';
+
+/**
+ * Slot items to a partition key at scale k: each local lane stands for k lanes on AWS, so a group
+ * of 25 AWS lanes (`slot-groups.ts`) is 25 / k local ones. Left at 25, the 25 local lanes of a
+ * consumer at maxConcurrency 250 would share one partition key that its 250 AWS lanes spread over
+ * ten, and the hottest partition would read ten times hotter than on AWS.
+ */
+export const scaledGroup = (k: number) => Math.max(1, Math.round(SHARDS_PER_GROUP / k));
 
 /** What an in-Region AWS call (DynamoDB a few ms, SQS ten or more) is taken to take, ms. */
 export const AWS_CALL_MS = 10;

@@ -8,7 +8,7 @@ import { AWS_LIMITS, physicsOf } from '../../lambdas/local/physics/physics-confi
 import { fmt } from '../format.ts';
 import type { BenchMeta } from '../results-model.ts';
 import type { CaseSample, ScaleSamples } from './model.ts';
-import { AWS_CALL_MS, caseFigures, idleUsdPerConsumer, stormLost } from './project.ts';
+import { AWS_CALL_MS, caseFigures, idleUsdPerConsumer, scaledGroup, stormLost } from './project.ts';
 import { scaleTargetRows } from './targets.ts';
 
 const cell = (s: string) => s.replace(/\|/g, '\\|');
@@ -28,7 +28,9 @@ function settingLines(s: ScaleSamples): string[] {
       `account pool is ${p.lambda.accountConcurrency} (AWS: ${fmt(AWS_LIMITS.accountConcurrency, 0)}) with the ` +
       `Host's reservations scaled (${reserved}). A consumer's maxConcurrency of 250 on AWS runs as ` +
       `${Math.round(250 / k)} local lanes, its share of the scaled pool: 250 lanes against a pool of ` +
-      `${p.lambda.accountConcurrency} would measure throttling AWS would not see. Every item of one partition ` +
+      `${p.lambda.accountConcurrency} would measure throttling AWS would not see. For the same reason a ` +
+      `consumer's slot items go ${scaledGroup(k)} to a partition key, not 25: its 25 local lanes spread over ` +
+      'as many keys as its 250 lanes on AWS. Every item of one partition ' +
       'key shares one budget (as before DynamoDB splits a hot key range for heat; an item never splits, so ' +
       'per item the share is at most the one shown).',
   ];

@@ -120,6 +120,8 @@ export interface BenchHostOptions {
   graceMs?: number;
   /** Lambda's concurrency pool the lanes' invocations share (the scale bench's physics); none: no limit. */
   concurrency?: LambdaConcurrency;
+  /** Slot-map items to a partition key (the Host's default: 25). */
+  shardsPerGroup?: number;
 }
 
 /**
@@ -407,6 +409,7 @@ export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptio
       workerFunction: async (space, name) => (workers.files.has(`${space}/${name}`) ? 'local' : undefined),
       graceMs: opts.graceMs ?? 5_000,
       idleWaitSeconds: opts.idleWaitSeconds ?? 1,
+      ...(opts.shardsPerGroup !== undefined ? { shardsPerGroup: opts.shardsPerGroup } : {}),
     },
   });
   const { service, onFinalized, failures } = meteredDelivery(host.delivery, meter);

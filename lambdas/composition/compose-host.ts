@@ -74,8 +74,10 @@ export interface HostDeps {
     idleWaitSeconds?: number;
     /** Extra time in a slot's deadline (default: the delivery service's 30 s). */
     slotMarginMs?: number;
-    /** Slots per item of a consumer's slot map (default 10, the most that stays under 1 KB). */
+    /** Slots per item of a consumer's slot map (default 1: `slot-groups.ts`). */
     slotsPerShard?: number;
+    /** Slot items per partition key (default 25: `slot-groups.ts`). */
+    shardsPerGroup?: number;
   };
 }
 
@@ -98,7 +100,8 @@ export function composeHost(deps: HostDeps) {
   let loopRef: ControlLoop | undefined;
   const now = deps.clock ?? Date.now;
   const deliveryStore = new DynamoDeliveryStore(deps.dynamodb, deps.tableName, {
-    slotsPerShard: deps.delivery.slotsPerShard,
+    ...(deps.delivery.slotsPerShard !== undefined ? { slotsPerShard: deps.delivery.slotsPerShard } : {}),
+    ...(deps.delivery.shardsPerGroup !== undefined ? { shardsPerGroup: deps.delivery.shardsPerGroup } : {}),
   });
   const messages = sqsMessageQueue(deps.sqs);
   const delivery = composeDeliveryService(

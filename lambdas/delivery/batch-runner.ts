@@ -106,6 +106,8 @@ export interface RunResult {
   handlerMs?: number;
   /** Fewer messages than a full batch arrived: the queue ran dry (or slow) while gathering. */
   dry?: true;
+  /** Other lanes receiving, as the registration read every slot (`Registration.receiving`). */
+  receiving?: number;
 }
 
 /** Settlement rejections that prove the Host answered the call (nothing uncertain was written). */
@@ -264,6 +266,7 @@ export async function runBatch(
       ...(next ? { ahead: next } : {}),
       ...(handlerMs !== undefined ? { handlerMs } : {}),
       ...(held.length < slot.maxBatchSize ? { dry: true as const } : {}),
+      ...(registration.receiving !== undefined ? { receiving: registration.receiving } : {}),
     };
   } catch (err) {
     // Whatever failed, messages received ahead go back rather than wait out their visibility.
@@ -400,6 +403,7 @@ export async function runLane(first: Slot, deps: RunnerDeps, limits: LaneLimits)
       ...(run.ahead ? { ahead: run.ahead } : {}),
       ...(run.handlerMs !== undefined ? { lastHandlerMs: run.handlerMs } : {}),
       ...(run.dry ? { dry: true as const } : {}),
+      ...(run.receiving !== undefined ? { receiving: run.receiving } : {}),
     };
   }
 }

@@ -184,6 +184,8 @@ export interface RegistrationReads {
   held?: number;
   /** Every slot of the consumer with its deadline, when asked for. */
   slots?: Record<string, number>;
+  /** Those of them that hold a batch, when asked for. */
+  registered?: Record<string, boolean>;
   /** When a recovery last freed one of them (`DispatchState.recoveredAt`). */
   recoveredAt?: number;
 }

@@ -213,6 +213,8 @@ export interface LaneCarry {
   lastHandlerMs?: number;
   /** The lane's last batch was not full. */
   dry?: true;
+  /** Other lanes receiving when the last batch registered, if it read every slot. */
+  receiving?: number;
 }
 
 /**
@@ -225,13 +227,17 @@ export const LEFT_IDLE_WAIT_SECONDS = 1;
  * Whether this gathering leaves the idle wait to another lane (a 1 s poll, then an empty
  * registration ends the lane): the lane's last batch was not full, nothing was received ahead,
  * and its slot's take saw another lane of the consumer receiving, which waits for the next
- * message instead. Of lanes that hand over one after another, the first sees the others still
+ * message instead. A take that saw only its own shard saw none: then the last registration's read
+ * of every slot says it. Of lanes that hand over one after another, the first sees the others still
  * running and keeps its wait, so one lane still watches the queue. A send through the Host
  * after the take keeps the lane (`Registration.woken`); messages sent straight to SQS are the
  * supervisor's, as when every lane has rested.
  */
 export function leavesIdleWait(slot: Slot, lane: LaneCarry): boolean {
-  return lane.dry === true && lane.ahead === undefined && (slot.taken?.receiving ?? 0) > 0;
+  const receiving = slot.taken?.partial
+    ? Math.max(slot.taken.receiving ?? 0, lane.receiving ?? 0)
+    : (slot.taken?.receiving ?? 0);
+  return lane.dry === true && lane.ahead === undefined && receiving > 0;
 }
 
 /**

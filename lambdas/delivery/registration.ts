@@ -28,7 +28,14 @@ import { returnNow } from './queue-requests.ts';
 import { classifyReceived, type ReceiveDecisions } from './receive-classification.ts';
 import { repeatedRegistration } from './registration-repeat.ts';
 import { manifestSeal } from './slot-seal.ts';
-import { type AcquireResult, laneContextOf, nextBatchId, type Slot, type SlotDesk } from './slots.ts';
+import {
+  type AcquireResult,
+  laneContextOf,
+  nextBatchId,
+  receivingLanes,
+  type Slot,
+  type SlotDesk,
+} from './slots.ts';
 
 /** How a runner registers what it received. */
 export interface RegisterOptions {
@@ -86,6 +93,11 @@ export interface Registration {
    */
   saturated?: boolean;
   /**
+   * Other lanes of the consumer receiving (slots taken, no batch registered) when registration
+   * read every slot: what a lane whose take saw one shard (`SlotSnapshot.partial`) knows of them.
+   */
+  receiving?: number;
+  /**
    * Received messages that already had their last delivery. They belong to the batch and are
    * moved when it is finalised (the runner holds their bodies).
    */
@@ -104,6 +116,7 @@ interface RegistrationRead {
   outstanding: number;
   held?: number;
   slots?: Record<string, number>;
+  registered?: Record<string, boolean>;
   recoveredAt?: number;
 }
 
@@ -157,11 +170,18 @@ export class Registrar {
     now: number,
     received: Received[],
     giveBack: () => Promise<unknown>,
-  ): Promise<{ held: number; due: Record<string, number>; read: boolean; reads?: RegistrationRead }> {
+  ): Promise<{
+    held: number;
+    due: Record<string, number>;
+    read: boolean;
+    reads?: RegistrationRead;
+    receiving?: number;
+  }> {
     if (slot.taken !== undefined && !slot.taken.partial && now - slot.taken.at <= this.c.o.graceMs / 2)
       return { ...slot.taken, read: false };
     let slots: Record<string, number>;
     let reads: RegistrationRead | undefined;
+    let receiving: number | undefined;
     if (slot.taken?.partial) {
       const startedAt = this.c.now();
       const read = await this.registrationReads(slot.queueUid, received, {
@@ -169,6 +189,7 @@ export class Registrar {
         maxConcurrency: slot.maxConcurrency,
       });
       slots = read.slots ?? {};
+      receiving = receivingLanes(read, slot.batchId, now);
       // A recovery that freed a slot after this read began may have written attempts records
       // after the count was read (the items of one read are not read at one instant).
       const raced = read.recoveredAt !== undefined && read.recoveredAt >= startedAt - SKEW_ALLOWANCE_MS;
@@ -186,6 +207,7 @@ export class Registrar {
       due: Object.fromEntries(due),
       read: true,
       ...(reads && due.length === 0 ? { reads } : {}),
+      ...(receiving !== undefined ? { receiving } : {}),
     };
   }
 
@@ -229,13 +251,24 @@ export class Registrar {
     // room (`roomFor`); the slot map is then read in the same request as the reads below.
     const askRoom =
       !slots.read && !slot.cohort && slots.held < slot.maxConcurrency && received.length >= slot.maxBatchSize;
-    const { committed, onlyCopies, outstanding, held } =
+    // A short batch asks too (lanes in other shards since the take are in no snapshot of its
+    // own): its lane may leave the next idle wait to a lane receiving now (`leavesIdleWait`).
+    const askReceiving = !slots.read && slot.maxConcurrency > 1 && received.length < slot.maxBatchSize;
+    const read =
       slots.reads ??
       (await this.registrationReads(
         slot.queueUid,
         received,
-        askRoom ? { consumerUid: slot.consumerUid, maxConcurrency: slot.maxConcurrency } : undefined,
+        askRoom || askReceiving
+          ? { consumerUid: slot.consumerUid, maxConcurrency: slot.maxConcurrency }
+          : undefined,
       ));
+    const { committed, onlyCopies, outstanding, held } = read;
+    const receiving = slots.read
+      ? slots.receiving
+      : askReceiving && read.slots
+        ? receivingLanes(read, slot.batchId, now)
+        : undefined;
     const records =
       outstanding > 0
         ? await this.c.o.store.getAttempts(
@@ -295,6 +328,7 @@ export class Registrar {
       moves: moved.length,
       room: this.roomFor(slot, slots, received.length, held),
       saturated: (slots.read || held === undefined ? slots.held : held) >= slot.maxConcurrency,
+      ...(receiving !== undefined ? { receiving } : {}),
       manifest: { ...manifest, seal: manifestSeal(this.c.o.credentialKey, slot.batchId, manifest) },
     };
   }
@@ -513,6 +547,7 @@ export class Registrar {
       outstanding: read.outstanding,
       ...(read.held !== undefined ? { held: read.held } : {}),
       ...(read.slots !== undefined ? { slots: read.slots } : {}),
+      ...(read.registered !== undefined ? { registered: read.registered } : {}),
       ...(read.recoveredAt !== undefined ? { recoveredAt: read.recoveredAt } : {}),
     };
   }

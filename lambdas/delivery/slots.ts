@@ -158,6 +158,18 @@ export type AcquireResult =
  */
 export const REGISTER_ROOM_MS = 30_000;
 
+/** Lanes receiving in a read of slots: taken, no batch registered, deadline ahead (`own` aside). */
+export function receivingLanes(
+  read: { slots?: Record<string, number>; registered?: Record<string, boolean> },
+  own: string,
+  now: number,
+): number {
+  const registered = read.registered ?? {};
+  return Object.entries(read.slots ?? {}).filter(
+    ([id, until]) => id !== own && until > now && !registered[id],
+  ).length;
+}
+
 export class SlotDesk {
   private readonly c: DeliveryContext;
 
@@ -327,9 +339,7 @@ export class SlotDesk {
     seenWakes?: number,
   ): Slot {
     const wakeSeq = state.wakes ?? seenWakes;
-    const receiving = Object.entries(state.slots).filter(
-      ([id, until]) => id !== batchId && until > takenAt && !state.registered[id],
-    ).length;
+    const receiving = receivingLanes(state, batchId, takenAt);
     const due: Record<string, number> = {};
     for (const [id, until] of Object.entries(state.slots)) {
       if (id !== batchId && until <= takenAt && !recovered.has(id)) due[id] = until;

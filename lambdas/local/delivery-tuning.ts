@@ -36,10 +36,12 @@ export function deliveryTuning(env: NodeJS.ProcessEnv, workerTimeoutSeconds: num
      */
     supervisorSeconds: read('TAKOFORM_SUPERVISOR_SECONDS', 1, 3_600, 60),
     /**
-     * Slots per DynamoDB item of a consumer's slot map (10 keeps each under 1 KB). Fewer spread a
-     * small maxConcurrency over several items, which the chaos suite uses to exercise the shards.
+     * Slots per DynamoDB item of a consumer's slot map, and items per partition key (the layout
+     * in `slot-groups.ts`; every process of a Host must use the same). The chaos suite puts a few
+     * items in a group, so that a small maxConcurrency spans several partition keys.
      */
-    slotsPerShard: read('TAKOFORM_SLOTS_PER_SHARD', 1, 10, 10),
+    slotsPerShard: read('TAKOFORM_SLOTS_PER_SHARD', 1, 10, 1),
+    shardsPerGroup: read('TAKOFORM_SHARDS_PER_GROUP', 1, 1_000, 25),
     /** How often the console's chart samples each queue's counts (kept for the last hour). */
     historySeconds: read('TAKOFORM_HISTORY_SECONDS', 1, 600, 15),
     /** How often `observed` (queue message counts, consumer facts) is refreshed (AWS: every minute). */

@@ -169,6 +169,7 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
         idleWaitSeconds: delivery.idleWaitSeconds,
         slotMarginMs: delivery.slotMarginMs,
         slotsPerShard: delivery.slotsPerShard,
+        shardsPerGroup: delivery.shardsPerGroup,
       },
     });
     loop = new ExecutorLoop(host.executor);

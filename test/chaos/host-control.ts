@@ -51,22 +51,23 @@ class CrashedDuringStart extends Error {
 export const DEFAULT_TUNING: Tuning = { workerTimeoutSeconds: 900, env: {} };
 
 /**
- * The tuning of one schedule: its timings, plus its AWS faults (TAKOFORM_FAULTS), its slots per
- * shard (TAKOFORM_SLOTS_PER_SHARD) and AWS's throughput physics (TAKOFORM_PHYSICS) if set.
+ * The tuning of one schedule: its timings, plus its AWS faults (TAKOFORM_FAULTS), its slot layout
+ * (TAKOFORM_SLOTS_PER_SHARD, TAKOFORM_SHARDS_PER_GROUP) and AWS's throughput physics
+ * (TAKOFORM_PHYSICS) if set.
  */
 export function tuningFor(s: {
   timing: 'chaos' | 'default';
   faults: string | undefined;
   slotsPerShard?: number;
+  shardsPerGroup?: number;
   physics?: number;
 }): Tuning {
   const base = s.timing === 'default' ? DEFAULT_TUNING : CHAOS_TUNING;
   const env = {
     ...base.env,
     ...(s.faults ? { TAKOFORM_FAULTS: s.faults } : {}),
-    ...(s.slotsPerShard !== undefined && s.slotsPerShard < 10
-      ? { TAKOFORM_SLOTS_PER_SHARD: String(s.slotsPerShard) }
-      : {}),
+    ...(s.slotsPerShard !== undefined ? { TAKOFORM_SLOTS_PER_SHARD: String(s.slotsPerShard) } : {}),
+    ...(s.shardsPerGroup !== undefined ? { TAKOFORM_SHARDS_PER_GROUP: String(s.shardsPerGroup) } : {}),
     ...(s.physics !== undefined ? { TAKOFORM_PHYSICS: String(s.physics) } : {}),
   };
   return { ...base, env };

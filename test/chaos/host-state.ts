@@ -12,6 +12,7 @@ import {
 } from '@aws-sdk/client-sqs';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { manifestOfItem } from '../../lambdas/adapters/aws/dynamodb-delivery-store.ts';
+import { consumerOfSlotKey } from '../../lambdas/adapters/aws/slot-groups.ts';
 import type { HostController } from './host-control.ts';
 
 export const LOCAL_TABLE = 'takoform-host';
@@ -106,7 +107,7 @@ export class HostState {
         const pk = String(item.pk);
         if (pk.startsWith('DISPATCH#')) {
           // A consumer's slots may be spread over several shard items: all of them count.
-          const consumer = pk.slice('DISPATCH#'.length);
+          const consumer = consumerOfSlotKey(pk);
           view.slots.set(consumer, [...(view.slots.get(consumer) ?? []), ...Object.keys(item.slots ?? {})]);
         } else if (item.sk === 'head') {
           view.heads.set(String(item.batchId), {

@@ -130,10 +130,13 @@ export interface Schedule {
   /** Whether TAKOFORM_FAULTS holds the kinds that reproduce AWS's answers lost after the fact. */
   lostAnswers: boolean;
   /**
-   * TAKOFORM_SLOTS_PER_SHARD: 1 for odd seeds, so that a consumer of maxConcurrency 2 or 3 spreads
-   * its slots over several items (the shards of dynamodb-slot-map.ts); the default 10 otherwise.
+   * The slot layout (slot-groups.ts): for odd seeds one slot item per partition key
+   * (TAKOFORM_SHARDS_PER_GROUP=1), so that a consumer of maxConcurrency 2 or 3 spans several
+   * groups; for seeds 2, 6, 10, … ten slots per item (TAKOFORM_SLOTS_PER_SHARD=10, the earlier
+   * layout, which shares items between lanes); the default otherwise.
    */
-  slotsPerShard: number;
+  slotsPerShard?: number;
+  shardsPerGroup?: number;
   /**
    * TAKOFORM_PHYSICS: the stand-ins enforce AWS's throughput limits divided by this factor
    * (transaction conflicts, per-partition throughput, Lambda's concurrency), for every sixth seed
@@ -440,7 +443,7 @@ export function scheduleFor(seed: number, profile: Profile = 'full'): Schedule {
     updates: block?.updates ?? [],
     lostAnswers: lost !== undefined,
     // From the seed alone, so every schedule drawn before stays as it was.
-    slotsPerShard: seed % 2 === 1 ? 1 : 10,
+    ...(seed % 2 === 1 ? { shardsPerGroup: 1 } : seed % 4 === 2 ? { slotsPerShard: 10 } : {}),
     ...(!short && seed % 6 === 0 ? { physics: CHAOS_PHYSICS_SCALE } : {}),
   };
 }
@@ -455,7 +458,8 @@ export function describeSchedule(s: Schedule): string {
     (s.variant === 'classic'
       ? ''
       : `; ${s.variant} (${s.timing} timings${s.faults ? `, TAKOFORM_FAULTS=${s.faults}` : ''})`) +
-    (s.slotsPerShard < 10 ? `; ${s.slotsPerShard} slot per shard` : '') +
+    (s.shardsPerGroup !== undefined ? `; ${s.shardsPerGroup} slot item per partition key` : '') +
+    (s.slotsPerShard !== undefined ? `; ${s.slotsPerShard} slots per item` : '') +
     (s.physics !== undefined ? `; AWS physics, limits ÷ ${s.physics}` : '') +
     (s.updates.length ? `; maxConcurrency updates ${s.updates.join(' → ')}` : '');
   const steps = s.steps.map(stepLabel);

@@ -107,6 +107,7 @@ export async function createDeliveryHost(
     graceMs?: number;
     clock?: () => number;
     slotsPerShard?: number;
+    shardsPerGroup?: number;
     /** How long an idle lane long-polls (default 1 s here; the local Host's is 10 s). */
     idleWaitSeconds?: number;
     /** Another DynamoDB endpoint than the suite's (e.g. a physics proxy in front of it). */
@@ -137,6 +138,7 @@ export async function createDeliveryHost(
       graceMs: opts.graceMs ?? 1_000,
       idleWaitSeconds,
       ...(opts.slotsPerShard ? { slotsPerShard: opts.slotsPerShard } : {}),
+      ...(opts.shardsPerGroup ? { shardsPerGroup: opts.shardsPerGroup } : {}),
     },
     ...(opts.clock ? { clock: opts.clock } : {}),
     ...(opts.ddbEndpoint ? { ddbEndpoint: opts.ddbEndpoint } : {}),

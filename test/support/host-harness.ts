@@ -66,6 +66,7 @@ export async function createTestHost(
       graceMs?: number;
       idleWaitSeconds?: number;
       slotsPerShard?: number;
+      shardsPerGroup?: number;
     };
     /** Starts dispatcher lanes; with one, sends through the Host wake their consumer. */
     lanes?: LaneLauncher;
@@ -113,6 +114,7 @@ export async function createTestHost(
       graceMs: opts.delivery?.graceMs ?? 2_000,
       idleWaitSeconds: opts.delivery?.idleWaitSeconds ?? 1,
       ...(opts.delivery?.slotsPerShard ? { slotsPerShard: opts.delivery.slotsPerShard } : {}),
+      ...(opts.delivery?.shardsPerGroup ? { shardsPerGroup: opts.delivery.shardsPerGroup } : {}),
     },
   });
   const byId = Object.fromEntries(principals.map((p) => [p.id, p])) as Record<string, TestPrincipal>;

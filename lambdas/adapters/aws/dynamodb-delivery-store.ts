@@ -44,7 +44,7 @@ import { cancelBatch, createBatch, registrationReads } from './delivery-store/re
 import { settle, settleMany } from './delivery-store/settlement.ts';
 import { DynamoSlotMap } from './dynamodb-slot-map.ts';
 import { fenceSlotShards } from './slot-fence.ts';
-import { SLOTS_PER_SHARD } from './slot-shards.ts';
+import { type SlotLayout, slotLayout } from './slot-groups.ts';
 
 export { deliveryKeys, manifestOfItem } from './delivery-store/items.ts';
 export { COMBINED_SETTLE_MAX } from './delivery-store/settlement.ts';
@@ -53,14 +53,21 @@ export class DynamoDeliveryStore implements DeliveryStore {
   private readonly table: DeliveryTable;
 
   private readonly slotMap: DynamoSlotMap;
-  private readonly perShard: number;
+  private readonly layout: SlotLayout;
   private readonly watermark: RecordsWatermark;
 
-  /** `slotsPerShard` below 10 spreads slots over more items (tests use it to exercise the shards). */
-  constructor(client: DynamoDBClient, tableName: string, opts: { slotsPerShard?: number } = {}) {
+  /** The slot layout (`slot-groups.ts`): tests and the chaos suite vary it to exercise shards and groups. */
+  constructor(
+    client: DynamoDBClient,
+    tableName: string,
+    opts: { slotsPerShard?: number; shardsPerGroup?: number } = {},
+  ) {
     this.table = { client, table: tableName };
-    this.slotMap = new DynamoSlotMap(client, tableName, opts.slotsPerShard);
-    this.perShard = opts.slotsPerShard ?? SLOTS_PER_SHARD;
+    this.layout = slotLayout({
+      ...(opts.slotsPerShard !== undefined ? { perShard: opts.slotsPerShard } : {}),
+      ...(opts.shardsPerGroup !== undefined ? { perGroup: opts.shardsPerGroup } : {}),
+    });
+    this.slotMap = new DynamoSlotMap(client, tableName, this.layout);
     this.watermark = new RecordsWatermark(this.table);
   }
 
@@ -175,16 +182,16 @@ export class DynamoDeliveryStore implements DeliveryStore {
 
   async fenceGenerations(consumerUid: string, closedBelow: number, maxConcurrency: number): Promise<void> {
     const { client, table } = this.table;
-    await fenceSlotShards(client, table, consumerUid, closedBelow, maxConcurrency, this.perShard);
+    await fenceSlotShards(client, table, consumerUid, closedBelow, maxConcurrency, this.layout);
   }
 
   // Registration.
   createBatch(head: BatchHead, manifest: Manifest): Promise<boolean> {
-    return createBatch(this.table, head, manifest);
+    return createBatch(this.table, this.slotMap, head, manifest);
   }
 
   cancelBatch(consumerUid: string, batchId: string): Promise<boolean> {
-    return cancelBatch(this.table, consumerUid, batchId);
+    return cancelBatch(this.table, this.slotMap, consumerUid, batchId);
   }
 
   registrationReads(

@@ -1,20 +1,25 @@
 /**
- * A consumer's concurrency slots (DL-02) in DynamoDB: the items `DISPATCH#<consumer>` / `_`
- * (shard 0, which also holds a wake's start lease) and `shard#<s>` for the
- * further shards of a consumer whose maxConcurrency is above `perShard` (`slot-shards.ts`).
+ * A consumer's concurrency slots (DL-02) in DynamoDB: shard items `_` (shard 0) and `shard#<s>`,
+ * `perShard` slots each (`slot-shards.ts`), kept in groups of partition keys (`slot-groups.ts`).
  * Each slot is one entry `slots.<batchId> = deadline` (plus `registered.<batchId>` once it
  * holds a batch) in its shard, and every write names one shard item, so its cost does not grow
  * with maxConcurrency. Shard 0 records how many shards the consumer has used (`shards`), raised
  * before a slot is first taken in a new one, so that a reader who knows shard 0 knows them all.
- * Each shard records the consumer generation that adopted it (`gen`): a take at one write is
- * admitted only there, and a generation adopts a shard only when no slot lives beyond its bound
- * (`planTake` in `slot-shards.ts`), so maxConcurrency bounds every generation's slots together.
+ * Each shard records the consumer generation that adopted it (`adoptedBy`): a take at one write
+ * is admitted only there, and a generation adopts a shard only when no slot lives beyond its
+ * bound (`planTake` in `slot-shards.ts`), so maxConcurrency bounds every generation's slots
+ * together.
+ *
+ * The earlier layout (ten slots a shard, all under one key) named the adopting generation `gen`.
+ * An adoption sets that to a value no generation reaches, so a process still running the earlier
+ * code (during a deploy) sees a newer generation everywhere and takes nothing, while its lanes
+ * keep the slots they hold; those slots count here as living beyond their shard's capacity, so
+ * takes go on below the bound until they end.
  */
 import {
   type AttributeValue,
   type DynamoDBClient,
   GetItemCommand,
-  QueryCommand,
   ScanCommand,
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
@@ -24,11 +29,21 @@ import { TABLE_KEYS } from '../../shared/table-schema.ts';
 import { countWake, readWakes } from './consumer-wakes.ts';
 import { conditionalUpdate } from './dynamodb-conditional-update.ts';
 import {
+  consumerOfSlotKey,
+  DEFAULT_SLOT_LAYOUT,
+  groupCount,
+  queryGroups,
+  SLOT_PREFIX,
+  type SlotLayout,
+  shardOfSortKey,
+  slotShardKey,
+  upTo,
+} from './slot-groups.ts';
+import {
   inShard,
   overhang,
   planTake,
   type ShardSeen,
-  SLOTS_PER_SHARD,
   shardCapacity,
   shardCount,
   shardOf,
@@ -38,14 +53,12 @@ import {
 } from './slot-shards.ts';
 
 const { pk: PK, sk: SK } = TABLE_KEYS;
-const PREFIX = 'DISPATCH#';
 
-export const slotShardKey = (consumerUid: string, shard = 0) => ({
-  [PK]: `${PREFIX}${consumerUid}`,
-  [SK]: shard === 0 ? '_' : `shard#${shard}`,
-});
-
-const shardOfKey = (sk: unknown) => (sk === '_' ? 0 : Number(String(sk).slice('shard#'.length)));
+/** The attribute naming the generation that adopted a shard. */
+const ADOPTED_BY = { '#gen': 'adoptedBy' };
+/** The earlier layout's name for it, and what an adoption sets there (see above). */
+const EARLIER = { '#earlier': 'gen' };
+const SEALED = Number.MAX_SAFE_INTEGER;
 
 /** One shard item as a state; `partial` unless it is the consumer's only shard. */
 function stateOf(item: Record<string, unknown> | undefined, shard: number): DispatchState {
@@ -82,7 +95,7 @@ type TakeMode = { kind: 'fenced' } | { kind: 'adopt' } | { kind: 'gated'; budget
 type Fence = 'ours' | 'newer' | 'other';
 
 const generationOf = (item: Record<string, unknown> | undefined) =>
-  typeof item?.gen === 'number' ? item.gen : undefined;
+  typeof item?.adoptedBy === 'number' ? item.adoptedBy : undefined;
 
 /** Every shard's state merged: a whole view (the wake count is not part of it: `consumer-wakes.ts`). */
 function whole(states: DispatchState[]): DispatchState {
@@ -92,6 +105,7 @@ function whole(states: DispatchState[]): DispatchState {
 export class DynamoSlotMap {
   private readonly client: DynamoDBClient;
   private readonly table: string;
+  private readonly layout: SlotLayout;
   private readonly perShard: number;
   /** Shards each consumer is known to have used (never fewer than it has): which items to read. */
   private readonly knownShards = new Map<string, number>();
@@ -102,17 +116,20 @@ export class DynamoSlotMap {
   /** Shards `prepare` saw adopted, per consumer generation (`<consumer>#<generation>`). */
   private readonly prepared = new Map<string, Set<number>>();
 
-  constructor(client: DynamoDBClient, table: string, perShard = SLOTS_PER_SHARD) {
-    if (!Number.isInteger(perShard) || perShard < 1 || perShard > SLOTS_PER_SHARD) {
-      throw new Error(`slots per shard must be 1..${SLOTS_PER_SHARD}`);
-    }
+  constructor(client: DynamoDBClient, table: string, layout: SlotLayout = DEFAULT_SLOT_LAYOUT) {
     this.client = client;
     this.table = table;
-    this.perShard = perShard;
+    this.layout = layout;
+    this.perShard = layout.perShard;
+  }
+
+  /** The key of a consumer's shard item. */
+  keyOf(consumerUid: string, shard: number): Record<string, string> {
+    return slotShardKey(consumerUid, shard, this.layout);
   }
 
   private update(consumerUid: string, shard: number, input: Parameters<typeof conditionalUpdate>[3]) {
-    return conditionalUpdate(this.client, this.table, slotShardKey(consumerUid, shard), input);
+    return conditionalUpdate(this.client, this.table, this.keyOf(consumerUid, shard), input);
   }
 
   /** Creates the shard's maps if missing; a new shard is counted in shard 0 first. */
@@ -137,7 +154,7 @@ export class DynamoSlotMap {
     );
     const missing = [...begin].filter((shard) => !done.has(shard));
     if (missing.length === 0) return;
-    const { seen } = await this.readShards(consumerUid);
+    const { seen } = await this.readShards(consumerUid, max);
     if (supersededIn(seen, generation) || overhang(seen, max, this.perShard) > 0) return;
     const count = Math.max(...missing) + 1;
     if (count > (this.knownShards.get(consumerUid) ?? 1)) await this.countShards(consumerUid, count);
@@ -151,13 +168,13 @@ export class DynamoSlotMap {
   private async create(consumerUid: string, shard: number, generation?: number): Promise<void> {
     const init = 'SET slots = if_not_exists(slots, :empty), registered = if_not_exists(registered, :empty)';
     const out = await this.update(consumerUid, shard, {
-      UpdateExpression: generation === undefined ? init : `${init}, #gen = :g`,
+      UpdateExpression: generation === undefined ? init : `${init}, #gen = :g, #earlier = :sealed`,
       ...(generation === undefined
         ? { ExpressionAttributeValues: marshall({ ':empty': {} }) }
         : {
             ConditionExpression: 'attribute_not_exists(#gen) OR #gen <= :g',
-            ExpressionAttributeNames: { '#gen': 'gen' },
-            ExpressionAttributeValues: marshall({ ':empty': {}, ':g': generation }),
+            ExpressionAttributeNames: { ...ADOPTED_BY, ...EARLIER },
+            ExpressionAttributeValues: marshall({ ':empty': {}, ':g': generation, ':sealed': SEALED }),
           }),
       ReturnValues: 'ALL_NEW',
     });
@@ -195,75 +212,54 @@ export class DynamoSlotMap {
     if (count > (this.knownShards.get(consumerUid) ?? 1)) this.knownShards.set(consumerUid, count);
   }
 
-  /** Every shard of the consumer in one consistent Query. */
-  async read(consumerUid: string): Promise<DispatchState> {
-    return whole((await this.readShards(consumerUid)).states);
-  }
-
-  /** Every shard's state, and its size and adopting generation (`planTake`), in one Query. */
-  private async readShards(
-    consumerUid: string,
-  ): Promise<{ states: DispatchState[]; seen: Map<number, ShardSeen> }> {
-    const states: DispatchState[] = [];
-    const seen = new Map<number, ShardSeen>();
-    let start: Record<string, AttributeValue> | undefined;
-    do {
-      const page = await this.client.send(
-        new QueryCommand({
-          TableName: this.table,
-          KeyConditionExpression: '#pk = :pk',
-          ExpressionAttributeNames: { '#pk': PK },
-          ExpressionAttributeValues: marshall({ ':pk': `${PREFIX}${consumerUid}` }),
-          ConsistentRead: true,
-          ExclusiveStartKey: start,
-        }),
-      );
-      for (const raw of page.Items ?? []) {
-        const item = unmarshall(raw);
-        const shard = shardOfKey(item[SK]);
-        this.noteSize(consumerUid, shard, item);
-        const state = stateOf(item, shard);
-        states.push(state);
-        const generation = generationOf(item);
-        seen.set(shard, {
-          size: Object.keys(state.slots).length,
-          ...(generation !== undefined ? { generation } : {}),
-        });
-      }
-      start = page.LastEvaluatedKey;
-    } while (start);
-    return { states, seen };
-  }
-
-  /** The keys a registration reads to see every slot of the consumer (`fromReads` completes them). */
-  keysFor(consumerUid: string, maxConcurrency: number): Record<string, string>[] {
-    const count = Math.max(shardCount(maxConcurrency, this.perShard), this.knownShards.get(consumerUid) ?? 1);
-    return Array.from({ length: count }, (_, s) => slotShardKey(consumerUid, s));
+  /**
+   * Every shard of the consumer, read consistently: a whole view. With `maxConcurrency`, every
+   * group its bound may use is read at once (a registration's read of all slots, `registrationReads`).
+   */
+  async read(consumerUid: string, maxConcurrency?: number): Promise<DispatchState> {
+    return whole((await this.readShards(consumerUid, maxConcurrency)).states);
   }
 
   /**
-   * The state from the shard items a registration read (the first `asked`, from `keysFor`), plus
-   * the shards beyond them that shard 0 counts, read after them. An asked shard that came back
-   * missing is not asked again: it holds no slot (its count is raised before it exists).
+   * Every shard's state, and its size and adopting generation (`planTake`): the groups that the
+   * bound and this process's knowledge name, one Query each at once, then any further groups that
+   * shard 0's count names. A slot that existed when the read began is seen: its shard was counted
+   * in shard 0 before it was taken, and shard 0 is read after the read began.
    */
-  async fromReads(
+  private async readShards(
     consumerUid: string,
-    items: Record<string, unknown>[],
-    asked: number,
-  ): Promise<DispatchState> {
-    const states = items.map((item) => stateOf(item, shardOfKey(item[SK])));
-    const first = items.find((item) => item[SK] === '_');
-    const used = Number(first?.shards ?? 1);
-    for (const item of items) this.noteSize(consumerUid, shardOfKey(item[SK]), item);
-    for (let s = asked; s < used; s++) {
-      const item = await this.getShard(consumerUid, s);
-      if (item) states.push(stateOf(item, s));
+    maxConcurrency?: number,
+  ): Promise<{ states: DispatchState[]; seen: Map<number, ShardSeen> }> {
+    const known = Math.max(
+      this.knownShards.get(consumerUid) ?? 1,
+      maxConcurrency === undefined ? 1 : shardCount(maxConcurrency, this.perShard),
+    );
+    const asked = groupCount(known, this.layout);
+    const items = await queryGroups(this.client, this.table, consumerUid, upTo(asked));
+    const used = Number(items.find((item) => item[SK] === '_')?.shards ?? 1);
+    const needed = groupCount(used, this.layout);
+    if (needed > asked) {
+      const rest = upTo(needed).slice(asked);
+      items.push(...(await queryGroups(this.client, this.table, consumerUid, rest)));
     }
-    return whole(states);
+    const states: DispatchState[] = [];
+    const seen = new Map<number, ShardSeen>();
+    for (const item of items) {
+      const shard = shardOfSortKey(item[SK]);
+      this.noteSize(consumerUid, shard, item);
+      const state = stateOf(item, shard);
+      states.push(state);
+      const generation = generationOf(item);
+      seen.set(shard, {
+        size: Object.keys(state.slots).length,
+        ...(generation !== undefined ? { generation } : {}),
+      });
+    }
+    return { states, seen };
   }
 
   private async getShard(consumerUid: string, shard: number): Promise<Record<string, unknown> | undefined> {
-    const Key = marshall(slotShardKey(consumerUid, shard));
+    const Key = marshall(this.keyOf(consumerUid, shard));
     const out = await this.client.send(
       new GetItemCommand({ TableName: this.table, Key, ConsistentRead: true }),
     );
@@ -314,7 +310,7 @@ export class DynamoSlotMap {
       // The only shard under the bound, adopted and full: no other shard could have room.
       if (count === 1 && out.fence === 'ours') return out;
     }
-    const { states, seen } = await this.readShards(consumerUid);
+    const { states, seen } = await this.readShards(consumerUid, max);
     const all = whole(states);
     // Taken in another shard by this call's earlier try, whose answer was lost.
     const earlier = Object.keys(all.slots).find((id) => inShard(id, 0) === inShard(batchId, 0));
@@ -361,7 +357,10 @@ export class DynamoSlotMap {
     mode: TakeMode,
   ): Promise<{ taken: boolean; state: DispatchState; fence?: Fence }> {
     const capacity = mode.kind === 'gated' ? mode.budget : shardCapacity(bound.max, shard, this.perShard);
-    const sets = ['slots.#b = :deadline', ...(mode.kind === 'adopt' ? ['#gen = :g'] : [])];
+    const sets = [
+      'slots.#b = :deadline',
+      ...(mode.kind === 'adopt' ? ['#gen = :g', '#earlier = :sealed'] : []),
+    ];
     for (let round = 0; round < 2; round++) {
       const out = await this.update(consumerUid, shard, {
         UpdateExpression: `SET ${sets.join(', ')}`,
@@ -370,11 +369,12 @@ export class DynamoSlotMap {
         ConditionExpression: `attribute_exists(slots) AND size(slots) < :max AND attribute_not_exists(slots.#b) AND ${
           mode.kind === 'fenced' ? '#gen = :g' : '(attribute_not_exists(#gen) OR #gen <= :g)'
         }`,
-        ExpressionAttributeNames: { '#b': batchId, '#gen': 'gen' },
+        ExpressionAttributeNames: { '#b': batchId, ...ADOPTED_BY, ...(mode.kind === 'adopt' ? EARLIER : {}) },
         ExpressionAttributeValues: marshall({
           ':deadline': deadline,
           ':max': capacity,
           ':g': bound.generation,
+          ...(mode.kind === 'adopt' ? { ':sealed': SEALED } : {}),
         }),
         ReturnValues: 'ALL_NEW',
         ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
@@ -416,7 +416,7 @@ export class DynamoSlotMap {
       // already (size() of it is false); saying so first keeps moto from failing the call.
       ConditionExpression:
         'attribute_exists(slots) AND attribute_not_exists(slots.#b) AND ((attribute_exists(slots.#p) AND size(slots) <= :max) OR (attribute_not_exists(slots.#p) AND size(slots) < :max AND #gen = :g))',
-      ExpressionAttributeNames: { '#b': id, '#p': previous, '#gen': 'gen' },
+      ExpressionAttributeNames: { '#b': id, '#p': previous, ...ADOPTED_BY },
       ExpressionAttributeValues: marshall({
         ':deadline': deadline,
         ':max': shardCapacity(bound.max, shard, this.perShard),
@@ -525,12 +525,12 @@ export class DynamoSlotMap {
           FilterExpression: 'begins_with(#pk, :p)',
           ProjectionExpression: '#pk',
           ExpressionAttributeNames: { '#pk': PK },
-          ExpressionAttributeValues: marshall({ ':p': PREFIX }),
+          ExpressionAttributeValues: marshall({ ':p': SLOT_PREFIX }),
           ConsistentRead: true,
           ExclusiveStartKey: start,
         }),
       );
-      for (const item of page.Items ?? []) out.add(String(unmarshall(item)[PK]).slice(PREFIX.length));
+      for (const item of page.Items ?? []) out.add(consumerOfSlotKey(String(unmarshall(item)[PK])));
       start = page.LastEvaluatedKey;
     } while (start);
     return [...out];

@@ -10,22 +10,28 @@
  * write per ten slots, once per control-plane change), and a registration's update of its own
  * shard is admitted only for a generation at or above it.
  */
-import { type AttributeValue, type DynamoDBClient, QueryCommand } from '@aws-sdk/client-dynamodb';
-import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { marshall } from '@aws-sdk/util-dynamodb';
 import { TABLE_KEYS } from '../../shared/table-schema.ts';
 import { conditionalUpdate } from './dynamodb-conditional-update.ts';
-import { slotShardKey } from './dynamodb-slot-map.ts';
+import {
+  groupCount,
+  queryGroups,
+  type SlotLayout,
+  shardOfSortKey,
+  slotShardKey,
+  upTo,
+} from './slot-groups.ts';
 import { shardCount } from './slot-shards.ts';
 
-const { pk: PK, sk: SK } = TABLE_KEYS;
+const { sk: SK } = TABLE_KEYS;
 
 const ADMITS = '(attribute_not_exists(#fence) OR #fence <= :g)';
 
-/** A transaction's write of a registered slot, admitted only for a generation the fence allows. */
+/** A transaction's write of a registered slot (in its shard item, `key`), admitted only for a generation the fence allows. */
 export function registerAction(
   table: string,
-  consumerUid: string,
-  shard: number,
+  key: Record<string, string>,
   batchId: string,
   generation: number,
   deadline: number,
@@ -33,7 +39,7 @@ export function registerAction(
   return {
     Update: {
       TableName: table,
-      Key: marshall(slotShardKey(consumerUid, shard)),
+      Key: marshall(key),
       UpdateExpression: 'SET registered.#b = :true, slots.#b = :deadline',
       // The stop boundary (QC-08): a slot revoked, or fenced off, before this point never holds a
       // batch.
@@ -45,17 +51,20 @@ export function registerAction(
 }
 
 /** A transaction's removal of a registered slot (a registration taken back before any handler ran). */
-export function unregisterAction(table: string, consumerUid: string, shard: number, batchId: string) {
+export function unregisterAction(table: string, key: Record<string, string>, batchId: string) {
   return {
     Update: {
       TableName: table,
-      Key: marshall(slotShardKey(consumerUid, shard)),
+      Key: marshall(key),
       UpdateExpression: 'REMOVE slots.#b, registered.#b',
       ConditionExpression: 'attribute_exists(registered.#b)',
       ExpressionAttributeNames: { '#b': batchId },
     },
   };
 }
+
+/** Fence writes in flight at once: a stop of a consumer at maxConcurrency 250 writes 250 items. */
+const FENCE_WRITES_AT_ONCE = 25;
 
 /**
  * Raises the fence of every shard the consumer has, and of every shard a generation bounded by
@@ -69,47 +78,40 @@ export async function fenceSlotShards(
   consumerUid: string,
   closedBelow: number,
   maxConcurrency: number,
-  perShard: number,
+  layout: SlotLayout,
 ): Promise<number> {
-  const shards = new Set(Array.from({ length: shardCount(maxConcurrency, perShard) }, (_, s) => s));
-  for (const sk of await existingShardKeys(client, table, consumerUid)) {
-    shards.add(sk === '_' ? 0 : Number(sk.slice('shard#'.length)));
-  }
-  await Promise.all(
-    [...shards].map((shard) =>
-      conditionalUpdate(client, table, slotShardKey(consumerUid, shard), {
-        UpdateExpression:
-          'SET slots = if_not_exists(slots, :empty), registered = if_not_exists(registered, :empty), #fence = :c',
-        ConditionExpression: 'attribute_not_exists(#fence) OR #fence < :c',
-        ExpressionAttributeNames: { '#fence': 'closedBelow' },
-        ExpressionAttributeValues: marshall({ ':empty': {}, ':c': closedBelow }),
-      }),
-    ),
-  );
+  const bound = shardCount(maxConcurrency, layout.perShard);
+  const shards = new Set(upTo(bound));
+  for (const shard of await existingShards(client, table, consumerUid, bound, layout)) shards.add(shard);
+  const pending = [...shards];
+  const fenceOne = (shard: number) =>
+    conditionalUpdate(client, table, slotShardKey(consumerUid, shard, layout), {
+      UpdateExpression:
+        'SET slots = if_not_exists(slots, :empty), registered = if_not_exists(registered, :empty), #fence = :c',
+      ConditionExpression: 'attribute_not_exists(#fence) OR #fence < :c',
+      ExpressionAttributeNames: { '#fence': 'closedBelow' },
+      ExpressionAttributeValues: marshall({ ':empty': {}, ':c': closedBelow }),
+    });
+  const worker = async () => {
+    for (let shard = pending.pop(); shard !== undefined; shard = pending.pop()) await fenceOne(shard);
+  };
+  await Promise.all(upTo(Math.min(FENCE_WRITES_AT_ONCE, pending.length)).map(worker));
   return shards.size;
 }
 
-async function existingShardKeys(
+/** The shards that exist: the groups `bound` shards span, and any further ones shard 0 counts. */
+async function existingShards(
   client: DynamoDBClient,
   table: string,
   consumerUid: string,
-): Promise<string[]> {
-  const keys: string[] = [];
-  let start: Record<string, AttributeValue> | undefined;
-  do {
-    const page = await client.send(
-      new QueryCommand({
-        TableName: table,
-        KeyConditionExpression: '#pk = :pk',
-        ProjectionExpression: '#sk',
-        ExpressionAttributeNames: { '#pk': PK, '#sk': SK },
-        ExpressionAttributeValues: marshall({ ':pk': slotShardKey(consumerUid)[PK] }),
-        ConsistentRead: true,
-        ExclusiveStartKey: start,
-      }),
-    );
-    for (const raw of page.Items ?? []) keys.push(String(unmarshall(raw)[SK]));
-    start = page.LastEvaluatedKey;
-  } while (start);
-  return keys;
+  bound: number,
+  layout: SlotLayout,
+): Promise<number[]> {
+  const asked = groupCount(bound, layout);
+  const items = await queryGroups(client, table, consumerUid, upTo(asked), [SK, 'shards']);
+  const used = Number(items.find((item) => item[SK] === '_')?.shards ?? 1);
+  const needed = groupCount(used, layout);
+  if (needed > asked)
+    items.push(...(await queryGroups(client, table, consumerUid, upTo(needed).slice(asked), [SK])));
+  return items.map((item) => shardOfSortKey(item[SK]));
 }

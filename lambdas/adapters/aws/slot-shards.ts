@@ -1,7 +1,8 @@
 /**
  * How a consumer's concurrency slots are spread over DynamoDB items: shards of at most
- * `perShard` slots, so that every write of a slot costs the same whatever maxConcurrency is
- * (1 WRU, 2 inside a transaction; the longest batch ids keep 10 slots under 1 KB).
+ * `perShard` slots (one by default; where the items live: `slot-groups.ts`), so that every write
+ * of a slot costs the same whatever maxConcurrency is (1 WRU, 2 inside a transaction; the
+ * longest batch ids keep 10 slots under 1 KB).
  *
  * Shard `s` may hold at most `shardCapacity(max, s)` slots: shards fill in order, the capacities
  * add up to `max`, and each shard's capacity only grows with `max`.
@@ -17,9 +18,6 @@
  * A slot's shard is part of its batch id (`<id>.s<shard>`; none for shard 0), so every later
  * write of the slot finds its item without a read.
  */
-
-/** Slots per shard item by default. */
-export const SLOTS_PER_SHARD = 10;
 
 export const shardCount = (max: number, perShard: number) => Math.max(1, Math.ceil(max / perShard));
 

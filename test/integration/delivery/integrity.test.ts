@@ -443,8 +443,8 @@ describe('issue 13: late recovery when the slot map is in shards (RC-01, DL-07)'
   let d: DeliveryHost;
   let offset = 0;
   const clock = () => Date.now() + offset;
-  // One slot per shard item: a consumer of maxConcurrency 2 has two, so a lane's take sees only
-  // its own shard, and its registration must read the other.
+  // One slot per shard item (the default): a consumer of maxConcurrency 2 has two, so a lane's
+  // take sees only its own shard, and its registration must read the other.
   beforeAll(async () => {
     d = await createDeliveryHost({ clock, graceMs: 5_000, slotsPerShard: 1 });
   });
@@ -521,9 +521,11 @@ describe('issue 11: what a runner may ask, and late recovery (DL-07, DL-09, RC-0
   let d: DeliveryHost;
   let offset = 0;
   const clock = () => Date.now() + offset;
-  // No dispatcher: each test drives its batches itself.
+  // No dispatcher: each test drives its batches itself. Ten slots to an item: a consumer of
+  // maxConcurrency 2 keeps its slot map in one item, so a take's sealed snapshot shows every slot
+  // (the default layout, one slot to an item, is the describe above's).
   beforeAll(async () => {
-    d = await createDeliveryHost({ clock, graceMs: 5_000 });
+    d = await createDeliveryHost({ clock, graceMs: 5_000, slotsPerShard: 10 });
   });
   afterAll(async () => d.close());
 

@@ -43,7 +43,6 @@ describe('issue 12: settleMany in the DynamoDB store', () => {
 
   /** An open batch of `size` messages with nothing settled. */
   async function openBatch(size: number): Promise<string> {
-    const batchId = `b-${randomUUID()}`;
     const consumerUid = `c-${randomUUID()}`;
     await store.initSlots(consumerUid);
     // Registration is conditional on the consumer generation being the active one.
@@ -63,9 +62,13 @@ describe('issue 12: settleMany in the DynamoDB store', () => {
         retryDelaySeconds: 0,
       },
     });
-    expect(
-      (await store.takeSlot(consumerUid, batchId, Date.now() + 60_000, { max: 5, generation: 1 })).taken,
-    ).toBe(true);
+    // The slot's batch id names the item it was taken in.
+    const slot = await store.takeSlot(consumerUid, `b-${randomUUID()}`, Date.now() + 60_000, {
+      max: 5,
+      generation: 1,
+    });
+    expect(slot.taken).toBe(true);
+    const batchId = slot.batchId;
     const head: BatchHead = {
       batchId,
       consumerUid,

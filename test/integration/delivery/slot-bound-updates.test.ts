@@ -122,9 +122,11 @@ class Update {
 describe('DL-02 maxConcurrency bounds batches of every generation after an update', () => {
   let client: DynamoDBClient;
   let table: string;
-  const store = () => new DynamoDeliveryStore(client, table);
-  const update = (oldMax: number, newMax: number, seed?: number) =>
-    new Update(store(), `c-${randomUUID()}`, oldMax, newMax, seed);
+  /** The default layout (one slot per item), or `slotsPerShard` to an item (10: the earlier one). */
+  const store = (slotsPerShard?: number) =>
+    new DynamoDeliveryStore(client, table, slotsPerShard ? { slotsPerShard } : {});
+  const update = (oldMax: number, newMax: number, seed?: number, slotsPerShard?: number) =>
+    new Update(store(slotsPerShard), `c-${randomUUID()}`, oldMax, newMax, seed);
 
   beforeAll(async () => {
     client = dynamoDbClient(inject('ddbEndpoint'));
@@ -132,8 +134,8 @@ describe('DL-02 maxConcurrency bounds batches of every generation after an updat
     await createHostTable(client, table);
   });
 
-  it('DL-02 lowered 30 → 10 while 20 batches run in shards 1–2: the new generation takes nothing until fewer than 10 run, then never more than 10 run', async () => {
-    const u = update(30, 10);
+  it('DL-02 lowered 30 → 10 while 20 batches run in shards 1–2 (ten slots to an item): the new generation takes nothing until fewer than 10 run, then never more than 10 run', async () => {
+    const u = update(30, 10, 1, 10);
     await u.start(30);
     // The old generation's batches in shard 0 end first: 20 run on in shards 1 and 2.
     while (u.old.some((id) => shardOf(id) === 0)) await u.endOld((id) => shardOf(id) === 0);

@@ -10,7 +10,9 @@ import { marshall } from '@aws-sdk/util-dynamodb';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { dynamoDbClient } from '../../../lambdas/adapters/aws/clients.ts';
 import { createHostTable } from '../../../lambdas/adapters/aws/create-host-table.ts';
-import { DynamoDeliveryStore, deliveryKeys } from '../../../lambdas/adapters/aws/dynamodb-delivery-store.ts';
+import { DynamoDeliveryStore } from '../../../lambdas/adapters/aws/dynamodb-delivery-store.ts';
+import { DEFAULT_SLOT_LAYOUT, slotShardKey } from '../../../lambdas/adapters/aws/slot-groups.ts';
+import { shardOf } from '../../../lambdas/adapters/aws/slot-shards.ts';
 
 describe('DL-02 slots in the DynamoDB store without a slot map', () => {
   let client: DynamoDBClient;
@@ -43,9 +45,12 @@ describe('DL-02 slots in the DynamoDB store without a slot map', () => {
 
   it('DL-02 a hand-over after the slot map was deleted is refused, not an error', async () => {
     const c = `c-${randomUUID()}`;
-    expect((await store.takeSlot(c, 'b1', deadline(), { max: 2, generation: 1 })).taken).toBe(true);
-    await client.send(new DeleteItemCommand({ TableName: table, Key: marshall(deliveryKeys.slots(c)) }));
-    const out = await store.swapSlot(c, 'b1', 'b2', deadline(), { max: 2, generation: 1 });
+    const taken = await store.takeSlot(c, 'b1', deadline(), { max: 2, generation: 1 });
+    expect(taken.taken).toBe(true);
+    // The item the slot lives in (one slot per item: shard 0 or 1).
+    const key = slotShardKey(c, shardOf(taken.batchId), DEFAULT_SLOT_LAYOUT);
+    await client.send(new DeleteItemCommand({ TableName: table, Key: marshall(key) }));
+    const out = await store.swapSlot(c, taken.batchId, 'b2', deadline(), { max: 2, generation: 1 });
     expect(out).toMatchObject({ taken: false, state: { slots: {} } });
     expect(await store.slots(c)).toEqual({});
   });

@@ -5,7 +5,7 @@ import { expect } from 'vitest';
 import { attachmentKey } from '../../../lambdas/adapters/aws/dynamodb-attachments.ts';
 import { DynamoDeliveryStore } from '../../../lambdas/adapters/aws/dynamodb-delivery-store.ts';
 import { keys } from '../../../lambdas/adapters/aws/dynamodb-host-store.ts';
-import { SLOTS_PER_SHARD } from '../../../lambdas/adapters/aws/slot-shards.ts';
+import { MAX_SLOTS_PER_SHARD } from '../../../lambdas/adapters/aws/slot-groups.ts';
 import {
   consumerClaimKey,
   deadLetterGraphKey,
@@ -196,7 +196,7 @@ export async function sqsUrl(host: TestHost, queueUid: string): Promise<string |
  * a slot not yet registered is an idle lane, which a stop boundary revokes instead).
  */
 export async function startBatch(host: TestHost, consumerUid: string, batchId: string, deadline: number) {
-  const store = new DynamoDeliveryStore(host.dynamodb, host.tableName);
+  const store = firstShardStore(host);
   expect(
     (await store.takeSlot(consumerUid, batchId, deadline, { max: FIRST_SHARD, generation: 1 })).batchId,
   ).toBe(batchId);
@@ -205,14 +205,19 @@ export async function startBatch(host: TestHost, consumerUid: string, batchId: s
 
 /** An idle lane: a slot taken, no batch registered in it yet. */
 export async function idleLane(host: TestHost, consumerUid: string, batchId: string, deadline: number) {
-  const store = new DynamoDeliveryStore(host.dynamodb, host.tableName);
+  const store = firstShardStore(host);
   expect(
     (await store.takeSlot(consumerUid, batchId, deadline, { max: FIRST_SHARD, generation: 1 })).batchId,
   ).toBe(batchId);
 }
 
-/** A bound that keeps every slot in the consumer's first shard, where a batch id stays as given. */
-const FIRST_SHARD = SLOTS_PER_SHARD;
+/**
+ * A bound that keeps every slot in the consumer's first shard, where a batch id stays as given:
+ * the helpers write with the largest shard the layout allows (the Host reads any).
+ */
+const FIRST_SHARD = MAX_SLOTS_PER_SHARD;
+const firstShardStore = (host: TestHost) =>
+  new DynamoDeliveryStore(host.dynamodb, host.tableName, { slotsPerShard: FIRST_SHARD });
 
 /** The batch ended (settled or made redeliverable): its slot is released. */
 export async function endBatch(host: TestHost, consumerUid: string, batchId: string) {

@@ -2,14 +2,14 @@
 import type { BatchDigest, BatchHead, Manifest } from '../../../delivery/delivery-store.ts';
 import type { HandlerError } from '../../../delivery/settlement-protocol.ts';
 import { TABLE_KEYS } from '../../../shared/table-schema.ts';
-import { slotShardKey } from '../dynamodb-slot-map.ts';
 import { decodeManifest } from '../manifest-codec.ts';
+import { DEFAULT_SLOT_LAYOUT, slotShardKey } from '../slot-groups.ts';
 
 const { pk: PK, sk: SK } = TABLE_KEYS;
 
 export const deliveryKeys = {
   /** A consumer's first slot shard (`dynamodb-slot-map.ts`). */
-  slots: (consumerUid: string) => slotShardKey(consumerUid, 0),
+  slots: (consumerUid: string) => slotShardKey(consumerUid, 0, DEFAULT_SLOT_LAYOUT),
   head: (batchId: string) => ({ [PK]: `BATCH#${batchId}`, [SK]: 'head' }),
   /** Named by its content (`ref`), so a replayed registration never overwrites the manifest of a head. */
   manifest: (batchId: string, ref?: string) => ({

@@ -18,13 +18,7 @@ import type { DynamoSlotMap } from '../dynamodb-slot-map.ts';
 import { encodeManifest } from '../manifest-codec.ts';
 import { registerAction, unregisterAction } from '../slot-fence.ts';
 import { shardOf } from '../slot-shards.ts';
-import {
-  cancellationCodes,
-  consistentBatchGet,
-  type DeliveryTable,
-  retryable,
-  type StoredItem,
-} from './delivery-table.ts';
+import { cancellationCodes, consistentBatchGet, type DeliveryTable, retryable } from './delivery-table.ts';
 import { BATCH_RETENTION_SECONDS, deliveryKeys } from './items.ts';
 import { RECENT_INDEX, recentPartition } from './recent-batches.ts';
 import type { RecordsWatermark } from './records-watermark.ts';
@@ -35,6 +29,7 @@ type TransactItems = NonNullable<TransactWriteItemsCommandInput['TransactItems']
 
 export async function createBatch(
   t: DeliveryTable,
+  slotMap: DynamoSlotMap,
   batchHead: BatchHead,
   manifest: Manifest,
 ): Promise<boolean> {
@@ -64,8 +59,7 @@ export async function createBatch(
     // write names anyway, never on an item every registration of the consumer shares.
     registerAction(
       t.table,
-      head.consumerUid,
-      shardOf(head.batchId),
+      slotMap.keyOf(head.consumerUid, shardOf(head.batchId)),
       head.batchId,
       head.generation,
       head.deadline,
@@ -136,7 +130,12 @@ async function registerHead(t: DeliveryTable, head: BatchHead, items: TransactIt
  * the head and the slot go in one transaction, on condition that the batch is still open. Its
  * manifest is named by no head then, and expires.
  */
-export async function cancelBatch(t: DeliveryTable, consumerUid: string, batchId: string): Promise<boolean> {
+export async function cancelBatch(
+  t: DeliveryTable,
+  slotMap: DynamoSlotMap,
+  consumerUid: string,
+  batchId: string,
+): Promise<boolean> {
   for (let round = 1; ; round++) {
     try {
       await t.client.send(
@@ -150,7 +149,7 @@ export async function cancelBatch(t: DeliveryTable, consumerUid: string, batchId
                 ExpressionAttributeValues: marshall({ ':false': false }),
               },
             },
-            unregisterAction(t.table, consumerUid, shardOf(batchId), batchId),
+            unregisterAction(t.table, slotMap.keyOf(consumerUid, shardOf(batchId)), batchId),
           ],
           ClientRequestToken: createHash('sha256')
             .update(`cancel:${batchId}`)
@@ -177,11 +176,15 @@ export async function registrationReads(
   slotsOf?: { consumerUid: string; maxConcurrency: number },
 ): Promise<RegistrationReads> {
   const state = deliveryKeys.queueState(queueUid);
-  const shards = slotsOf ? slotMap.keysFor(slotsOf.consumerUid, slotsOf.maxConcurrency) : [];
-  const keys = [state, ...shards, ...[...new Set(commitIds)].map(commitKey)];
+  const keys = [state, ...[...new Set(commitIds)].map(commitKey)];
   const out: RegistrationReads = { outstanding: 0, committed: new Set() };
-  const slotItems: StoredItem[] = [];
-  for (const v of await consistentBatchGet(t, keys, 'registration reads')) {
+  // Every slot of the consumer: one Query per group of its shards, beside the batch read (a
+  // Query costs the bytes it returns; the same items in the batch would cost a unit each).
+  const [items, slots] = await Promise.all([
+    consistentBatchGet(t, keys, 'registration reads'),
+    slotsOf ? slotMap.read(slotsOf.consumerUid, slotsOf.maxConcurrency) : undefined,
+  ]);
+  for (const v of items) {
     const commit = commitIdOf(v[PK]);
     if (commit !== undefined) {
       out.committed.add(commit);
@@ -191,12 +194,10 @@ export async function registrationReads(
         out.onlyCopies.set(commit, copies);
       }
     } else if (v[PK] === state[PK]) out.outstanding = watermark.mayHoldRecords(v, Date.now()) ? 1 : 0;
-    else if (slotsOf && v[PK] === shards[0]?.[PK]) slotItems.push(v);
   }
-  if (slotsOf) {
-    // A consumer without a slot map holds no slots (as `slots` reads it).
-    const slots = await slotMap.fromReads(slotsOf.consumerUid, slotItems, shards.length);
+  if (slots) {
     out.slots = slots.slots;
+    out.registered = slots.registered;
     out.held = Object.keys(slots.slots).length;
     if (slots.recoveredAt !== undefined) out.recoveredAt = slots.recoveredAt;
   }

@@ -1,0 +1,157 @@
+/**
+ * DL-02 and QC-08 in the DynamoDB store's default slot layout: one slot per item, items in groups
+ * under their own partition keys (`slot-groups.ts`). The bound holds across groups, every read of
+ * the slots sees every group, a stop fences every group, and a slot map written by the earlier
+ * layout (ten slots per item, its generation in `gen`) counts against the bound until its slots end.
+ */
+import { randomUUID } from 'node:crypto';
+import { type DynamoDBClient, PutItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
+import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
+import { dynamoDbClient } from '../../../lambdas/adapters/aws/clients.ts';
+import { createHostTable } from '../../../lambdas/adapters/aws/create-host-table.ts';
+import { DynamoDeliveryStore } from '../../../lambdas/adapters/aws/dynamodb-delivery-store.ts';
+import { shardOf } from '../../../lambdas/adapters/aws/slot-shards.ts';
+import type { BatchHead } from '../../../lambdas/delivery/delivery-store.ts';
+
+describe('DL-02 slot items in groups of partition keys (DynamoDB store)', () => {
+  let client: DynamoDBClient;
+  let table: string;
+  const deadline = () => Date.now() + 60_000;
+  const g = (max: number, generation = 1) => ({ max, generation });
+
+  /** The sort keys stored under one partition key. */
+  async function sortKeysUnder(pk: string): Promise<string[]> {
+    const out = await client.send(
+      new QueryCommand({
+        TableName: table,
+        KeyConditionExpression: 'pk = :pk',
+        ExpressionAttributeValues: marshall({ ':pk': pk }),
+        ConsistentRead: true,
+      }),
+    );
+    return (out.Items ?? []).map((i) => String(unmarshall(i).sk)).sort();
+  }
+
+  const head = (batchId: string, consumerUid: string, generation: number): BatchHead => ({
+    batchId,
+    consumerUid,
+    queueUid: 'q-1',
+    generation,
+    credentialHash: 'h',
+    size: 1,
+    closed: false,
+    outcome: undefined,
+    applied: false,
+    settled: {},
+    all: undefined,
+    deadline: deadline(),
+    invisibleUntil: deadline() + 30_000,
+    doubtful: false,
+    pendingDeadLetter: [],
+  });
+  const oneEntry = { entries: [{ id: 'm0', ts: 1, attempts: 1, hadRecord: false }], moves: [] };
+
+  beforeAll(async () => {
+    client = dynamoDbClient(inject('ddbEndpoint'));
+    table = `t-${randomUUID()}`;
+    await createHostTable(client, table);
+  });
+
+  it('DL-02 forty concurrent takes for maxConcurrency 30: thirty taken, one per item, 25 items under the consumer’s key and 5 under its second', async () => {
+    const store = new DynamoDeliveryStore(client, table);
+    const c = `c-${randomUUID()}`;
+    const outs = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => store.takeSlot(c, `b${i}-${randomUUID()}`, deadline(), g(30))),
+    );
+    const taken = outs.filter((o) => o.taken);
+    expect(taken).toHaveLength(30);
+    expect(new Set(taken.map((o) => shardOf(o.batchId))).size).toBe(30);
+    expect(await sortKeysUnder(`DISPATCH#${c}`)).toHaveLength(25);
+    expect(await sortKeysUnder(`DISPATCH#${c}#1`)).toHaveLength(5);
+    // Another process that has seen nothing of the consumer reads all thirty, as does a
+    // registration's read.
+    const fresh = new DynamoDeliveryStore(dynamoDbClient(inject('ddbEndpoint')), table);
+    expect(Object.keys(await fresh.slots(c)).sort()).toEqual(taken.map((o) => o.batchId).sort());
+    const read = await new DynamoDeliveryStore(client, table).registrationReads('q-x', [], {
+      consumerUid: c,
+      maxConcurrency: 2,
+    });
+    expect(read.held).toBe(30);
+    expect(await fresh.consumersWithSlots()).toContain(c);
+    expect((await fresh.consumersWithSlots()).filter((u) => u === c)).toHaveLength(1);
+  });
+
+  it('DL-02 one item per partition key: thirty concurrent takes for maxConcurrency 7 hold seven, over seven keys', async () => {
+    const store = new DynamoDeliveryStore(client, table, { shardsPerGroup: 1 });
+    const c = `c-${randomUUID()}`;
+    const outs = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => store.takeSlot(c, `b${i}-${randomUUID()}`, deadline(), g(7))),
+    );
+    const taken = outs.filter((o) => o.taken);
+    expect(taken).toHaveLength(7);
+    for (let group = 1; group < 7; group++)
+      expect(await sortKeysUnder(`DISPATCH#${c}#${group}`)).toHaveLength(1);
+    expect(Object.keys(await store.slots(c))).toHaveLength(7);
+    for (const o of taken) await store.releaseSlot(c, o.batchId);
+    expect(await store.slots(c)).toEqual({});
+  });
+
+  it('QC-08 a stop fences every group: a slot taken before it in the second group registers no batch', async () => {
+    const store = new DynamoDeliveryStore(client, table, { shardsPerGroup: 2 });
+    const c = `c-${randomUUID()}`;
+    const outs = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => store.takeSlot(c, `b${i}-${randomUUID()}`, deadline(), g(6))),
+    );
+    expect(outs.every((o) => o.taken)).toBe(true);
+    const far = outs.find((o) => shardOf(o.batchId) >= 2) as { batchId: string };
+    const near = outs.find((o) => shardOf(o.batchId) < 2) as { batchId: string };
+    await store.fenceGenerations(c, 2, 6);
+    expect(await store.createBatch(head(far.batchId, c, 1), oneEntry)).toBe(false);
+    expect(await store.createBatch(head(near.batchId, c, 1), oneEntry)).toBe(false);
+    // The generation at the fence still registers.
+    const next = await store.takeSlot(c, `n-${randomUUID()}`, deadline(), g(8, 2));
+    expect(next.taken).toBe(true);
+  });
+
+  it('DL-02 a slot map of the earlier layout (ten slots in one item) counts against the bound until its slots end; an adoption seals it against that layout’s takes', async () => {
+    const store = new DynamoDeliveryStore(client, table);
+    const c = `c-${randomUUID()}`;
+    const earlier = Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`old${i}`, deadline()]));
+    await client.send(
+      new PutItemCommand({
+        TableName: table,
+        Item: marshall({ pk: `DISPATCH#${c}`, sk: '_', slots: earlier, registered: {}, gen: 1, shards: 1 }),
+      }),
+    );
+    // Ten of ten held by lanes of the earlier layout: nothing more is taken.
+    expect((await store.takeSlot(c, `n-${randomUUID()}`, deadline(), g(10))).taken).toBe(false);
+    // Those lanes end one by one; at most ten slots are held throughout.
+    for (let i = 0; i < 9; i++) {
+      await store.releaseSlot(c, `old${i}`);
+      await store.takeSlot(c, `n${i}-${randomUUID()}`, deadline(), g(10));
+      expect(Object.keys(await store.slots(c)).length).toBeLessThanOrEqual(10);
+    }
+    await store.releaseSlot(c, 'old9');
+    // All of them ended: the bound fills up again, one slot per item.
+    await Promise.all(
+      Array.from({ length: 15 }, (_, i) => store.takeSlot(c, `m${i}-${randomUUID()}`, deadline(), g(10))),
+    );
+    const held = Object.keys(await store.slots(c));
+    expect(held).toHaveLength(10);
+    expect(new Set(held.map(shardOf)).size).toBe(10);
+    // Every item a take adopted carries the earlier layout's generation at a value no
+    // generation reaches: that layout's takes read it as a newer generation and take nothing.
+    const items = await client.send(
+      new QueryCommand({
+        TableName: table,
+        KeyConditionExpression: 'pk = :pk',
+        ExpressionAttributeValues: marshall({ ':pk': `DISPATCH#${c}` }),
+        ConsistentRead: true,
+      }),
+    );
+    const adopted = (items.Items ?? []).map((i) => unmarshall(i)).filter((i) => i.adoptedBy === 1);
+    expect(adopted.length).toBeGreaterThan(0);
+    for (const item of adopted) expect(item.gen).toBe(Number.MAX_SAFE_INTEGER);
+  });
+});
