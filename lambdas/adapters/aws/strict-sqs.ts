@@ -18,7 +18,9 @@
  * The in-flight and visibility limits (issue 12). fauxqs 2.4.1 already refuses a VisibilityTimeout
  * outside 0..43,200 s on ReceiveMessage, ChangeMessageVisibility(Batch) and queue attributes; it
  * lacks these two, added here:
- * - ReceiveMessage on a queue with ≥ 120,000 in-flight messages → `OverLimit`. The count is the
+ * - ReceiveMessage on a queue with ≥ 120,000 in-flight messages → `OverLimit` for a short poll;
+ *   a long poll (WaitTimeSeconds > 0) waits its time and answers no messages, no error, as SQS
+ *   documents (so a consumer past the limit sees an empty queue, not a failure). The count is the
  *   queue's ApproximateNumberOfMessagesNotVisible, fetched at most once a second per queue (plus
  *   what this client received since), so it is approximate as SQS's own is: a burst can overshoot
  *   by what arrives within that second. The limit can be lowered for tests (option `inflightLimit`,
@@ -236,11 +238,18 @@ function inflightLimit(client: Pick<SQSClient, 'send'>, limit: number): Middlewa
     if (context.commandName !== 'ReceiveMessageCommand') return next(args);
     const url = args.input.QueueUrl as string;
     const known = await current(url);
-    if (known && known.count >= limit)
+    if (known && known.count >= limit) {
+      // A long poll is not refused: it waits its time and comes back empty, as SQS's does.
+      const wait = Number(args.input.WaitTimeSeconds ?? 0);
+      if (wait > 0) {
+        await new Promise((r) => setTimeout(r, Math.min(wait, 20) * 1000));
+        return { output: { $metadata: { httpStatusCode: 200, requestId: 'takoform-strict-sqs' } } };
+      }
       throw new OverLimit({
         message: `The maximum number of in flight messages (${limit}) is reached for this queue.`,
         $metadata: metadata(),
       });
+    }
     const result = await next(args);
     if (known) known.count += ((result.output.Messages as unknown[] | undefined) ?? []).length;
     return result;

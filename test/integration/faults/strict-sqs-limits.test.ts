@@ -97,6 +97,21 @@ describe('strict SQS limits against fauxqs', () => {
     expect(await errorName(receive(strictClient(6), url, 1, 60))).toBe('ok');
   });
 
+  it('past the in-flight limit a long poll is not refused: it waits its time and answers no messages, as SQS documents', async () => {
+    const url = await newQueue(4);
+    const sqs = strictClient(2);
+    expect((await receive(sqs, url, 2, 60)).Messages).toHaveLength(2);
+    const started = performance.now();
+    const out = await sqs.send(
+      new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 2, WaitTimeSeconds: 1 }),
+    );
+    expect(out.Messages ?? []).toEqual([]);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(950);
+    // The two messages still visible were not received by it; a short poll is still refused.
+    expect(await errorName(receive(sqs, url, 1, 60))).toBe('OverLimit');
+    expect((await receive(clean, url, 10, 60)).Messages).toHaveLength(2);
+  });
+
   it('the count is cached for about a second per queue: deleting in-flight messages lifts the refusal after that', async () => {
     const url = await newQueue(4);
     const sqs = strictClient(3);
