@@ -13,8 +13,13 @@
 export const HOST_RESERVED_CONCURRENCY = {
   /** Requests in flight at once; API Gateway's stage throttle (100 rps) keeps it far below this. */
   api: 10,
-  /** One AcquireSlot/RecoverBatch/HandOver per worker invocation, each a few DynamoDB calls. */
-  step: 20,
+  /**
+   * One AcquireSlot/RecoverBatch/HandOver per worker invocation, each a few DynamoDB calls, and a
+   * burst of AcquireSlot when a round starts many lanes at once. At 20, a consumer at
+   * maxConcurrency 250 and 1,000 consumers on one Host had step invocations refused and lanes
+   * fail after the state machine's retries (scale bench); `C / 5` covers them.
+   */
+  step: 50,
   /**
    * Register, settle, finalize and produce calls of running batches, each synchronous; a runner
    * has about one in flight, so this bounds how many batches run their Host calls at once.

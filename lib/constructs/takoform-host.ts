@@ -117,8 +117,8 @@ export interface TakoformHostProps {
   /**
    * Reserve concurrency for the Host's own functions, so that workers (whose lanes hold their
    * invocations for as long as a queue has messages) never take the whole account pool from
-   * them: api 10, step 20, batchHost 100, executor 5, supervisor 2 (137 in all). Lambda keeps 100
-   * of an account's pool unreserved, so an account whose quota is below 237 cannot deploy this:
+   * them: api 10, step 50, batchHost 100, executor 5, supervisor 2 (167 in all). Lambda keeps 100
+   * of an account's pool unreserved, so an account whose quota is below 267 cannot deploy this:
    * set `false` there (a new account's quota is often 10), or size each function with
    * `hostFunctions`. @default true
    */

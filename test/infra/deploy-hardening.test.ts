@@ -72,9 +72,9 @@ describe('reserved concurrency of the Host functions', () => {
   it('the stack says how much of the account’s concurrency it reserves and what the account must have left', () => {
     const defaults = Annotations.fromStack(build().stack).findInfo(
       '*',
-      Match.stringLikeRegexp('reserve 137 concurrent'),
+      Match.stringLikeRegexp('reserve 167 concurrent'),
     );
-    expect(defaults[0]?.entry.data).toMatch(/UnreservedConcurrentExecutions.*at least 237/);
+    expect(defaults[0]?.entry.data).toMatch(/UnreservedConcurrentExecutions.*at least 267/);
     // Without the defaults, only what hostFunctions gives.
     const { stack } = build({
       reserveConcurrency: false,

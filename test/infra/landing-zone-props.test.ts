@@ -368,7 +368,7 @@ describe('reserved concurrency of the Host functions', () => {
       (f) => f.Properties.ReservedConcurrentExecutions !== undefined,
     );
     expect(reserved).toHaveLength(5);
-    expect(HOST_RESERVED_TOTAL).toBe(137);
+    expect(HOST_RESERVED_TOTAL).toBe(167);
   });
 
   it('reserveConcurrency: false reserves nothing, and an explicit size still applies', () => {
