@@ -203,6 +203,33 @@ describe('scale bench targets', () => {
     expect(why).toContain('`batch-host:register DynamoDB:TransactWriteItems` 5');
   });
 
+  it('says a rate no scaled limit bounded is a lower bound, and one a limit bounded is not', () => {
+    const quiet = drain({
+      sustainedMessages: 100,
+      sustainedSeconds: 1,
+      batches: 100,
+      physics: physics({
+        partitions: [{ partition: 'DISPATCH#…', writeUnits: 20, readUnits: 0, throttles: 0 }],
+      }),
+    });
+    const [rate] = scaleTargetRows(samples([quiet]));
+    expect(rate?.verdict).toBe('missed');
+    expect(rate?.why).toContain('no scaled limit bounded it');
+    expect(rate?.why).toContain('lower bound');
+    const throttled = drain({
+      sustainedMessages: 100,
+      sustainedSeconds: 1,
+      batches: 100,
+      physics: physics({
+        throttled: 3,
+        partitions: [{ partition: 'DISPATCH#…', writeUnits: 20, readUnits: 0, throttles: 3 }],
+      }),
+    });
+    const [limited] = scaleTargetRows(samples([throttled]));
+    expect(limited?.why).not.toContain('lower bound');
+    expect(limited?.why).toContain('3 DynamoDB throttles');
+  });
+
   it('misses a storm that lost a message or failed a finalisation, and renders each miss', () => {
     const storm = drain({
       kind: 'storm',
