@@ -414,18 +414,19 @@ export class ControlLoop {
       if (!consumer) return;
       const counted = await this.o.service.countWake(consumer.consumerUid);
       // The first shard of a consumer with several shows a lane receiving there, or else says
-      // nothing of the others: then they are read before a lane is started.
+      // nothing of the others: then they are read before a lane is started, until one shows a
+      // lane receiving (which then sees this send: `releaseIdle`).
+      const tail = this.o.service.receiveTailMs;
+      const receiving = (seen: DispatchState) => gatheringSlots(seen, this.clock(), tail) > 0;
       const state =
-        counted.partial &&
-        lanesOnWake(counted, consumer.maxConcurrency, this.clock(), this.o.service.receiveTailMs) > 0
+        counted.partial && lanesOnWake(counted, consumer.maxConcurrency, this.clock(), tail) > 0
           ? {
-              ...(await this.o.service.dispatchState(consumer.consumerUid)),
+              ...(await this.o.service.dispatchState(consumer.consumerUid, receiving)),
               wakes: counted.wakes,
               ...(counted.starting !== undefined ? { starting: counted.starting } : {}),
             }
           : counted;
-      if (lanesOnWake(state, consumer.maxConcurrency, this.clock(), this.o.service.receiveTailMs) === 0)
-        return;
+      if (lanesOnWake(state, consumer.maxConcurrency, this.clock(), tail) === 0) return;
       // Of concurrent sends to an idle consumer, one starts the lane.
       if (!(await this.o.service.claimStart(consumer.consumerUid, WAKE_START_LEASE_MS))) return;
       await this.launch(

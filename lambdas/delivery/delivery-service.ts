@@ -9,7 +9,7 @@ import type { ConsumerSpec } from '../forms/queue-consumer/consumer-spec.ts';
 import { BatchRecovery, type RecoverOptions } from './batch-recovery.ts';
 import { type DeadLetterItem, DeadLetterMoves } from './dead-letter-moves.ts';
 import { DeliveryContext, type DeliveryServiceOptions } from './delivery-context.ts';
-import type { SlotBound } from './delivery-store.ts';
+import type { DispatchState, SlotBound } from './delivery-store.ts';
 import { type Finalized, type FinalizeOptions, Finalizer } from './finalization.ts';
 import type { BatchBounds, LaneKind } from './lane-kinds.ts';
 import { type Received, type RegisterOptions, Registrar, type Registration } from './registration.ts';
@@ -199,8 +199,8 @@ export class DeliveryService {
   }
 
   /** The consumer's slot map, registered marks and wake count (for the control loop). */
-  dispatchState(consumerUid: string) {
-    return this.c.o.store.dispatchState(consumerUid);
+  dispatchState(consumerUid: string, enough?: (seen: DispatchState) => boolean) {
+    return this.c.o.store.dispatchState(consumerUid, enough);
   }
 
   /** Before `lanes` lanes of a cohort start: the slot map is ready for their takes. */

@@ -205,7 +205,12 @@ export interface DeliveryStore {
   prepareSlots(consumerUid: string, bound: SlotBound, lanes: number): Promise<void>;
   slots(consumerUid: string): Promise<Record<string, number>>;
   /** The slot map, which slots hold a registered batch, and the wake count. */
-  dispatchState(consumerUid: string): Promise<DispatchState>;
+  /**
+   * With `enough`, the slots are read a part at a time, and the read stops (its state `partial`)
+   * once what it read satisfies `enough`: a send that finds one lane receiving need not read
+   * every slot of a consumer at maxConcurrency 250.
+   */
+  dispatchState(consumerUid: string, enough?: (seen: DispatchState) => boolean): Promise<DispatchState>;
   /**
    * Takes a slot if fewer than `bound.max` are held, by any generation; refused for a generation
    * older than one that took slots since. Answers with the state after the take, or as it was

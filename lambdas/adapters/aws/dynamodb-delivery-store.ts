@@ -84,8 +84,8 @@ export class DynamoDeliveryStore implements DeliveryStore {
     return (await this.slotMap.read(consumerUid)).slots;
   }
 
-  dispatchState(consumerUid: string): Promise<DispatchState> {
-    return this.slotMap.read(consumerUid);
+  dispatchState(consumerUid: string, enough?: (seen: DispatchState) => boolean): Promise<DispatchState> {
+    return enough ? this.slotMap.readUntil(consumerUid, enough) : this.slotMap.read(consumerUid);
   }
 
   // A take answers the wake count too, read beside it (it lives apart from the slots,

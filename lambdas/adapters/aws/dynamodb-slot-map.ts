@@ -221,6 +221,26 @@ export class DynamoSlotMap {
   }
 
   /**
+   * The groups one Query after another (the first holds shard 0, whose count names the others),
+   * stopping once the shards read satisfy `enough`: then `partial`. Each group is read after the
+   * call began, so what it shows of a slot is as fresh as a whole read's.
+   */
+  async readUntil(consumerUid: string, enough: (seen: DispatchState) => boolean): Promise<DispatchState> {
+    const items = await queryGroups(this.client, this.table, consumerUid, [0]);
+    const used = Number(items.find((item) => item[SK] === '_')?.shards ?? 1);
+    const groups = groupCount(Math.max(used, this.knownShards.get(consumerUid) ?? 1), this.layout);
+    const states = items.map((item) => stateOf(item, shardOfSortKey(item[SK])));
+    for (let group = 1; group < groups; group++) {
+      const seen = mergeStates(states, false);
+      if (enough(seen)) return seen;
+      for (const item of await queryGroups(this.client, this.table, consumerUid, [group])) {
+        states.push(stateOf(item, shardOfSortKey(item[SK])));
+      }
+    }
+    return whole(states);
+  }
+
+  /**
    * Every shard's state, and its size and adopting generation (`planTake`): the groups that the
    * bound and this process's knowledge name, one Query each at once, then any further groups that
    * shard 0's count names. A slot that existed when the read began is seen: its shard was counted

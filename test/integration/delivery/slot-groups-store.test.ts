@@ -12,7 +12,7 @@ import { dynamoDbClient } from '../../../lambdas/adapters/aws/clients.ts';
 import { createHostTable } from '../../../lambdas/adapters/aws/create-host-table.ts';
 import { DynamoDeliveryStore } from '../../../lambdas/adapters/aws/dynamodb-delivery-store.ts';
 import { shardOf } from '../../../lambdas/adapters/aws/slot-shards.ts';
-import type { BatchHead } from '../../../lambdas/delivery/delivery-store.ts';
+import type { BatchHead, DispatchState } from '../../../lambdas/delivery/delivery-store.ts';
 
 describe('DL-02 slot items in groups of partition keys (DynamoDB store)', () => {
   let client: DynamoDBClient;
@@ -80,6 +80,44 @@ describe('DL-02 slot items in groups of partition keys (DynamoDB store)', () => 
     expect(read.held).toBe(30);
     expect(await fresh.consumersWithSlots()).toContain(c);
     expect((await fresh.consumersWithSlots()).filter((u) => u === c)).toHaveLength(1);
+  });
+
+  it('a send’s read of the slots stops at the first group that shows a lane receiving: one Query, not one per group', async () => {
+    const store = new DynamoDeliveryStore(client, table);
+    const c = `c-${randomUUID()}`;
+    const outs = await Promise.all(
+      Array.from({ length: 60 }, (_, i) => store.takeSlot(c, `b${i}-${randomUUID()}`, deadline(), g(60))),
+    );
+    const ids = outs.map((o) => o.batchId);
+    expect(new Set(ids).size).toBe(60);
+    const receivingIn = (group: number) => ids.find((id) => Math.floor(shardOf(id) / 25) === group) as string;
+    // Every lane holds a batch but one in the first group, which is receiving.
+    for (const id of ids) if (id !== receivingIn(0)) expect(await store.markRegistered(c, id)).toBe(true);
+    const counted = dynamoDbClient(inject('ddbEndpoint'));
+    const queries: string[] = [];
+    counted.middlewareStack.add(
+      (next, context) => async (args) => {
+        if (context.commandName === 'QueryCommand') queries.push(String(context.commandName));
+        return next(args);
+      },
+      { step: 'initialize', name: 'countQueries' },
+    );
+    const reader = new DynamoDeliveryStore(counted, table);
+    const receiving = (s: DispatchState) => Object.keys(s.slots).some((id) => !s.registered[id]);
+    const early = await reader.dispatchState(c, receiving);
+    expect(queries).toHaveLength(1);
+    expect(early.partial).toBe(true);
+    expect(receiving(early)).toBe(true);
+    // Only a lane in the last group receives: every group is read, and the state is whole.
+    expect(await store.markRegistered(c, receivingIn(0))).toBe(true);
+    await store.releaseSlot(c, receivingIn(2));
+    await store.takeSlot(c, `late-${randomUUID()}`, deadline(), g(60));
+    queries.length = 0;
+    const whole = await reader.dispatchState(c, receiving);
+    expect(queries).toHaveLength(3);
+    expect(whole.partial).toBeUndefined();
+    expect(Object.keys(whole.slots)).toHaveLength(60);
+    expect(receiving(whole)).toBe(true);
   });
 
   it('DL-02 one item per partition key: thirty concurrent takes for maxConcurrency 7 hold seven, over seven keys', async () => {
