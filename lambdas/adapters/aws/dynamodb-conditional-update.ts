@@ -22,13 +22,18 @@ export const backoff = (round: number) => sleep(5 * 2 ** round + Math.random() *
 
 export type UpdateAnswer =
   | { ok: true; item?: Record<string, unknown> }
-  | { ok: false; old?: Record<string, unknown> };
+  | { ok: false; old?: Record<string, unknown>; busy?: true };
 
+/**
+ * `busy`: a write that may as well go elsewhere (a take trying a shard it only guessed has room)
+ * answers `busy` at the first transaction it meets on its item, rather than waiting it out.
+ */
 export async function conditionalUpdate(
   client: DynamoDBClient,
   table: string,
   key: Record<string, string>,
   input: Omit<UpdateItemCommandInput, 'TableName' | 'Key'>,
+  opts: { busy?: boolean } = {},
 ): Promise<UpdateAnswer> {
   for (let round = 1; ; round++) {
     try {
@@ -37,6 +42,7 @@ export async function conditionalUpdate(
       );
       return { ok: true, item: out.Attributes ? unmarshall(out.Attributes) : undefined };
     } catch (err) {
+      if (isTransactionConflict(err) && opts.busy) return { ok: false, busy: true };
       if (isTransactionConflict(err) && round < CONFLICT_TRIES) {
         await backoff(round);
         continue;

@@ -128,8 +128,13 @@ export class DynamoSlotMap {
     return slotShardKey(consumerUid, shard, this.layout);
   }
 
-  private update(consumerUid: string, shard: number, input: Parameters<typeof conditionalUpdate>[3]) {
-    return conditionalUpdate(this.client, this.table, this.keyOf(consumerUid, shard), input);
+  private update(
+    consumerUid: string,
+    shard: number,
+    input: Parameters<typeof conditionalUpdate>[3],
+    opts?: { busy?: boolean },
+  ) {
+    return conditionalUpdate(this.client, this.table, this.keyOf(consumerUid, shard), input, opts);
   }
 
   /** Creates the shard's maps if missing; a new shard is counted in shard 0 first. */
@@ -312,19 +317,20 @@ export class DynamoSlotMap {
       count,
       spread ? spreadShard(spread.rank, max, this.perShard) : undefined,
     );
-    const tryIn = async (shard: number, mode: TakeMode) => {
+    const tryIn = async (shard: number, mode: TakeMode, guess = false) => {
       if (shard > 0 && (this.knownShards.get(consumerUid) ?? 1) <= shard) {
         await this.countShards(consumerUid, shard + 1);
       }
       const id = inShard(batchId, shard);
-      const out = await this.takeIn(consumerUid, shard, id, deadline, bound, mode);
+      const out = await this.takeIn(consumerUid, shard, id, deadline, bound, mode, guess);
       return { ...out, batchId: id };
     };
     const refused = (state: DispatchState) => ({ taken: false, state, batchId: inShard(batchId, 0) });
     const recent = this.recentRoom(consumerUid, max);
     const first = count === 1 ? 0 : order.find((s) => (recent[s] ?? 0) > 0);
     if (first !== undefined) {
-      const out = await tryIn(first, { kind: 'fenced' });
+      // A guess: met busy, the take reads every shard instead of waiting for this one.
+      const out = await tryIn(first, { kind: 'fenced' }, count > 1);
       if (out.taken) return out;
       if (out.fence === 'newer') return refused(out.state);
       // The only shard under the bound, adopted and full: no other shard could have room.
@@ -375,6 +381,7 @@ export class DynamoSlotMap {
     deadline: number,
     bound: SlotBound,
     mode: TakeMode,
+    guess = false,
   ): Promise<{ taken: boolean; state: DispatchState; fence?: Fence }> {
     const capacity = mode.kind === 'gated' ? mode.budget : shardCapacity(bound.max, shard, this.perShard);
     const sets = [
@@ -382,27 +389,38 @@ export class DynamoSlotMap {
       ...(mode.kind === 'adopt' ? ['#gen = :g', '#earlier = :sealed'] : []),
     ];
     for (let round = 0; round < 2; round++) {
-      const out = await this.update(consumerUid, shard, {
-        UpdateExpression: `SET ${sets.join(', ')}`,
-        // `<`, not `<>`: a lowered maxConcurrency must not let the count run past it. size() of a
-        // missing map is false on AWS already; saying so first keeps moto from failing the call.
-        ConditionExpression: `attribute_exists(slots) AND size(slots) < :max AND attribute_not_exists(slots.#b) AND ${
-          mode.kind === 'fenced' ? '#gen = :g' : '(attribute_not_exists(#gen) OR #gen <= :g)'
-        }`,
-        ExpressionAttributeNames: { '#b': batchId, ...ADOPTED_BY, ...(mode.kind === 'adopt' ? EARLIER : {}) },
-        ExpressionAttributeValues: marshall({
-          ':deadline': deadline,
-          ':max': capacity,
-          ':g': bound.generation,
-          ...(mode.kind === 'adopt' ? { ':sealed': SEALED } : {}),
-        }),
-        ReturnValues: 'ALL_NEW',
-        ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-      });
+      const out = await this.update(
+        consumerUid,
+        shard,
+        {
+          UpdateExpression: `SET ${sets.join(', ')}`,
+          // `<`, not `<>`: a lowered maxConcurrency must not let the count run past it. size() of a
+          // missing map is false on AWS already; saying so first keeps moto from failing the call.
+          ConditionExpression: `attribute_exists(slots) AND size(slots) < :max AND attribute_not_exists(slots.#b) AND ${
+            mode.kind === 'fenced' ? '#gen = :g' : '(attribute_not_exists(#gen) OR #gen <= :g)'
+          }`,
+          ExpressionAttributeNames: {
+            '#b': batchId,
+            ...ADOPTED_BY,
+            ...(mode.kind === 'adopt' ? EARLIER : {}),
+          },
+          ExpressionAttributeValues: marshall({
+            ':deadline': deadline,
+            ':max': capacity,
+            ':g': bound.generation,
+            ...(mode.kind === 'adopt' ? { ':sealed': SEALED } : {}),
+          }),
+          ReturnValues: 'ALL_NEW',
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        },
+        // A guessed shard in another's transaction is its lane registering: held, so full.
+        { busy: guess },
+      );
       if (out.ok) {
         this.noteSize(consumerUid, shard, out.item);
         return { taken: true, state: stateOf(out.item, shard) };
       }
+      if (out.busy) return { taken: false, state: stateOf(undefined, shard) };
       if (out.old?.slots !== undefined) {
         this.noteSize(consumerUid, shard, out.old);
         const state = stateOf(out.old, shard);

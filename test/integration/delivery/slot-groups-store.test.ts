@@ -11,7 +11,7 @@ import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { dynamoDbClient } from '../../../lambdas/adapters/aws/clients.ts';
 import { createHostTable } from '../../../lambdas/adapters/aws/create-host-table.ts';
 import { DynamoDeliveryStore } from '../../../lambdas/adapters/aws/dynamodb-delivery-store.ts';
-import { shardOf } from '../../../lambdas/adapters/aws/slot-shards.ts';
+import { shardOf, takeOrder } from '../../../lambdas/adapters/aws/slot-shards.ts';
 import type { BatchHead, DispatchState } from '../../../lambdas/delivery/delivery-store.ts';
 
 describe('DL-02 slot items in groups of partition keys (DynamoDB store)', () => {
@@ -118,6 +118,42 @@ describe('DL-02 slot items in groups of partition keys (DynamoDB store)', () => 
     expect(whole.partial).toBeUndefined();
     expect(Object.keys(whole.slots)).toHaveLength(60);
     expect(receiving(whole)).toBe(true);
+  });
+
+  it('DL-02 a take whose guessed item is in another lane’s transaction reads every shard and takes elsewhere at once, not after waiting that item out', async () => {
+    const store = new DynamoDeliveryStore(client, table);
+    const c = `c-${randomUUID()}`;
+    const held = await Promise.all(
+      [0, 1].map((i) => store.takeSlot(c, `h${i}-${randomUUID()}`, deadline(), g(3))),
+    );
+    const heldShards = held.map((o) => shardOf(o.batchId));
+    // A batch id whose first guess (its hash order; nothing seen yet) is a held shard.
+    let id = '';
+    do id = `n-${randomUUID()}`;
+    while (!heldShards.includes(takeOrder(id, 3)[0] as number));
+    const busyKey = `DISPATCH#${c}|${takeOrder(id, 3)[0] === 0 ? '_' : `shard#${takeOrder(id, 3)[0]}`}`;
+    const busyTries: number[] = [];
+    const busy = dynamoDbClient(inject('ddbEndpoint'));
+    // The held lane is registering: every write of its item meets its transaction.
+    busy.middlewareStack.add(
+      (next, context) => async (args) => {
+        const input = args.input as { Key?: Record<string, { S?: string }> };
+        const key = `${input.Key?.pk?.S}|${input.Key?.sk?.S}`;
+        if (context.commandName === 'UpdateItemCommand' && key === busyKey) {
+          busyTries.push(1);
+          throw Object.assign(new Error('Transaction is ongoing for the item'), {
+            name: 'TransactionConflictException',
+            $metadata: {},
+          });
+        }
+        return next(args);
+      },
+      { step: 'initialize', name: 'busyItem' },
+    );
+    const out = await new DynamoDeliveryStore(busy, table).takeSlot(c, id, deadline(), g(3));
+    expect(out.taken).toBe(true);
+    expect(heldShards).not.toContain(shardOf(out.batchId));
+    expect(busyTries).toHaveLength(1);
   });
 
   it('DL-02 one item per partition key: thirty concurrent takes for maxConcurrency 7 hold seven, over seven keys', async () => {
