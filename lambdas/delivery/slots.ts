@@ -145,6 +145,19 @@ export function laneBatchId(
   return `b${digest.slice(0, 24)}`;
 }
 
+/**
+ * The id an AcquireSlot takes its slot under: the lane's derived id (`laneBatchId`), the same
+ * when Step Functions runs the step again, so the take finds the slot its earlier try took — but
+ * another once the lane goes on as the generation that replaced its own (`laneContext`,
+ * `orNewer`). With one id across generations, a retry under the new bound found the slot its try
+ * had taken under the old one and held it as its own: a batch of the new generation (bound 1)
+ * ran in the old generation's shard beside three of the old batches (chaos seed 46).
+ */
+function takeId(batchId: string | undefined, requested: number, context: LaneContext): string {
+  if (batchId === undefined) return `b${newToken(18)}`;
+  return context.generation === requested ? batchId : `${batchId}-g${context.generation}`;
+}
+
 export type AcquireResult =
   /** `held` of `capacity` (maxConcurrency) slots are taken with this one: the loop's scaling input. */
   | { status: 'acquired'; slot: Slot; held: number; capacity: number }
@@ -194,7 +207,7 @@ export class SlotDesk {
     const inheritedLane = this.inheritedContext(consumerUid, generation, inherited);
     const context = inheritedLane?.context ?? (await this.laneContext(consumerUid, generation, true));
     if (!context) return { status: 'stop' };
-    return this.take(context, batchId ?? `b${newToken(18)}`, inheritedLane?.cohort);
+    return this.take(context, takeId(batchId, generation, context), inheritedLane?.cohort);
   }
 
   /**
@@ -220,7 +233,7 @@ export class SlotDesk {
         inherit: sealLane(this.c.o.credentialKey, context),
       };
     }
-    return this.take(context, batchId ?? `b${newToken(18)}`, inheritedLane?.cohort);
+    return this.take(context, takeId(batchId, generation, context), inheritedLane?.cohort);
   }
 
   /** The kind of lane a consumer runs on, from a slot or lane context of it. */

@@ -77,4 +77,44 @@ describe('DL-02 a retried AcquireSlot takes the slot its first try took, never a
     })) as AcquireAnswer;
     expect(twin.status).toBe('busy');
   });
+
+  it('DL-02 a retry that goes on as the generation an update made (maxConcurrency 40 → 1) takes no slot its first try took under the old bound (chaos seed 46)', async () => {
+    const c = await t.setupConsumer('lost-acquire-update', { maxConcurrency: 40 });
+    const step = createDispatcherStepHandler(t.host);
+    const input = {
+      action: 'acquire',
+      lane: { consumerUid: c.consumerUid, generation: 2, round: 0 },
+      execution: {
+        id: 'arn:aws:states:us-east-1:000000000000:execution:d:supervise-lane-2',
+        startTime: '2026-12-05T09:00:00.000Z',
+      },
+    };
+    // Two lanes of the consumer's generation take slots of its 40.
+    const before = await t.request('GET', `/resources/${c.consumerUid}`);
+    const generation = Number(before.body.generation);
+    const lane = { ...input.lane, generation };
+    const first = (await step({ ...input, lane })) as AcquireAnswer;
+    expect(first.status).toBe('acquired');
+    const other = (await step({ ...input, lane: { ...lane, round: 7 } })) as AcquireAnswer;
+    expect(other.status).toBe('acquired');
+    // Both hold a batch (their handlers run), and the update to 1 succeeds meanwhile.
+    for (const a of [first, other]) {
+      expect(await t.host.deliveryStore.markRegistered(c.consumerUid, a.slot?.batchId as string)).toBe(true);
+    }
+    const put = await t.request(
+      'PUT',
+      `/resources/${c.consumerUid}`,
+      { spec: { ...(before.body.spec as Record<string, unknown>), maxConcurrency: 1 } },
+      { 'idempotency-key': `k-${crypto.randomUUID()}`, 'takoform-expected-generation': String(generation) },
+    );
+    expect(put.status).toBe(202);
+    await t.settle();
+    const after = await t.request('GET', `/resources/${c.consumerUid}`);
+    expect(after.body.spec.maxConcurrency).toBe(1);
+    // Step Functions never saw `first`: its Retry sends the same Parameters; the lane now goes on
+    // as the new generation, whose bound (1) two held slots already exceed.
+    const again = (await step({ ...input, lane })) as AcquireAnswer;
+    expect(again.slot?.batchId, 'not the slot taken under the old bound').not.toBe(first.slot?.batchId);
+    expect(again.status).toBe('busy');
+  });
 });
