@@ -127,11 +127,13 @@ describe('DL-02 slot items in groups of partition keys (DynamoDB store)', () => 
       [0, 1].map((i) => store.takeSlot(c, `h${i}-${randomUUID()}`, deadline(), g(3))),
     );
     const heldShards = held.map((o) => shardOf(o.batchId));
-    // A batch id whose first guess (its hash order; nothing seen yet) is a held shard.
+    // A batch id whose first guess (its hash order; nothing seen yet) is a held shard other than
+    // shard 0, whose item the take also writes to count a new shard.
+    const guessed = heldShards.find((shard) => shard !== 0) as number;
     let id = '';
     do id = `n-${randomUUID()}`;
-    while (!heldShards.includes(takeOrder(id, 3)[0] as number));
-    const busyKey = `DISPATCH#${c}|${takeOrder(id, 3)[0] === 0 ? '_' : `shard#${takeOrder(id, 3)[0]}`}`;
+    while (takeOrder(id, 3)[0] !== guessed);
+    const busyKey = `DISPATCH#${c}|shard#${guessed}`;
     const busyTries: number[] = [];
     const busy = dynamoDbClient(inject('ddbEndpoint'));
     // The held lane is registering: every write of its item meets its transaction.
