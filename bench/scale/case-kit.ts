@@ -82,6 +82,7 @@ export async function openScaleCase(endpoints: Endpoints, scale: { k: number; tr
     meter,
     idleWaitSeconds: 1,
     concurrency: phys.concurrency,
+    startBudget: phys.startBudget,
     shardsPerGroup: scaledGroup(scale.k),
   });
   const refusedCalls = countRefusals(bench);

@@ -56,6 +56,10 @@ export interface PhysicsCounts {
   /** Lambda invocations refused past the pool, by function. */
   lambdaThrottled: Record<string, number>;
   lambdaPeak: Record<string, number>;
+  /** StartExecution tries refused for want of a token, by kind (absent in runs before it was modelled). */
+  startsThrottled?: Record<string, number>;
+  /** Lane starts refused on every SDK try: the caller saw the error. */
+  startsFailed?: number;
 }
 
 /** Refused DynamoDB calls the bench's SDK middleware saw, by `context DynamoDB:Operation`. */

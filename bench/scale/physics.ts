@@ -1,7 +1,7 @@
 /**
  * The stand-ins' throughput physics for one scale case: a DynamoDB physics proxy of its own in
  * front of the bench's DynamoDB Local (so each case starts with fresh budgets and counts) and a
- * Lambda concurrency pool of its own, both at the scale k. What they counted in a window is read
+ * Lambda concurrency pool and Step Functions StartExecution quota of its own, all at the scale k. What they counted in a window is read
  * as the difference of two snapshots.
  */
 
@@ -12,6 +12,10 @@ import {
 } from '../../lambdas/local/physics/dynamodb-physics-proxy.ts';
 import { LambdaConcurrency } from '../../lambdas/local/physics/lambda-concurrency.ts';
 import { type Physics, physicsOf } from '../../lambdas/local/physics/physics-config.ts';
+import {
+  StartExecutionBudget,
+  type StartExecutionStats,
+} from '../../lambdas/local/physics/start-execution-budget.ts';
 import type { Endpoints } from '../support/standins.ts';
 import type { PhysicsCounts } from './model.ts';
 
@@ -19,6 +23,7 @@ export interface CasePhysics {
   physics: Physics;
   endpoints: Endpoints;
   concurrency: LambdaConcurrency;
+  startBudget: StartExecutionBudget;
   proxy: PhysicsProxy;
   mark(): PhysicsMark;
   /** Runs `fn` with the DynamoDB physics off (setup and pre-fill, which no figure measures). */
@@ -30,6 +35,7 @@ export interface CasePhysics {
 export interface PhysicsMark {
   dynamo: PhysicsStats;
   throttled: Record<string, number>;
+  starts: StartExecutionStats;
 }
 
 /** Every partition the model knows (the snapshot's `top` is a count). */
@@ -69,6 +75,13 @@ export function physicsDelta(a: PhysicsMark, b: PhysicsMark, peak: Record<string
     const d = n - (a.throttled[fn] ?? 0);
     if (d > 0) lambdaThrottled[fn] = d;
   }
+  const startsThrottled: Record<string, number> = {};
+  for (const kind of ['standard', 'express'] as const) {
+    const d = b.starts.throttled[kind] - a.starts.throttled[kind];
+    if (d > 0) startsThrottled[kind] = d;
+  }
+  const startsFailed =
+    b.starts.failed.standard + b.starts.failed.express - a.starts.failed.standard - a.starts.failed.express;
   return {
     cancelledTransactions: b.dynamo.cancelledTransactions - a.dynamo.cancelledTransactions,
     refusedWrites: b.dynamo.refusedWrites - a.dynamo.refusedWrites,
@@ -79,6 +92,8 @@ export function physicsDelta(a: PhysicsMark, b: PhysicsMark, peak: Record<string
       .slice(0, 20),
     lambdaThrottled,
     lambdaPeak: { ...peak },
+    startsThrottled,
+    startsFailed,
   };
 }
 
@@ -90,6 +105,7 @@ export async function startCasePhysics(
   const physics = physicsOf({ scale: o.k, transactionMs: o.transactionMs });
   const proxy = await startDynamoDbPhysicsProxy({ target: endpoints.dynamodb, physics });
   const concurrency = new LambdaConcurrency(physics.lambda, physics.scale);
+  const startBudget = new StartExecutionBudget(physics.startExecution);
   // Creating a thousand consumers side by side under a 100 ms hold would fail on conflicts the
   // measured windows never meet; while paused, every request is admitted and holds nothing.
   let pausedBy = 0;
@@ -102,11 +118,13 @@ export async function startCasePhysics(
   const mark = (): PhysicsMark => ({
     dynamo: proxy.model.snapshot(ALL),
     throttled: { ...concurrency.stats().throttled },
+    starts: startBudget.stats(),
   });
   return {
     physics,
     endpoints: { ...endpoints, dynamodb: proxy.endpoint },
     concurrency,
+    startBudget,
     proxy,
     mark,
     since: (m) => physicsDelta(m, mark(), concurrency.stats().peak),

@@ -60,6 +60,11 @@ export function countsWhy(c: CaseSample, f: CaseFigures): string {
   if (calls) parts.push(`refused calls by caller: ${calls}`);
   const lambda = listed(c.physics.lambdaThrottled);
   if (lambda) parts.push(`Lambda invocations refused past the pool: ${lambda}`);
+  const starts = listed(c.physics.startsThrottled ?? {});
+  if (starts)
+    parts.push(
+      `StartExecution tries throttled: ${starts} (${fmt(c.physics.startsFailed ?? 0, 0)} starts failed after the SDK's retries)`,
+    );
   if (!c.ok) parts.push(`the case did not finish: ${fmt(c.delivered, 0)} of ${fmt(c.messages, 0)} delivered`);
   return parts.join('; ');
 }
@@ -74,7 +79,8 @@ export function rateWhy(c: CaseSample, f: CaseFigures): string {
   const limitNear =
     c.physics.throttled > 0 ||
     (f.hottest?.share ?? 0) >= SCALE_TARGETS.hottestShare ||
-    lambdaRefused * 10 >= c.batches;
+    lambdaRefused * 10 >= c.batches ||
+    (c.physics.startsFailed ?? 0) > 0;
   const counts = countsWhy(c, f);
   if (limitNear || !c.ok) return counts;
   return (

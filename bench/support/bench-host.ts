@@ -28,6 +28,7 @@ import { ExecutorLoop } from '../../lambdas/local/executor-loop.ts';
 import { LocalLanes } from '../../lambdas/local/lanes/local-lanes.ts';
 import { LocalSupervisor } from '../../lambdas/local/lanes/local-supervisor.ts';
 import type { LambdaConcurrency } from '../../lambdas/local/physics/lambda-concurrency.ts';
+import type { StartExecutionBudget } from '../../lambdas/local/physics/start-execution-budget.ts';
 import { WorkerPool } from '../../lambdas/local/workers/worker-pool.ts';
 import { attribute, Meter } from './meter.ts';
 import { unwatchConsumer, watchConsumer } from './sfn-hook.ts';
@@ -120,6 +121,8 @@ export interface BenchHostOptions {
   graceMs?: number;
   /** Lambda's concurrency pool the lanes' invocations share (the scale bench's physics); none: no limit. */
   concurrency?: LambdaConcurrency;
+  /** Step Functions' StartExecution quota the lane starts share (the scale bench's physics); none: no limit. */
+  startBudget?: StartExecutionBudget;
   /** Slot-map items to a partition key (the Host's default: 25). */
   shardsPerGroup?: number;
 }
@@ -311,11 +314,12 @@ function localDispatcher(
     sqs: SQSClient;
     invokerFor: ReturnType<typeof poolInvoker>;
     concurrency?: LambdaConcurrency;
+    startBudget?: StartExecutionBudget;
   },
   idleWaitSeconds: number,
   supervisorMs: number,
 ): { lanes: LocalLanes; supervisor: LocalSupervisor } {
-  const { host, service, sqs, invokerFor, concurrency } = deps;
+  const { host, service, sqs, invokerFor, concurrency, startBudget } = deps;
   const lanes = new LocalLanes();
   const loop = new ControlLoop({ service, launcher: lanes });
   const messages = sqsMessageQueue(sqs);
@@ -326,6 +330,7 @@ function localDispatcher(
     idleWaitSeconds,
     invokerFor,
     ...(concurrency ? { concurrency } : {}),
+    ...(startBudget ? { startBudget } : {}),
   });
   const supervisor = new LocalSupervisor(
     { loop, attachments: host.attachments, queueDirectory: host.queueDirectory, messages },
@@ -440,7 +445,14 @@ export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptio
    */
   function startDispatcher(o: { idleWaitSeconds?: number; supervisorMs?: number } = {}): LocalLanes {
     const dispatcher = localDispatcher(
-      { host, service, sqs, invokerFor, ...(opts.concurrency ? { concurrency: opts.concurrency } : {}) },
+      {
+        host,
+        service,
+        sqs,
+        invokerFor,
+        ...(opts.concurrency ? { concurrency: opts.concurrency } : {}),
+        ...(opts.startBudget ? { startBudget: opts.startBudget } : {}),
+      },
       o.idleWaitSeconds ?? opts.idleWaitSeconds ?? 1,
       o.supervisorMs ?? 60_000,
     );

@@ -10,6 +10,7 @@ import type { ProduceCall } from '../../lambdas/delivery/settlement-protocol.ts'
 import { LocalLanes } from '../../lambdas/local/lanes/local-lanes.ts';
 import { LocalSupervisor } from '../../lambdas/local/lanes/local-supervisor.ts';
 import type { LambdaConcurrency } from '../../lambdas/local/physics/lambda-concurrency.ts';
+import type { StartExecutionBudget } from '../../lambdas/local/physics/start-execution-budget.ts';
 import { WorkerPool } from '../../lambdas/local/workers/worker-pool.ts';
 import { createTestHost, FORMS, type TestHost } from './host-harness.ts';
 
@@ -199,6 +200,8 @@ export async function createDeliveryHost(
       waitTimeOverrides?: Record<string, number>;
       /** Lambda's concurrency pool the lanes' invocations share (TAKOFORM_PHYSICS's model). */
       concurrency?: LambdaConcurrency;
+      /** Step Functions' StartExecution quota the lane starts share (TAKOFORM_PHYSICS's model). */
+      startBudget?: StartExecutionBudget;
     } = {},
   ): LocalLanes {
     let dead = false;
@@ -223,6 +226,7 @@ export async function createDeliveryHost(
       invokerFor,
       ...(o.waitTimeOverrides ? { waitTimeOverrides: o.waitTimeOverrides } : {}),
       ...(o.concurrency ? { concurrency: o.concurrency } : {}),
+      ...(o.startBudget ? { startBudget: o.startBudget } : {}),
     });
     const supervisor = new LocalSupervisor(
       {

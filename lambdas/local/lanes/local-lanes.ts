@@ -14,6 +14,7 @@ import type { MessageQueue } from '../../delivery/ports.ts';
 import { log } from '../../shared/log.ts';
 import { withLambdaInvokeFaults } from '../faults/invoke-faults.ts';
 import { type LambdaConcurrency, lambdaConcurrencyFromEnv } from '../physics/lambda-concurrency.ts';
+import { type StartExecutionBudget, startExecutionBudgetFromEnv } from '../physics/start-execution-budget.ts';
 import { type LocalExecution, LocalStateMachine } from '../standins/local-step-functions.ts';
 import { LambdaCutOff } from './lambda-cut-off.ts';
 
@@ -38,6 +39,8 @@ export interface LocalLanesOptions {
   historyLimit?: number;
   /** Lambda's concurrency pool the Task invocations share (default: TAKOFORM_PHYSICS's, if set). */
   concurrency?: LambdaConcurrency;
+  /** Step Functions' StartExecution quota the lane starts share (default: TAKOFORM_PHYSICS's, if set). */
+  startBudget?: StartExecutionBudget;
 }
 
 /**
@@ -78,14 +81,18 @@ export class LocalLanes implements LaneLauncher {
   async start(name: string, input: LaneInput, kind: LaneKind = 'standard'): Promise<'started' | 'exists'> {
     const o = this.o;
     if (!o || !this.handlers || this.stopped) return 'exists';
-    let execution: LocalExecution;
-    try {
-      execution = this.machines[kind].start({
+    const handlers = this.handlers;
+    const start = () =>
+      this.machines[kind].start({
         name,
         input,
-        taskHandlers: this.handlers,
+        taskHandlers: handlers,
         ...(o.waitTimeOverrides ? { waitTimeOverrides: o.waitTimeOverrides } : {}),
       });
+    const budget = o.startBudget ?? startExecutionBudgetFromEnv();
+    let execution: LocalExecution;
+    try {
+      execution = budget ? await budget.startWithSdkRetries(kind, start) : start();
     } catch (err) {
       if ((err as Error)?.name === 'ExecutionAlreadyExists') return 'exists';
       throw err;

@@ -2,7 +2,8 @@
  * TAKOFORM_PHYSICS: the stand-ins enforce AWS's throughput physics, with every limit divided by a
  * scale factor k, so that a small machine meets them at 1/k of the load AWS would take. Unset or
  * empty: the stand-ins never refuse for load (DynamoDB Local runs transactions one after
- * another and has no per-partition throughput; the local Lambda runner has no concurrency pool).
+ * another and has no per-partition throughput; the local Lambda runner has no concurrency pool;
+ * the local Step Functions starts any number of executions a second).
  *
  *   TAKOFORM_PHYSICS=50
  *   TAKOFORM_PHYSICS='{"scale":50,"transactionMs":10,"partition":"key","lambda":{"reserved":{"worker":4}}}'
@@ -27,6 +28,15 @@ export const AWS_LIMITS = {
   accountConcurrency: 1_000,
   /** Lambda keeps this much of the account's pool unreserved. */
   unreservedMinimum: LAMBDA_UNRESERVED_MINIMUM,
+  /**
+   * Step Functions' StartExecution token bucket per account and Region: Standard workflows in
+   * US East (N. Virginia), US West (Oregon) and Europe (Ireland) — the largest of the quota
+   * pages' figures (800 and 150 elsewhere) — and Express workflows in every Region.
+   */
+  startExecution: {
+    standard: { bucket: 1_300, perSecond: 300 },
+    express: { bucket: 6_000, perSecond: 6_000 },
+  },
 } as const;
 
 /** The functions a reservation may name: the local invocations' labels and the other Host functions. */
@@ -88,6 +98,8 @@ export interface Physics {
   readUnitsPerSecond: number;
   holdMs: number;
   partition: 'key' | 'item';
+  /** StartExecution's token bucket by kind of state machine, after scaling. */
+  startExecution: Record<'standard' | 'express', { bucket: number; perSecond: number }>;
   lambda: {
     accountConcurrency: number;
     reserved: Partial<Record<ReservableFunction, number>>;
@@ -112,6 +124,16 @@ export function physicsOf(input: PhysicsInput): Physics {
     readUnitsPerSecond: AWS_LIMITS.partitionReadUnits / k,
     holdMs: input.holdMs ?? Math.round((input.transactionMs ?? DEFAULT_TRANSACTION_MS) * k),
     partition: input.partition ?? 'key',
+    startExecution: {
+      standard: {
+        bucket: scaleDown(AWS_LIMITS.startExecution.standard.bucket),
+        perSecond: AWS_LIMITS.startExecution.standard.perSecond / k,
+      },
+      express: {
+        bucket: scaleDown(AWS_LIMITS.startExecution.express.bucket),
+        perSecond: AWS_LIMITS.startExecution.express.perSecond / k,
+      },
+    },
     lambda: {
       accountConcurrency: scaleDown(input.lambda?.accountConcurrency ?? AWS_LIMITS.accountConcurrency),
       reserved,

@@ -9,18 +9,32 @@ export class TokenBucket {
   private level: number;
   private last: number;
   private readonly ratePerSecond: number;
+  private readonly capacity: number;
 
-  constructor(ratePerSecond: number, now: number) {
+  /** `capacity`: the most it holds (a burst); one second's worth unless an API's quota says more. */
+  constructor(ratePerSecond: number, now: number, capacity = ratePerSecond) {
     this.ratePerSecond = ratePerSecond;
-    this.level = ratePerSecond;
+    this.capacity = capacity;
+    this.level = capacity;
     this.last = now;
   }
 
   private refill(now: number): void {
     if (now > this.last) {
-      this.level = Math.min(this.ratePerSecond, this.level + ((now - this.last) / 1000) * this.ratePerSecond);
+      this.level = Math.min(this.capacity, this.level + ((now - this.last) / 1000) * this.ratePerSecond);
       this.last = now;
     }
+  }
+
+  /**
+   * Takes one whole token if there is one: an API call throttled by a token bucket (Step
+   * Functions' StartExecution) either gets its token or is refused, and never goes into debt.
+   */
+  take(now: number): boolean {
+    this.refill(now);
+    if (this.level < 1) return false;
+    this.level -= 1;
+    return true;
   }
 
   /** Whether a request may start now. */

@@ -141,6 +141,11 @@ describe('scale bench physics counts', () => {
         ],
       },
       throttled: { worker: throttled, step: 0 },
+      starts: {
+        admitted: { standard: units, express: 0 },
+        throttled: { standard: 0, express: throttled },
+        failed: { standard: 0, express: conflicts },
+      },
     });
     const d = physicsDelta(snap(10, 1, 0), snap(30, 4, 2), { worker: 3 });
     expect(d.cancelledTransactions).toBe(3);
@@ -148,6 +153,8 @@ describe('scale bench physics counts', () => {
     expect(d.conflictsByItem).toEqual({ 'ATTACH#… / _': 3 });
     expect(d.partitions).toEqual([{ partition: 'DISPATCH#…', writeUnits: 20, readUnits: 0, throttles: 0 }]);
     expect(d.lambdaThrottled).toEqual({ worker: 2 });
+    expect(d.startsThrottled).toEqual({ express: 2 });
+    expect(d.startsFailed).toBe(3);
   });
 });
 

@@ -1,7 +1,8 @@
 /**
  * The physics models on their own (no endpoint): transactions in flight cancel others and refuse
  * single writes on their items, partitions refuse past their scaled budget, billing rounds as
- * DynamoDB does, and Lambda's concurrency pool refuses past the account's and a reservation.
+ * DynamoDB does, Lambda's concurrency pool refuses past the account's and a reservation, and
+ * StartExecution is throttled past its token bucket.
  */
 import { describe, expect, it } from 'vitest';
 import {
@@ -13,6 +14,7 @@ import {
 import { DynamoPhysics, isRefusal, type Ticket } from '../../../lambdas/local/physics/dynamodb-physics.ts';
 import { LambdaConcurrency } from '../../../lambdas/local/physics/lambda-concurrency.ts';
 import { parsePhysics, physicsFromEnv } from '../../../lambdas/local/physics/physics-config.ts';
+import { StartExecutionBudget } from '../../../lambdas/local/physics/start-execution-budget.ts';
 import { TokenBucket } from '../../../lambdas/local/physics/token-bucket.ts';
 
 const schema: TableSchema = {
@@ -253,5 +255,62 @@ describe('Lambda concurrency', () => {
   it('refuses a reservation that leaves less than 100/k unreserved', () => {
     const physics = parsePhysics('{"scale":10,"lambda":{"reserved":{"worker":950}}}');
     expect(() => new LambdaConcurrency(physics.lambda, physics.scale)).toThrow(/unreserved/);
+  });
+});
+
+describe('Step Functions StartExecution quota', () => {
+  it('scales the quota pages’ buckets: Standard 1,300 and 300/s, Express 6,000 and 6,000/s, divided by k', () => {
+    expect(parsePhysics('10').startExecution).toEqual({
+      standard: { bucket: 130, perSecond: 30 },
+      express: { bucket: 600, perSecond: 600 },
+    });
+  });
+
+  it('admits a burst of one bucket, then refills at its rate, each kind apart', () => {
+    const clock = { t: 0 };
+    const budget = new StartExecutionBudget(parsePhysics('100').startExecution, () => clock.t);
+    let standard = 0;
+    while (budget.take('standard')) standard++;
+    expect(standard).toBe(13);
+    // Express has a bucket of its own: Standard's empty bucket does not refuse it.
+    expect(budget.take('express')).toBe(true);
+    clock.t = 1_000; // 3 tokens a second at k = 100
+    expect([budget.take('standard'), budget.take('standard'), budget.take('standard')]).toEqual([
+      true,
+      true,
+      true,
+    ]);
+    expect(budget.take('standard')).toBe(false);
+    expect(budget.stats()).toMatchObject({
+      admitted: { standard: 16, express: 1 },
+      throttled: { standard: 2, express: 0 },
+    });
+  });
+
+  it('fails a start with ThrottlingException after the SDK’s three tries, and never runs it', async () => {
+    const budget = new StartExecutionBudget({
+      standard: { bucket: 1, perSecond: 0.001 },
+      express: { bucket: 1, perSecond: 0.001 },
+    });
+    let runs = 0;
+    await expect(budget.startWithSdkRetries('express', () => ++runs)).resolves.toBe(1);
+    await expect(budget.startWithSdkRetries('express', () => ++runs)).rejects.toMatchObject({
+      name: 'ThrottlingException',
+    });
+    expect(runs).toBe(1);
+    expect(budget.stats()).toMatchObject({
+      throttled: { express: 3 },
+      failed: { express: 1, standard: 0 },
+    });
+  });
+});
+
+describe('token buckets with a burst larger than a second', () => {
+  it('start full, take whole tokens only, and refill up to their capacity', () => {
+    const b = new TokenBucket(2, 0, 5);
+    expect(Array.from({ length: 6 }, () => b.take(0))).toEqual([true, true, true, true, true, false]);
+    expect(b.take(400)).toBe(false); // 0.8 of a token
+    expect(b.take(500)).toBe(true);
+    expect(b.available(60_000)).toBe(5);
   });
 });
