@@ -78,6 +78,8 @@ export interface HostDeps {
     slotsPerShard?: number;
     /** Slot items per partition key (default 25: `slot-groups.ts`). */
     shardsPerGroup?: number;
+    /** Messages due this much later or more are deferred, not hidden (default 60 s: `deferrals.ts`). */
+    deferAfterMs?: number;
   };
 }
 
@@ -254,6 +256,7 @@ function composeDeliveryService(
     ...(deps.delivery.workerTimeoutMsOf ? { workerTimeoutMsOf: deps.delivery.workerTimeoutMsOf } : {}),
     ...(deps.delivery.graceMs !== undefined ? { graceMs: deps.delivery.graceMs } : {}),
     ...(deps.delivery.slotMarginMs !== undefined ? { slotMarginMs: deps.delivery.slotMarginMs } : {}),
+    ...(deps.delivery.deferAfterMs !== undefined ? { deferAfterMs: deps.delivery.deferAfterMs } : {}),
     ...(deps.delivery.idleWaitSeconds !== undefined
       ? { idleWaitSeconds: deps.delivery.idleWaitSeconds }
       : {}),

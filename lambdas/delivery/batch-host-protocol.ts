@@ -164,6 +164,24 @@ export const batchHostRequestSchema = z.discriminatedUnion('action', [
     last: z.boolean(),
   }),
   z.strictObject({
+    action: z.literal('defer'),
+    slot: slotSchema,
+    // Messages registration found due much later: the Host sends each again as a delayed copy
+    // and deletes the handles (deferrals.ts), checking each is due late enough and no later than
+    // the longest delay.
+    items: z
+      .array(
+        z.strictObject({
+          receiptHandles: z.array(handle).min(1).max(MESSAGE_LIMITS.maxBatchMessages),
+          id,
+          ts: z.number().finite(),
+          notBefore: epochMs,
+          body: base64Body,
+        }),
+      )
+      .max(MESSAGE_LIMITS.maxBatchMessages),
+  }),
+  z.strictObject({
     action: z.literal('produce'),
     batchId: id,
     credential,

@@ -74,6 +74,12 @@ export class BatchHostService {
       case 'deadLetter':
         await this.deadLetter(request);
         return null;
+      case 'defer':
+        // The slot's seal and each item's bounds are checked by DeliveryService.
+        return this.o.delivery.deferAsRunner(
+          request.slot,
+          request.items.map((i) => ({ ...i, body: fromBase64(i.body) })),
+        );
       case 'produce':
         return this.produce(request);
     }

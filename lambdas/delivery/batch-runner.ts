@@ -1,3 +1,4 @@
+import type { DeferItem } from './deferrals.ts';
 import type {
   AcquireResult,
   DeadLetterItem,
@@ -63,8 +64,10 @@ export interface BatchHostPort {
     outcome: InvocationOutcome,
     opts?: { next?: boolean; manifest?: SealedManifest; error?: HandlerError; handlerMayRun?: boolean },
   ): Promise<Finalized>;
-  /** Bodies for the moves `finalize` asked for; resolves once the batch is finished. */
+  /** Bodies for the moes `finalize` asked for; resolves once the batch is finished. */
   deadLetter(slot: Slot, credential: string, items: DeadLetterItem[]): Promise<void>;
+  /** Bodies for the messages registration said are due much later (`Registration.defer`). */
+  defer(slot: Slot, items: DeferItem[]): Promise<void>;
 }
 
 /** Runs the worker's `queue` handler on one batch and reports how it ended. */
@@ -164,6 +167,7 @@ export async function runBatch(
           ),
         },
   );
+  if (registration.defer?.length) await deferLater(slot, deps, held, registration.defer);
   // Idle after a failed receive too: the lane rests instead of spinning while SQS is away —
   // unless a send through the Host came after the slot was taken (it may have missed this receive):
   // then the registration took the lane's next slot, and the lane receives again in this invocation.
@@ -272,6 +276,33 @@ export async function runBatch(
     // Whatever failed, messages received ahead go back rather than wait out their visibility.
     await giveBack(deps, slot.sqsUrl, await ahead);
     throw err;
+  }
+}
+
+/**
+ * Hands the Host the bodies of messages due much later, which it sends again as delayed copies
+ * (deferrals.ts). A failure costs nothing: they return after the receive's short visibility and
+ * are decided again.
+ */
+async function deferLater(
+  slot: Slot,
+  deps: RunnerDeps,
+  held: Held[],
+  defer: NonNullable<Registration['defer']>,
+): Promise<void> {
+  const items = defer.flatMap((d) => {
+    const h = held[d.received];
+    if (!h) return [];
+    const { id, ts } = h.received.envelope;
+    return [{ receiptHandles: d.handles, id, ts, notBefore: d.notBefore, body: h.body }];
+  });
+  try {
+    await deps.host.defer(slot, items);
+  } catch (err) {
+    deps.log?.('could not defer messages due later; they return and are decided again', {
+      batchId: slot.batchId,
+      error: (err as Error)?.name,
+    });
   }
 }
 

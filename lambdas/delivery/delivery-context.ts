@@ -6,6 +6,7 @@
 import { createHash, createHmac } from 'node:crypto';
 import type { AttachmentStore } from '../forms/queue-consumer/attachments.ts';
 import type { RecoverOptions } from './batch-recovery.ts';
+import { DEFER_AFTER_MS } from './deferrals.ts';
 import type { BatchHead, DeliveryStore } from './delivery-store.ts';
 import { MESSAGE_LIMITS, NamedError } from './limits.ts';
 import type { CommitStore, MessageQueue, QueueDirectory, QueueTarget } from './ports.ts';
@@ -44,6 +45,11 @@ export interface DeliveryServiceOptions {
   slotMarginMs?: number;
   /** Multi-message sends not committed after this long are discarded (their producer failed). */
   commitTimeoutMs?: number;
+  /**
+   * A message received this long or more before it is due is sent again as a delayed copy
+   * rather than hidden (`deferrals.ts`; default 60 s). Tests shorten it.
+   */
+  deferAfterMs?: number;
   /**
    * Told when the Host hid messages of a consumer's queue until a later time (a retry delay, a
    * wait for a commit, a postponed move, a `notBefore`) and when it moved messages to a queue:
@@ -104,6 +110,7 @@ export class DeliveryContext {
       graceMs: 60_000,
       slotMarginMs: 30_000,
       commitTimeoutMs: 15 * 60_000,
+      deferAfterMs: DEFER_AFTER_MS,
       workerTimeoutMsOf: async () => undefined,
       delivery: { hidden: async () => {}, sent: async () => {} },
       ...opts,

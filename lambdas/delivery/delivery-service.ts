@@ -8,6 +8,7 @@
 import type { ConsumerSpec } from '../forms/queue-consumer/consumer-spec.ts';
 import { BatchRecovery, type RecoverOptions } from './batch-recovery.ts';
 import { type DeadLetterItem, DeadLetterMoves } from './dead-letter-moves.ts';
+import { type DeferItem, Deferrals } from './deferrals.ts';
 import { DeliveryContext, type DeliveryServiceOptions } from './delivery-context.ts';
 import type { DispatchState, SlotBound } from './delivery-store.ts';
 import { type Finalized, type FinalizeOptions, Finalizer } from './finalization.ts';
@@ -49,6 +50,7 @@ export class DeliveryService {
   private readonly settlements: Settlements;
   private readonly finalizer: Finalizer;
   private readonly moves: DeadLetterMoves;
+  private readonly deferrals: Deferrals;
   private readonly recovery: BatchRecovery;
 
   constructor(opts: DeliveryServiceOptions) {
@@ -60,6 +62,7 @@ export class DeliveryService {
     this.settlements = new Settlements(this.c);
     this.finalizer = new Finalizer(this.c, this.slots);
     this.moves = new DeadLetterMoves(this.c);
+    this.deferrals = new Deferrals(this.c);
     this.recovery = new BatchRecovery({
       store: this.c.o.store,
       now: () => this.c.now(),
@@ -175,6 +178,11 @@ export class DeliveryService {
     last: boolean,
   ): Promise<void> {
     return this.moves.deadLetterAsRunner(batchId, credential, items, last);
+  }
+
+  /** The runner's half of a deferral: bodies of messages registration found due much later. */
+  deferAsRunner(slot: Slot, items: DeferItem[]): Promise<{ deferred: number }> {
+    return this.deferrals.deferAsRunner(slot, items);
   }
 
   /** Recovery of lost batches (`batch-recovery.ts`): at their deadline, a failed lane, a restart. */

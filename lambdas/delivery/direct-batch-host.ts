@@ -20,5 +20,8 @@ export function directBatchHost(
       service.finalizeAsRunner(slot.batchId, credential, outcome, { slot, ...opts }),
     deadLetter: (slot, credential, items) =>
       service.deadLetterAsRunner(slot.batchId, credential, items, true),
+    defer: async (slot, items) => {
+      await service.deferAsRunner(slot, items);
+    },
   };
 }

@@ -234,7 +234,10 @@ export class Finalizer {
         stale(m);
         continue;
       }
-      const seconds = Math.max(0, Math.min(delay, visibilityLeft(m.receivedAt ?? now, now)));
+      // A long delay is not spent in flight: the message returns after `deferAfterMs` and its
+      // next receive defers it (deferrals.ts), its attempts record saying when it is due.
+      const inFlight = Math.ceil(this.c.o.deferAfterMs / 1000);
+      const seconds = Math.max(0, Math.min(delay, inFlight, visibilityLeft(m.receivedAt ?? now, now)));
       out.toRelease.push(...releasesOf(m, handles, seconds));
       log.info('message retried', {
         consumerUid: head.consumerUid,

@@ -1,7 +1,7 @@
 /**
  * What a receive brought, decided message by message before anything is written: delivered now
  * with its next attempt number, hidden until it is due (a delay, a retry delay, a send whose commit
- * has not landed yet), owed a dead-letter move (out of retries on arrival), or removed (an
+ * has not landed yet), deferred when it is due much later (sent again as a delayed copy), owed a dead-letter move (out of retries on arrival), or removed (an
  * uncommitted send past its timeout, an acknowledged copy seen again, or a stray copy of a send
  * SQS took twice). Pure: registration applies the answer.
  */
@@ -22,11 +22,19 @@ export interface ReceiveFacts {
   maxRetries: number;
   /** Messages of a send not committed after this long are discarded (their producer failed). */
   commitTimeoutMs: number;
+  /** Messages due this long or more from now are deferred rather than hidden (`deferrals.ts`). */
+  deferAfterMs: number;
 }
 
 export interface ReceiveDecisions {
   /** Receipt handles to hide, and for how long. */
   hide: Visibility[];
+  /**
+   * Messages due later than `deferAfterMs` (the first copy's index into the received list, every
+   * copy's handle, when it is due): left to return by themselves, for the runner to defer with
+   * their bodies (one per Host id).
+   */
+  defer: { received: number; notBefore: number; handles: string[] }[];
   /** Receipt handles to delete. */
   remove: string[];
   /** Acknowledged messages seen again: their records go once their copies are deleted. */
@@ -45,6 +53,7 @@ const UNCOMMITTED_HIDE_SECONDS = 2;
 export function classifyReceived(received: readonly Received[], facts: ReceiveFacts): ReceiveDecisions {
   const out: ReceiveDecisions = {
     hide: [],
+    defer: [],
     remove: [],
     removeAcked: [],
     deliver: [],
@@ -77,6 +86,12 @@ export function classifyReceived(received: readonly Received[], facts: ReceiveFa
       continue;
     }
     const notBefore = Math.max(e.notBefore ?? 0, rec?.notBefore ?? 0);
+    if (notBefore - now >= facts.deferAfterMs) {
+      // Kept out of SQS's in-flight count: one delayed copy replaces it and its SQS duplicates
+      // received with it (deferrals.ts).
+      out.defer.push({ received: first, notBefore, handles });
+      continue;
+    }
     if (notBefore > now) {
       const seconds = Math.min(visibilityLeft(r.receivedAt, now), Math.ceil((notBefore - now) / 1000));
       for (const handle of handles) out.hide.push({ handle, seconds });

@@ -26,6 +26,7 @@ import { NamedError } from './limits.ts';
 import type { OnlyCopies } from './ports.ts';
 import { returnNow } from './queue-requests.ts';
 import { classifyReceived, type ReceiveDecisions } from './receive-classification.ts';
+import { type RegistrationClock, registrationClock } from './registration-clock.ts';
 import { repeatedRegistration } from './registration-repeat.ts';
 import { manifestSeal } from './slot-seal.ts';
 import {
@@ -49,14 +50,6 @@ export interface RegisterOptions {
   visibleForMs?: number;
 }
 
-/**
- * Room a registration leaves before its messages' visibility ends: the call's own transit, and
- * the time to hold the messages once the batch exists.
- */
-const REGISTER_BY_ROOM_MS = 2_000;
-/** The call's transit, by which the messages' visibility may end sooner than the call says. */
-const TRANSIT_MS = 1_000;
-
 /** A message as the runner received it from SQS. */
 export interface Received {
   receiptHandle: string;
@@ -77,6 +70,8 @@ export interface Registration {
   deliver: { received: number; attempts: number }[];
   /** The queue was empty, but a send through the Host came after the slot was taken. */
   woken?: boolean;
+  /** Messages due much later, for the runner to defer with their bodies (`deferrals.ts`). */
+  defer?: ReceiveDecisions['defer'];
   /**
    * Woken, for a lane that goes on: its next slot, taken in the same call. It knows the wake
    * count read then, so its own empty receive is woken only by a later send (exactly, in any shard).
@@ -122,26 +117,6 @@ interface RegistrationRead {
 
 /** Complete commits a Host process remembers (ids of about 20 bytes: well under 1 MB). */
 const COMMITS_REMEMBERED = 20_000;
-/** When a registration is too late for its messages' visibility (`RegisterOptions.visibleForMs`). */
-interface RegistrationClock {
-  /** Past the time by which the batch must be created (no attempt is counted then). */
-  tooLate(): boolean;
-  /** The messages may have become visible again (their hold may have come too late). */
-  visibilityEnded(): boolean;
-}
-
-function registrationClock(
-  arrivedAt: number,
-  visibleForMs: number | undefined,
-  now: () => number,
-): RegistrationClock {
-  if (visibleForMs === undefined) return { tooLate: () => false, visibilityEnded: () => false };
-  const visibleAt = arrivedAt + visibleForMs - TRANSIT_MS;
-  return {
-    tooLate: () => now() > visibleAt - REGISTER_BY_ROOM_MS,
-    visibilityEnded: () => now() >= visibleAt,
-  };
-}
 
 export class Registrar {
   /** Commits known to be complete, with the copies they name (see `registrationReads`). */
@@ -283,11 +258,14 @@ export class Registrar {
       now,
       maxRetries: sealed.maxRetries,
       commitTimeoutMs: this.c.o.commitTimeoutMs,
+      deferAfterMs: this.c.o.deferAfterMs,
     });
+    const defer = decisions.defer.length > 0 ? { defer: decisions.defer } : {};
     if (clock.tooLate()) return this.giveUp(sealed, received);
     await this.hideAndRemove(slot, decisions);
     const { entries: delivered, moves: moved } = decisions;
-    if (delivered.length === 0 && moved.length === 0) return this.releaseEmpty(sealed, false);
+    if (delivered.length === 0 && moved.length === 0)
+      return { ...(await this.releaseEmpty(sealed, false)), ...defer };
     const credential = this.c.credentialOf(slot.batchId);
     const manifest: Manifest = { entries: delivered, moves: moved };
     let created: boolean;
@@ -329,6 +307,7 @@ export class Registrar {
       room: this.roomFor(slot, slots, received.length, held),
       saturated: (slots.read || held === undefined ? slots.held : held) >= slot.maxConcurrency,
       ...(receiving !== undefined ? { receiving } : {}),
+      ...defer,
       manifest: { ...manifest, seal: manifestSeal(this.c.o.credentialKey, slot.batchId, manifest) },
     };
   }

@@ -42,9 +42,21 @@ export function deliveryTuning(env: NodeJS.ProcessEnv, workerTimeoutSeconds: num
      */
     slotsPerShard: read('TAKOFORM_SLOTS_PER_SHARD', 1, 10, 1),
     shardsPerGroup: read('TAKOFORM_SHARDS_PER_GROUP', 1, 1_000, 25),
+    /**
+     * Messages received this long or more before they are due are sent again as delayed copies
+     * rather than hidden in flight (`deferrals.ts`; AWS: 60 s). The chaos suite shortens it so
+     * its retry delays of seconds take that path.
+     */
+    deferAfterMs: read('TAKOFORM_DEFER_AFTER_MS', 500, 3_600_000, 60_000),
     /** How often the console's chart samples each queue's counts (kept for the last hour). */
     historySeconds: read('TAKOFORM_HISTORY_SECONDS', 1, 600, 15),
     /** How often `observed` (queue message counts, consumer facts) is refreshed (AWS: every minute). */
     observeSeconds: read('TAKOFORM_OBSERVE_SECONDS', 1, 3_600, 10),
   };
+}
+
+/** The tunings the delivery service itself takes (the others time the local Host's loops). */
+export function serviceTuning(t: ReturnType<typeof deliveryTuning>) {
+  const { graceMs, idleWaitSeconds, slotMarginMs, slotsPerShard, shardsPerGroup, deferAfterMs } = t;
+  return { graceMs, idleWaitSeconds, slotMarginMs, slotsPerShard, shardsPerGroup, deferAfterMs };
 }

@@ -12,7 +12,7 @@ import { QueueHistory } from '../operator/queue-history.ts';
 import { log } from '../shared/log.ts';
 import { ConfigError, type LocalHostConfig } from './config.ts';
 import { DataDir } from './data-dir.ts';
-import { deliveryTuning } from './delivery-tuning.ts';
+import { deliveryTuning, serviceTuning } from './delivery-tuning.ts';
 import { ExecutorLoop } from './executor-loop.ts';
 import { armCrashAt } from './faults/crash-at.ts';
 import { faultConfigFromEnv, lambdaCutOffFrom } from './faults/fault-config.ts';
@@ -165,11 +165,7 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
         // Local workers run in this process's worker threads, whatever their Space.
         workerFunction: async (space, name) =>
           (await workers.moduleFile(space, name)) ? 'local' : undefined,
-        graceMs: delivery.graceMs,
-        idleWaitSeconds: delivery.idleWaitSeconds,
-        slotMarginMs: delivery.slotMarginMs,
-        slotsPerShard: delivery.slotsPerShard,
-        shardsPerGroup: delivery.shardsPerGroup,
+        ...serviceTuning(delivery),
       },
     });
     loop = new ExecutorLoop(host.executor);

@@ -179,6 +179,24 @@ const serializedSize = (value: unknown) => Buffer.byteLength(JSON.stringify(valu
 
 const wireItem = (item: DeadLetterItem) => ({ id: item.id, body: toBase64(item.body) });
 
+/** Calls that carry bodies (moves, deferrals) are split so that none exceeds the payload limit. */
+function byPayload<T>(items: readonly T[]): T[][] {
+  const parts: T[][] = [[]];
+  let bytes = 0;
+  for (const item of items) {
+    const size = serializedSize(item);
+    const current = parts[parts.length - 1] as T[];
+    if (current.length > 0 && bytes + size > PAYLOAD_LIMIT_BYTES - 100_000) {
+      parts.push([item]);
+      bytes = size;
+    } else {
+      current.push(item);
+      bytes += size;
+    }
+  }
+  return parts;
+}
+
 /**
  * The batch host's answer to `request`; a call it gave none to (the transport threw) is sent
  * again only under `again`, within its tries and time.
@@ -220,25 +238,6 @@ export function remoteBatchHost(
     }
     if (!answer.ok) throw rebuild(answer.error, kind);
     return answer.value as T;
-  };
-
-  /** Dead-letter moves carry bodies: split them so no call exceeds the payload limit. */
-  const deadLetterCalls = (items: DeadLetterItem[]) => {
-    const parts: ReturnType<typeof wireItem>[][] = [[]];
-    let bytes = 0;
-    for (const item of items) {
-      const w = wireItem(item);
-      const size = serializedSize(w);
-      const current = parts[parts.length - 1] as ReturnType<typeof wireItem>[];
-      if (current.length > 0 && bytes + size > PAYLOAD_LIMIT_BYTES - 100_000) {
-        parts.push([w]);
-        bytes = size;
-      } else {
-        current.push(w);
-        bytes += size;
-      }
-    }
-    return parts;
   };
 
   return {
@@ -286,13 +285,18 @@ export function remoteBatchHost(
       ),
     deadLetter: async (slot, credential, items) => {
       // The batch is finished (slot released) only by the last part.
-      const parts = deadLetterCalls(items);
+      const parts = byPayload(items.map(wireItem));
       for (const [i, part] of parts.entries()) {
         await call(
           { action: 'deadLetter', slot, credential, items: part, last: i === parts.length - 1 },
           'runner',
         );
       }
+    },
+    defer: async (slot, items) => {
+      // Bodies: split so no call exceeds the payload limit.
+      const wire = items.map((i) => ({ ...i, body: toBase64(i.body) }));
+      for (const part of byPayload(wire)) await call({ action: 'defer', slot, items: part }, 'runner');
     },
     produce: async (batchId, credential, produceCall) => {
       const messages = produceCall.messages.map((m) => {

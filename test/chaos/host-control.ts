@@ -34,6 +34,8 @@ export const CHAOS_TUNING: Tuning = {
     TAKOFORM_SLOT_MARGIN_MS: '2000',
     // A clock like the others: the supervisor round every 5 s instead of AWS's minute.
     TAKOFORM_SUPERVISOR_SECONDS: '5',
+    // Retry delays past a second are deferred (sent again delayed) instead of hidden.
+    TAKOFORM_DEFER_AFTER_MS: '1000',
   },
 };
 

@@ -48,6 +48,8 @@ export interface BatchView {
   manifests: Map<string, ManifestItem[]>;
   /** consumerUid → batch ids holding a slot. */
   slots: Map<string, string[]>;
+  /** batch id → its slot's deadline (epoch ms): until when the Host may keep it. */
+  deadlines?: Map<string, number>;
 }
 
 export interface QueueCounts {
@@ -89,7 +91,8 @@ export class HostState {
   /** Every batch head, manifest and slot map in the table (consistent scan, paginated). */
   async batches(): Promise<BatchView> {
     const { ddb } = await this.connect();
-    const view: BatchView = { heads: new Map(), manifests: new Map(), slots: new Map() };
+    const deadlines = new Map<string, number>();
+    const view: BatchView = { heads: new Map(), manifests: new Map(), slots: new Map(), deadlines };
     const manifests = new Map<string, ManifestItem[]>();
     let start: ScanCommandOutput['LastEvaluatedKey'];
     for (let page = 0; page < 1000; page++) {
@@ -109,6 +112,7 @@ export class HostState {
           // A consumer's slots may be spread over several shard items: all of them count.
           const consumer = consumerOfSlotKey(pk);
           view.slots.set(consumer, [...(view.slots.get(consumer) ?? []), ...Object.keys(item.slots ?? {})]);
+          for (const [id, deadline] of Object.entries(item.slots ?? {})) deadlines.set(id, Number(deadline));
         } else if (item.sk === 'head') {
           view.heads.set(String(item.batchId), {
             batchId: String(item.batchId),

@@ -94,6 +94,8 @@ export interface ScheduleResult {
   replays: number;
   delivery: DeliveryVerdict | undefined;
   unconverged: string[];
+  /** Seconds the convergence wait was extended to a kept slot's deadline (the product's bound). */
+  keptSlotWaits: number[];
   folder?: string;
 }
 
@@ -340,6 +342,7 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
   let uncommittable = 0;
   let delivery: DeliveryVerdict | undefined;
   let unconverged: string[] = [];
+  const keptSlotWaits: number[] = [];
   const result = (): ScheduleResult => {
     const ev = ctl.events;
     const count = (k: string) => ev.filter((e) => e.kind === k).length;
@@ -363,6 +366,7 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
       replays: ops.replays,
       delivery,
       unconverged,
+      keptSlotWaits,
       // A failed schedule's folder (data, worker records, Host log) is always kept for diagnosis.
       ...(o.keep || failures.length > 0 ? { folder: root } : {}),
     };
@@ -616,7 +620,20 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
     // At default timings the longest legitimate wait is a slot whose lane failed before its
     // handler started: held for its gathering (idle wait 10 s + batch timeout + 60 s), then the
     // delivery itself; shortened timings converge in seconds.
-    const deadline = Date.now() + (o.convergeBoundMs ?? (s.timing === 'default' ? 120_000 : 60_000));
+    let deadline = Date.now() + (o.convergeBoundMs ?? (s.timing === 'default' ? 120_000 : 60_000));
+    // A slot kept because its handler may still run (its invocation failed after registration) is
+    // held until its deadline — at default timings up to the worker timeout, 15 minutes — and may
+    // be all a lowered maxConcurrency allows. That is the product's documented bound, so the wait
+    // extends to it (plus the grace, a supervisor round and the delivery), once, and is reported.
+    let waitedForKeptSlot = false;
+    const keptUntil = async (): Promise<number | undefined> => {
+      const view = await state.batches().catch(() => undefined);
+      if (!view) return undefined;
+      const held = [...view.slots.values()].flat();
+      const kept = held.filter((id) => view.heads.get(id)?.closed !== true);
+      const ends = kept.map((id) => view.deadlines?.get(id) ?? 0).filter((d) => d > Date.now());
+      return ends.length > 0 ? Math.max(...ends) : undefined;
+    };
     let lastLog = Date.now();
     let quiet = 0;
     for (;;) {
@@ -630,6 +647,18 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
       if (Date.now() - lastLog > 5_000) {
         lastLog = Date.now();
         log(`seed ${s.seed}: waiting for ${blockers.join('; ')}`);
+      }
+      if (Date.now() > deadline && quiet === 0 && !waitedForKeptSlot) {
+        waitedForKeptSlot = true;
+        const until = await keptUntil();
+        if (until !== undefined && until - Date.now() < 20 * 60_000) {
+          const grace = s.timing === 'default' ? 60_000 : 1_000;
+          const round = s.timing === 'default' ? 60_000 : 5_000;
+          deadline = until + grace + round + 60_000;
+          keptSlotWaits.push(Math.round((deadline - Date.now()) / 1000));
+          log(`seed ${s.seed}: a kept slot holds until ${new Date(until).toISOString()}; waiting for it`);
+          continue;
+        }
       }
       if (Date.now() > deadline && quiet === 0) {
         unconverged = blockers;

@@ -324,7 +324,8 @@ export function scheduleFor(seed: number, profile: Profile = 'full'): Schedule {
     maxBatchTimeoutSeconds: rng.chance(0.2) ? 1 : 0,
     maxConcurrency: rng.int(1, 3),
     maxRetries: rng.int(0, 2),
-    retryDelaySeconds: rng.chance(0.25) ? 1 : 0,
+    // Odd seeds at chaos timings retry after 3 s: hidden 1 s, then deferred (TAKOFORM_DEFER_AFTER_MS).
+    retryDelaySeconds: rng.chance(0.25) ? (timing === 'chaos' && seed % 2 === 1 ? 3 : 1) : 0,
     deadLetter: rng.chance(0.7),
   };
   const messages = short ? rng.int(6, 10) : rng.int(12, 26);

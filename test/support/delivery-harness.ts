@@ -113,6 +113,8 @@ export async function createDeliveryHost(
     idleWaitSeconds?: number;
     /** Another DynamoDB endpoint than the suite's (e.g. a physics proxy in front of it). */
     ddbEndpoint?: string;
+    /** Messages due this much later or more are deferred, not hidden (default 60 s). */
+    deferAfterMs?: number;
   } = {},
 ) {
   const workerTimeoutMs = opts.workerTimeoutMs ?? 10_000;
@@ -140,6 +142,7 @@ export async function createDeliveryHost(
       idleWaitSeconds,
       ...(opts.slotsPerShard ? { slotsPerShard: opts.slotsPerShard } : {}),
       ...(opts.shardsPerGroup ? { shardsPerGroup: opts.shardsPerGroup } : {}),
+      ...(opts.deferAfterMs ? { deferAfterMs: opts.deferAfterMs } : {}),
     },
     ...(opts.clock ? { clock: opts.clock } : {}),
     ...(opts.ddbEndpoint ? { ddbEndpoint: opts.ddbEndpoint } : {}),

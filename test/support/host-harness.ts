@@ -67,6 +67,7 @@ export async function createTestHost(
       idleWaitSeconds?: number;
       slotsPerShard?: number;
       shardsPerGroup?: number;
+      deferAfterMs?: number;
     };
     /** Starts dispatcher lanes; with one, sends through the Host wake their consumer. */
     lanes?: LaneLauncher;
@@ -115,6 +116,7 @@ export async function createTestHost(
       idleWaitSeconds: opts.delivery?.idleWaitSeconds ?? 1,
       ...(opts.delivery?.slotsPerShard ? { slotsPerShard: opts.delivery.slotsPerShard } : {}),
       ...(opts.delivery?.shardsPerGroup ? { shardsPerGroup: opts.delivery.shardsPerGroup } : {}),
+      ...(opts.delivery?.deferAfterMs ? { deferAfterMs: opts.delivery.deferAfterMs } : {}),
     },
   });
   const byId = Object.fromEntries(principals.map((p) => [p.id, p])) as Record<string, TestPrincipal>;

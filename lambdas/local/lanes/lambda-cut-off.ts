@@ -35,6 +35,7 @@ export class LambdaCutOff {
       finalize: (slot, credential, outcome, opts) =>
         host.finalize(slot, credential, outcome, cut() ? { ...opts, next: false } : opts),
       deadLetter: (slot, credential, items) => host.deadLetter(slot, credential, items),
+      defer: (slot, items) => host.defer(slot, items),
     };
   }
 

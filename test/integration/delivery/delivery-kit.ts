@@ -7,8 +7,11 @@ import { GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { GetQueueAttributesCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { deliveryKeys } from '../../../lambdas/adapters/aws/dynamodb-delivery-store.ts';
+import { sqsMessageQueue } from '../../../lambdas/adapters/aws/sqs-message-queue.ts';
+import { type QueueInvoker, runBatch } from '../../../lambdas/delivery/batch-runner.ts';
 import type { Received } from '../../../lambdas/delivery/delivery-service.ts';
 import type { BatchHead, DeliveryStore } from '../../../lambdas/delivery/delivery-store.ts';
+import { directBatchHost } from '../../../lambdas/delivery/direct-batch-host.ts';
 import { decodeEnvelope } from '../../../lambdas/delivery/envelope.ts';
 import type { QueueTarget } from '../../../lambdas/delivery/ports.ts';
 import { STOPPED } from '../../../lambdas/forms/queue-consumer/attachments.ts';
@@ -261,4 +264,25 @@ export async function alwaysFailingToDeadLetter(d: DeliveryHost, name: string) {
   });
   if (!dlq) throw new Error('no dead-letter queue');
   return { queue, dlq };
+}
+
+/**
+ * One batch of a consumer run at the service level, without a dispatcher: a slot taken, then the
+ * runner with `invoker` as the handler (tests that drive time with an injected clock).
+ */
+export async function runOneBatch(
+  d: DeliveryHost,
+  consumer: { consumerUid: string; generation: number },
+  invoker: QueueInvoker,
+  clock: () => number,
+) {
+  const acquired = await d.host.delivery.acquire(consumer.consumerUid, consumer.generation);
+  if (acquired.status !== 'acquired') throw new Error(`no slot: ${acquired.status}`);
+  return runBatch(acquired.slot, {
+    messages: sqsMessageQueue(d.host.sqs),
+    host: directBatchHost(d.host.delivery, d.host.loop),
+    invoker,
+    idleWaitSeconds: 1,
+    clock,
+  });
 }

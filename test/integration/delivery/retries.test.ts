@@ -6,9 +6,7 @@
 
 import { ChangeMessageVisibilityCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, it, vi } from 'vitest';
-import { sqsMessageQueue } from '../../../lambdas/adapters/aws/sqs-message-queue.ts';
-import { type QueueInvoker, runBatch } from '../../../lambdas/delivery/batch-runner.ts';
-import { directBatchHost } from '../../../lambdas/delivery/direct-batch-host.ts';
+import type { QueueInvoker } from '../../../lambdas/delivery/batch-runner.ts';
 import { log as hostLog } from '../../../lambdas/shared/log.ts';
 import { createQueueBatch } from '../../../lambdas/worker-runtime/queue-batch.ts';
 import {
@@ -24,6 +22,7 @@ import {
   consumerOn,
   type Rec,
   records,
+  runOneBatch,
   serial,
   sleep,
   waitDrained,
@@ -173,15 +172,16 @@ describe.concurrent('DL-06 DL-07 retries and dead letters', () => {
   });
 });
 
-describe('DL-06 a 43200 s retry delay, driven at the service level with an injected clock', () => {
+describe('DL-06 a 43200 s retry delay hidden in flight (deferral set past it), at the service level with an injected clock', () => {
   let offset = 0;
   const clock = () => Date.now() + offset;
   let d: DeliveryHost;
   /** Visibility changes the Host asked SQS for, in order. */
   const hides: { handle: string; seconds: number }[] = [];
   beforeAll(async () => {
-    // No dispatcher: this test calls acquire and runBatch itself.
-    d = await createDeliveryHost({ clock });
+    // No dispatcher: this test runs its batches itself. At the default, a delay this
+    // long is deferred (deferred-delays.test.ts); here the hiding path and SQS's 12-hour bound.
+    d = await createDeliveryHost({ clock, deferAfterMs: 43_300_000 });
     d.host.sqs.middlewareStack.add(
       (next, context) => async (args) => {
         if (context.commandName === 'ChangeMessageVisibilityBatchCommand') {
@@ -216,17 +216,7 @@ describe('DL-06 a 43200 s retry delay, driven at the service level with an injec
         return 'returned';
       },
     };
-    const runOnce = async () => {
-      const acquired = await d.host.delivery.acquire(consumerUid, generation);
-      if (acquired.status !== 'acquired') throw new Error(`no slot: ${acquired.status}`);
-      return runBatch(acquired.slot, {
-        messages: sqsMessageQueue(d.host.sqs),
-        host: directBatchHost(d.host.delivery, d.host.loop),
-        invoker,
-        idleWaitSeconds: 1,
-        clock,
-      });
-    };
+    const runOnce = () => runOneBatch(d, { consumerUid, generation }, invoker, clock);
     /** What SQS alone would do after `seconds` have passed for it: make the hidden message visible. */
     const letSqsTimePass = async (handle: string) =>
       d.host.sqs.send(

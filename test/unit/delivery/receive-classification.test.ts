@@ -31,6 +31,7 @@ function facts(over: Partial<ReceiveFacts> = {}, records: AttemptsRecord[] = [])
     now: NOW,
     maxRetries: 2,
     commitTimeoutMs: 15 * 60_000,
+    deferAfterMs: 60_000,
     ...over,
   };
 }
@@ -96,6 +97,29 @@ describe('classifyReceived', () => {
       { handle: 'ha', seconds: 10 },
       { handle: 'hb', seconds: 30 },
     ]);
+    expect(out.deliver).toEqual([]);
+    expect(out.defer).toEqual([]);
+  });
+
+  it('DL-06 a message due a minute or more from now is deferred, not hidden: out of SQS’s in-flight count', () => {
+    const out = classifyReceived(
+      [
+        received('a', 'ha', { notBefore: NOW + 3_600_000 }),
+        received('b', 'hb'),
+        received('c', 'hc'),
+        received('a', 'ha2', { notBefore: NOW + 3_600_000 }),
+      ],
+      facts({}, [
+        { id: 'b', attempts: 1, notBefore: NOW + 60_000 },
+        { id: 'c', attempts: 1, notBefore: NOW + 59_000 },
+      ]),
+    );
+    // One deferral per Host id, every SQS copy's handle with it; just under the bound: hidden.
+    expect(out.defer).toEqual([
+      { received: 0, notBefore: NOW + 3_600_000, handles: ['ha', 'ha2'] },
+      { received: 1, notBefore: NOW + 60_000, handles: ['hb'] },
+    ]);
+    expect(out.hide).toEqual([{ handle: 'hc', seconds: 59 }]);
     expect(out.deliver).toEqual([]);
   });
 

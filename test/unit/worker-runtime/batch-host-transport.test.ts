@@ -16,6 +16,7 @@ import {
   lambdaTransport,
   remoteBatchHost,
 } from '../../../lambdas/worker-runtime/remote-batch-host.ts';
+import { slot as SLOT_FIXTURE } from './slot-fixture.ts';
 
 const throttle = () =>
   new TooManyRequestsException({
@@ -334,5 +335,49 @@ describe('remoteBatchHost.register: a registration the batch host did not answer
     );
     expect(await outcome(host.finalize(slot, 'cred', 'returned'))).toBe('backend_unavailable');
     expect(lambda.requests).toHaveLength(3);
+  });
+});
+
+describe('remoteBatchHost.defer: bodies of messages due much later', () => {
+  const slot = SLOT_FIXTURE as unknown as Slot;
+  const item = (id: string, bytes: number) => ({
+    receiptHandles: [`h-${id}`],
+    id,
+    ts: 1,
+    notBefore: 2,
+    body: new Uint8Array(bytes).fill(7),
+  });
+
+  it('sends them base64 in requests the protocol accepts, split under the payload limit', async () => {
+    const sent: unknown[] = [];
+    const transport: BatchHostTransport = async (request) => {
+      sent.push(request);
+      return { ok: true, value: { deferred: 1 } };
+    };
+    // 60 bodies of 120,000 bytes: about 9.6 MB of base64, more than one invocation carries.
+    await remoteBatchHost(transport).defer(
+      slot,
+      Array.from({ length: 60 }, (_, i) => item(`m${i}`, 120_000)),
+    );
+    expect(sent.length).toBeGreaterThan(1);
+    for (const request of sent) {
+      expect(batchHostRequestSchema.safeParse(request).success).toBe(true);
+      expect(Buffer.byteLength(JSON.stringify(request))).toBeLessThan(6 * 1024 * 1024);
+    }
+    const ids = sent.flatMap((r) => (r as { items: { id: string }[] }).items.map((i) => i.id));
+    expect(ids).toEqual(Array.from({ length: 60 }, (_, i) => `m${i}`));
+  });
+
+  it('the protocol refuses a body past the Form’s 127,000 bytes and more than 100 items', () => {
+    const wire = (bytes: number) => ({
+      ...item('m', 0),
+      body: Buffer.alloc(bytes, 7).toString('base64'),
+    });
+    const request = (items: unknown[]) => ({ action: 'defer', slot, items });
+    expect(batchHostRequestSchema.safeParse(request([wire(127_000)])).success).toBe(true);
+    expect(batchHostRequestSchema.safeParse(request([wire(127_003)])).success).toBe(false);
+    expect(
+      batchHostRequestSchema.safeParse(request(Array.from({ length: 101 }, () => wire(1)))).success,
+    ).toBe(false);
   });
 });

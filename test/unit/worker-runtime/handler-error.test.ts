@@ -5,28 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { batchHostRequestSchema } from '../../../lambdas/delivery/batch-host-protocol.ts';
 import { handlerError } from '../../../lambdas/worker-runtime/error-report.ts';
-
-const slot = {
-  batchId: 'b1',
-  consumerUid: 'c1',
-  generation: 1,
-  queueUid: 'q1',
-  queueName: 'orders',
-  sqsUrl: 'http://sqs/q1',
-  maxBatchSize: 10,
-  maxBatchTimeoutSeconds: 0,
-  deadline: 1,
-  invisibleUntil: 1,
-  workerUid: 'w1',
-  workerSpace: 'default',
-  workerName: 'echo',
-  workerFunction: 'local',
-  maxConcurrency: 1,
-  maxRetries: 3,
-  retryDelaySeconds: 0,
-  handlerMs: 60_000,
-  seal: 'sealed-by-the-host',
-};
+import { slot } from './slot-fixture.ts';
 
 describe('handlerError', () => {
   it('keeps name and message, never the stack, within the bounds finalize accepts', () => {

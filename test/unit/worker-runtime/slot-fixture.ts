@@ -1,0 +1,22 @@
+/** A slot as the protocol carries it (its shape only: the seal is not the Host's). */
+export const slot = {
+  batchId: 'b1',
+  consumerUid: 'c1',
+  generation: 1,
+  queueUid: 'q1',
+  queueName: 'orders',
+  sqsUrl: 'http://sqs/q1',
+  maxBatchSize: 10,
+  maxBatchTimeoutSeconds: 0,
+  deadline: 1,
+  invisibleUntil: 1,
+  workerUid: 'w1',
+  workerSpace: 'default',
+  workerName: 'echo',
+  workerFunction: 'local',
+  maxConcurrency: 1,
+  maxRetries: 3,
+  retryDelaySeconds: 0,
+  handlerMs: 60_000,
+  seal: 'sealed-by-the-host',
+};
