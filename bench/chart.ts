@@ -21,6 +21,7 @@ const PARTS: { key: keyof Summary['costs'][number]['breakdown']; label: string; 
   { key: 'sqs', label: 'SQS', color: [31, 119, 180] },
   { key: 'lambdaRequests', label: 'Lambda req', color: [255, 187, 120] },
   { key: 'lambdaDuration', label: 'Lambda GB-s', color: [255, 127, 14] },
+  { key: 'logs', label: 'Logs', color: [140, 86, 75] },
 ];
 
 interface Bar {

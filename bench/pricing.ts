@@ -3,7 +3,8 @@
  * us-east-1 on-demand prices (and Cloudflare's for comparison). Every price and where it was
  * read is printed with the results.
  */
-import { sumSdk, type Tally } from './support/meter.ts';
+import { HOST_FUNCTION_MEMORY_MB } from '../lambdas/shared/host-function-memory.ts';
+import { hostFunctionOf, sumSdk, type Tally } from './support/meter.ts';
 
 export const PRICES = {
   checked: '2026-11-29',
@@ -20,10 +21,15 @@ export const PRICES = {
   lambdaPerMillionRequests: 0.2,
   lambdaArm64PerGbSecond: 0.0000133334,
   cloudwatchPerThousandMetricsRequested: 0.01,
+  /** Standard log class; Lambda's logs are billed at this rate for their first 10 TB a month. */
+  cloudwatchLogsPerGbIngested: 0.5,
   cloudflareQueuesPerMillionMessages: 1.2,
-  /** Not a price: the memory of the Host's delivery functions (512 MB in lib/constructs/delivery-pipeline.ts and host-function.ts). */
-  lambdaMemoryGb: 0.5,
+  /** Not a price: each Host function's memory as deployed, which its GB-seconds are billed at. */
+  lambdaMemoryMb: HOST_FUNCTION_MEMORY_MB,
 } as const;
+
+/** A GB of logs taken as 2^30 bytes, as a GB of a function's memory is. */
+const BYTES_PER_GB = 1024 ** 3;
 
 export const PRICE_SOURCES: { item: string; price: string; source: string }[] = [
   {
@@ -63,6 +69,13 @@ export const PRICE_SOURCES: { item: string; price: string; source: string }[] = 
       'https://aws.amazon.com/cloudwatch/pricing/ as applied at https://support.site24x7.com/portal/en/kb/articles/aws-cloudwatch-metrics-cost-calculation',
   },
   {
+    item: 'CloudWatch Logs ingestion',
+    price:
+      "$0.50 per GB ingested (Standard log class); Lambda's logs since May 2025 at the vended-logs tiers, whose first 10 TB a month cost the same",
+    source:
+      'https://aws.amazon.com/cloudwatch/pricing/ as listed for us-east-1 at https://c3x.dev/blog/cloudwatch-logs-cost-optimization and https://hykell.com/knowledge-base/aws-cloudwatch-logs-pricing; the Lambda tiers at https://www.duckbillgroup.com/?p=9080',
+  },
+  {
     item: 'Cloudflare Queues',
     price:
       '$0.40 per million operations; 3 operations (write, read, delete) per message ≤64 KB = $1.20 per million messages',
@@ -78,19 +91,27 @@ export interface CostBreakdown {
   lambdaRequests: number;
   lambdaDuration: number;
   cloudwatch: number;
+  logs: number;
   total: number;
 }
 
-/** Lambda invocations and billed GB-seconds of a tally, for the given memory. */
-export function lambdaUsage(t: Tally, memoryGb = PRICES.lambdaMemoryGb) {
+/** A Lambda role's memory in GB: its function's, as deployed (throws for a role of no known function). */
+export const memoryGbOf = (role: string): number => PRICES.lambdaMemoryMb[hostFunctionOf(role)] / 1024;
+
+/** Lambda invocations and billed GB-seconds of a tally, each role at its function's memory. */
+export function lambdaUsage(t: Tally) {
   let invocations = 0;
-  let billedMs = 0;
-  for (const l of Object.values(t.lambda)) {
+  let gbSeconds = 0;
+  for (const [role, l] of Object.entries(t.lambda)) {
     invocations += l.invocations;
-    billedMs += l.billedMs;
+    gbSeconds += (l.billedMs / 1000) * memoryGbOf(role);
   }
-  return { invocations, gbSeconds: (billedMs / 1000) * memoryGb };
+  return { invocations, gbSeconds };
 }
+
+/** Bytes of log lines the tally counted in the contexts `keep` accepts. */
+export const logBytesOf = (t: Tally, keep: (context: string) => boolean): number =>
+  Object.entries(t.logs ?? {}).reduce((a, [context, bytes]) => a + (keep(context) ? bytes : 0), 0);
 
 /** State transitions of every lane (Standard and Express), as the Host's work per batch. */
 export const transitionsOf = (t: Tally) => Object.values(t.transitions).reduce((a, n) => a + n, 0);
@@ -108,7 +129,8 @@ export function stepFunctionsUsd(t: Tally): number {
  * USD of everything a tally counted in the contexts `keep` accepts. Writes refused by a condition
  * are billed by AWS (1 WRU for a small item) but not reported by DynamoDB Local: they are added
  * at 1 WRU each. CloudWatch metrics are the SDK calls counted under `CloudWatch:GetMetricData`
- * times `metricsPerRequest`.
+ * times `metricsPerRequest`. Lambda time is priced for every role; log lines, like SDK calls, only
+ * in the contexts `keep` accepts.
  */
 export function usd(t: Tally, keep: (context: string) => boolean, metricsPerRequest = 1): CostBreakdown {
   const s = sumSdk(t, keep);
@@ -122,6 +144,7 @@ export function usd(t: Tally, keep: (context: string) => boolean, metricsPerRequ
     lambdaRequests: (lambda.invocations * PRICES.lambdaPerMillionRequests) / 1e6,
     lambdaDuration: lambda.gbSeconds * PRICES.lambdaArm64PerGbSecond,
     cloudwatch: (cwRequests * metricsPerRequest * PRICES.cloudwatchPerThousandMetricsRequested) / 1000,
+    logs: (logBytesOf(t, keep) / BYTES_PER_GB) * PRICES.cloudwatchLogsPerGbIngested,
   };
   return { ...b, total: Object.values(b).reduce((a, v) => a + v, 0) };
 }

@@ -102,10 +102,14 @@ function perBatchSection(meta: BenchMeta, summary: Summary): string[] {
   return lines;
 }
 
+const MEMORY = PRICES.lambdaMemoryMb;
+
 const HOW_COST_IS_PRICED = [
   'Lambda duration uses the measured local durations of each Task and batch-host call,' +
-    " at 512 MB (the Host functions' default memory);" +
+    ` at the memory each function is deployed with (the step function ${MEMORY.step} MB, the batch host ${fmt(MEMORY.batchHost, 0)} MB, a worker ${MEMORY.worker} MB);` +
     ' the worker invocation includes the batch-host calls it waits for, which AWS bills twice (both functions run).',
+  "CloudWatch Logs prices what the functions would write: Lambda's START, END and REPORT lines per invocation," +
+    ' the line each function writes per call (and its EMF metrics), and every Host line at the deployed level (INFO), as Powertools Logger formats them.',
   'Local durations include queueing on the one DynamoDB Local process and grow with concurrency.',
   'Each drain is one burst, priced until its lanes have ended by themselves after the last message' +
     " (each lane's last idle wait, at the bench's idleWaitSeconds 1, and the end of each execution:" +
@@ -141,7 +145,7 @@ function idleSection(idle: IdleSummary): string[] {
   return [
     '## Idle consumer',
     '',
-    `${IDLE_INTRO}A round took ${fmtSpread(idle.roundMs, 1)} ms locally, billed as one Lambda invocation at 512 MB.`,
+    `${IDLE_INTRO}A round took ${fmtSpread(idle.roundMs, 1)} ms locally, billed as one Lambda invocation at ${MEMORY.supervisor} MB.`,
     '',
     `- A Host whose only consumer is idle: **$${fmtSpread(idle.hostWithOneIdleConsumer, 3)} per month** (43,200 rounds).`,
     `- Each further idle consumer adds **$${fmtSpread(idle.perExtraConsumer, 3)} per month**.`,

@@ -97,8 +97,8 @@ export function cpuTable(summary: Summary, cores: number): string {
 
 /** A cost breakdown's parts in the tables' column order, three decimals each. */
 const usdParts = (b: CostBreakdown) =>
-  [b.sqs, b.dynamoWrites, b.dynamoReads, b.stepFunctions, b.lambdaRequests, b.lambdaDuration].map((v) =>
-    fmt(v, 3),
+  [b.sqs, b.dynamoWrites, b.dynamoReads, b.stepFunctions, b.lambdaRequests, b.lambdaDuration, b.logs].map(
+    (v) => fmt(v, 3),
   );
 
 const PART_COLUMNS = [
@@ -108,6 +108,7 @@ const PART_COLUMNS = [
   'Step Functions',
   'Lambda requests',
   'Lambda duration',
+  'CloudWatch Logs',
 ];
 
 /** USD per million messages of each drain, by part, with the requests and units per message. */

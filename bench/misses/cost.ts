@@ -28,6 +28,7 @@ function partsOf(c: CellCost, counts: CellCounts | undefined): string {
       b.lambdaRequests + b.lambdaDuration,
       pb ? `${fmt(pb.lambda.median, 2)} invocations/batch` : '',
     ],
+    ['CloudWatch Logs', b.logs, ''],
   ];
   return parts
     .filter(([, usd]) => usd > 0)

@@ -20,6 +20,7 @@ function idleMiss(s: Summary, idle: Row): string {
     `DynamoDB $${fmt(b.dynamoReads + b.dynamoWrites, 3)}`,
     `Lambda $${fmt(b.lambdaRequests + b.lambdaDuration, 3)}`,
     `CloudWatch $${fmt(b.cloudwatch, 3)}`,
+    `CloudWatch Logs $${fmt(b.logs, 3)}`,
   ].join(', ');
   return (
     `**Idle cost: $${fmtSpread(idle.host, 3)} per month against ≤ $1 — missed.**` +

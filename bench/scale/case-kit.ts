@@ -7,6 +7,7 @@ import { type SupervisorDeps, superviseOnce } from '../../lambdas/composition/aw
 import { log, setLogSink } from '../../lambdas/shared/log.ts';
 import { supervisorDeps } from '../scenarios/idle.ts';
 import { type BenchHost, createBenchHost } from '../support/bench-host.ts';
+import { supervisorLogBytes } from '../support/log-meter.ts';
 import { attribute, currentContext, Meter, sumSdk } from '../support/meter.ts';
 import type { Endpoints } from '../support/standins.ts';
 import { startCasePhysics } from './physics.ts';
@@ -62,11 +63,12 @@ export async function timedRound(deps: SupervisorDeps, meter: Meter): Promise<{ 
   const before = supervisorCalls(meter);
   const t0 = performance.now();
   // A round the physics refused still took its time; the refusal is counted among the warnings.
-  await attribute('supervisor', () => superviseOnce(deps)).catch((err: unknown) =>
+  const r = await attribute('supervisor', () => superviseOnce(deps), meter).catch((err: unknown) =>
     log.warn('scale bench: a supervisor round failed', { err }),
   );
   const ms = performance.now() - t0;
   meter.lambda('supervisor', ms);
+  if (r) meter.logged('supervisor', supervisorLogBytes(r));
   return { ms, calls: supervisorCalls(meter) - before };
 }
 

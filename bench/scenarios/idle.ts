@@ -17,6 +17,7 @@
 import { type SupervisorDeps, superviseOnce } from '../../lambdas/composition/aws-supervisor.ts';
 import { dispatcherInput } from '../../lambdas/delivery/dispatcher-definition.ts';
 import { type BenchHost, createBenchHost } from '../support/bench-host.ts';
+import { supervisorLogBytes } from '../support/log-meter.ts';
 import { attribute, currentContext, Meter, type Tally } from '../support/meter.ts';
 import type { Endpoints } from '../support/standins.ts';
 import { until } from '../support/stats.ts';
@@ -72,9 +73,10 @@ export async function supervisorRun(endpoints: Endpoints, o: { rounds: number })
       for (let i = 0; i < o.rounds; i++) {
         simulatedNow += 60_000;
         const t0 = performance.now();
-        const r = await attribute('supervisor', () => superviseOnce(deps));
+        const r = await attribute('supervisor', () => superviseOnce(deps), meter);
         const ms = performance.now() - t0;
         meter.lambda('supervisor', ms);
+        meter.logged('supervisor', supervisorLogBytes(r));
         roundMs.push(ms);
         if (r.started > 0) throw new Error('the supervisor started an execution for an empty queue');
       }

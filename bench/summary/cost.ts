@@ -37,6 +37,7 @@ export function medianBreakdown(list: CostBreakdown[]): CostBreakdown {
     'lambdaRequests',
     'lambdaDuration',
     'cloudwatch',
+    'logs',
     'total',
   ] as const;
   const out = {} as CostBreakdown;

@@ -3,7 +3,7 @@
  * what each further consumer adds, and one lane's life on an empty queue.
  */
 import { isDelivery } from '../per-batch.ts';
-import { type CostBreakdown, PRICES, scale, transitionsOf, usd } from '../pricing.ts';
+import { type CostBreakdown, lambdaUsage, scale, transitionsOf, usd } from '../pricing.ts';
 import type { LaneEndSample, SupervisorSample } from '../scenarios/idle.ts';
 import type { IdleSummary, LaneEndCost, Row } from '../summary-model.ts';
 import { addTallies, sumSdk, type Tally } from '../support/meter.ts';
@@ -50,7 +50,6 @@ function laneEndCost(ok: LaneEndSample[]): LaneEndCost | undefined {
   const t = addTallies(ok.map((x) => x.tally));
   const n = ok.length;
   const sdk = sumSdk(t, isDelivery);
-  const gbMs = Object.values(t.lambda).reduce((a, l) => a + l.billedMs, 0);
   return {
     idleWaitSeconds: ok[0]!.idleWaitSeconds,
     transitions: transitionsOf(t) / n,
@@ -58,7 +57,7 @@ function laneEndCost(ok: LaneEndSample[]): LaneEndCost | undefined {
     sqs: sdk.sqsRequests / n,
     dynamoCalls: sdk.dynamoCalls / n,
     usd: usd(t, isDelivery).total / n,
-    gbSeconds: (gbMs / 1000 / n) * PRICES.lambdaMemoryGb,
+    gbSeconds: lambdaUsage(t).gbSeconds / n,
   };
 }
 

@@ -3,8 +3,8 @@
  * (`composeHost` over DynamoDB Local and the SQS stand-in, the production dispatcher definition
  * under aws-local-stepfunctions, worker modules in the worker-thread pool), with metered clients
  * and a table of its own. Nothing in lambdas/ is changed: counting happens in SDK middleware,
- * in a wrapper around the delivery service the dispatcher is handed, and in the Step Functions
- * hook (sfn-hook.ts).
+ * in a wrapper around the delivery service the dispatcher is handed, in the Step Functions hook
+ * (sfn-hook.ts) and around the Host's logger (log-meter.ts).
  */
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -30,6 +30,7 @@ import { LocalSupervisor } from '../../lambdas/local/lanes/local-supervisor.ts';
 import type { LambdaConcurrency } from '../../lambdas/local/physics/lambda-concurrency.ts';
 import type { StartExecutionBudget } from '../../lambdas/local/physics/start-execution-budget.ts';
 import { WorkerPool } from '../../lambdas/local/workers/worker-pool.ts';
+import { batchHostLogBytes, installLogMeter } from './log-meter.ts';
 import { attribute, Meter } from './meter.ts';
 import { unwatchConsumer, watchConsumer } from './sfn-hook.ts';
 import type { Endpoints } from './standins.ts';
@@ -166,13 +167,15 @@ function meteredDelivery(delivery: DeliveryService, meter: Meter) {
         meter.lambdaStarted(role);
         let out: unknown;
         try {
-          out = await attribute(role, () => fn.apply(target, args));
+          out = await attribute(role, () => fn.apply(target, args), meter);
         } catch (err) {
           failures[role] = (failures[role] ?? 0) + 1;
+          meter.logged(role, batchHostLogBytes(role, args, { err }));
           throw err;
         } finally {
           meter.lambdaEnded(role, performance.now() - t0);
         }
+        meter.logged(role, batchHostLogBytes(role, args, { out }));
         if (prop === 'register') {
           const slot = args[0] as { batchId: string; consumerUid: string };
           delivered.set(slot.batchId, {
@@ -381,6 +384,7 @@ async function dropResources(
 }
 
 export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptions = {}) {
+  installLogMeter();
   const meter = opts.meter ?? new Meter();
   const dynamodb = meter.instrumentDynamoDb(dynamoDbClient(endpoints.dynamodb));
   const sqs = meter.instrumentSqs(sqsClient(endpoints.sqs));

@@ -11,17 +11,53 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { AttributeValue, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SQSClient } from '@aws-sdk/client-sqs';
-
+import type { HostFunctionMemoryRole } from '../../lambdas/shared/host-function-memory.ts';
 import { itemSize, transactionalUnits, updateGrowth } from './item-size.ts';
 
-const contexts = new AsyncLocalStorage<string>();
-
-/** Runs `fn` with every SDK call inside it attributed to `name`. */
-export function attribute<T>(name: string, fn: () => T): T {
-  return contexts.run(name, fn);
+/** A context, and the meter a Lambda role's log lines count into (`log-meter.ts`). */
+export interface Attribution {
+  name: string;
+  meter?: Meter;
 }
 
-export const currentContext = (): string => contexts.getStore() ?? 'unattributed';
+const contexts = new AsyncLocalStorage<Attribution>();
+
+/**
+ * Runs `fn` with every SDK call inside it attributed to `name`. With `meter`, `name` is a Lambda
+ * role and the Host's log lines inside count as that function's; a nested context without one
+ * (setup, a producer) is no function's.
+ */
+export function attribute<T>(name: string, fn: () => T, meter?: Meter): T {
+  return contexts.run(meter ? { name, meter } : { name }, fn);
+}
+
+export const currentContext = (): string => contexts.getStore()?.name ?? 'unattributed';
+export const currentAttribution = (): Attribution | undefined => contexts.getStore();
+
+/**
+ * The Host function a Lambda role of the tally runs in: the part before `:` (`batch-host:register`
+ * is the batch host). Throws for any other, so that a role added to the bench is given its
+ * function (and so its memory and log lines) before it is priced.
+ */
+export function hostFunctionOf(role: string): HostFunctionMemoryRole {
+  const fn = ROLE_FUNCTIONS.get(role.split(':')[0] ?? role);
+  if (!fn) throw new Error(`the bench knows no Host function for the Lambda role ${JSON.stringify(role)}`);
+  return fn;
+}
+
+const ROLE_FUNCTIONS = new Map<string, HostFunctionMemoryRole>([
+  ['step', 'step'],
+  ['worker', 'worker'],
+  ['batch-host', 'batchHost'],
+  ['supervisor', 'supervisor'],
+]);
+
+/**
+ * What Lambda itself writes to the function's log group per invocation: its START, END and REPORT
+ * lines, about 250–300 bytes together (REPORT carries the X-Ray trace id when tracing is on, as
+ * the Host deploys it). Counted per invocation, as ingested bytes, beside the Host's own lines.
+ */
+export const LAMBDA_PLATFORM_LOG_BYTES = 300;
 
 /** DynamoDB operations that accept `ReturnConsumedCapacity`. */
 const CAPACITY_READS = new Set(['GetItem', 'Query', 'Scan', 'BatchGetItem', 'TransactGetItems']);
@@ -60,6 +96,12 @@ export interface Tally {
   sdk: Record<string, Record<string, SdkTally>>;
   /** Lambda function role (e.g. `step:AcquireSlot`, `worker:InvokeWorker`, `batch-host:register`) → counts */
   lambda: Record<string, LambdaTally>;
+  /**
+   * context → bytes the Host's functions would write to CloudWatch Logs there: Lambda's lines per
+   * invocation and the Host's lines at the deployed level (`log-meter.ts`). Absent in results
+   * from before logs were counted.
+   */
+  logs?: Record<string, number>;
   /** State name → entries (retries are counted as extra entries, as AWS bills them). */
   transitions: Record<string, number>;
   executions: number;
@@ -74,6 +116,7 @@ export interface Tally {
 const emptyTally = (): Tally => ({
   sdk: {},
   lambda: {},
+  logs: {},
   transitions: {},
   executions: 0,
   express: { executions: 0, transitions: 0, billedMs: 0 },
@@ -332,6 +375,13 @@ export class Meter {
    */
   lambdaStarted(role: string): void {
     this.lambdaEntry(role).invocations++;
+    this.logged(role, LAMBDA_PLATFORM_LOG_BYTES);
+  }
+
+  /** `bytes` of log lines written in `context`. */
+  logged(context: string, bytes: number): void {
+    this.tally.logs ??= {};
+    this.tally.logs[context] = (this.tally.logs[context] ?? 0) + bytes;
   }
 
   lambdaEnded(role: string, ms: number): void {
@@ -475,6 +525,10 @@ export function addTallies(tallies: Tally[]): Tally {
     }
     for (const [state, n] of Object.entries(t.transitions))
       out.transitions[state] = (out.transitions[state] ?? 0) + n;
+    for (const [context, bytes] of Object.entries(t.logs ?? {})) {
+      out.logs ??= {};
+      out.logs[context] = (out.logs[context] ?? 0) + bytes;
+    }
     for (const [role, l] of Object.entries(t.lambda)) {
       out.lambda[role] ??= { invocations: 0, totalMs: 0, billedMs: 0 };
       const o = out.lambda[role];

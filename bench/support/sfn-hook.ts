@@ -8,8 +8,8 @@
  *   an execution of the Express dispatcher counts as one Express request with its duration
  *   (from its start to the end of its events), which is how Express bills instead;
  * - every Task handler (AcquireSlot, InvokeWorker, RecoverBatch: a Lambda invoke on AWS) counts one
- *   Lambda invocation with its measured duration, and the SDK calls made inside it are attributed
- *   to that Task.
+ *   Lambda invocation with its measured duration and the log lines its function would write, and
+ *   the SDK calls made inside it are attributed to that Task.
  *
  * Map iterations are nested `run` calls that receive the same (already wrapped) overrides; their
  * events reach the root execution's event log, so only root executions (lane inputs: `round`) are
@@ -17,6 +17,7 @@
  */
 import { StateMachine } from 'aws-local-stepfunctions';
 import { EXPRESS_MAX_MS } from '../../lambdas/delivery/lane-kinds.ts';
+import { taskLogBytes } from './log-meter.ts';
 import { attribute, type Meter } from './meter.ts';
 
 const consumers = new Map<string, Meter>();
@@ -74,7 +75,9 @@ export function installStepFunctionsHook(): void {
           const t0 = performance.now();
           meter.lambdaStarted(role);
           try {
-            return await attribute(role, () => h(taskInput));
+            const result = await attribute(role, () => h(taskInput), meter);
+            meter.logged(role, taskLogBytes(role, taskInput, result));
+            return result;
           } finally {
             meter.lambdaEnded(role, performance.now() - t0);
           }

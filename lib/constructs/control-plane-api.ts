@@ -12,6 +12,7 @@ import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { CfnWebACL, CfnWebACLAssociation } from 'aws-cdk-lib/aws-wafv2';
 import { Construct } from 'constructs';
 import { parsePublicOrigin } from '../../lambdas/http/origin.ts';
+import { HOST_FUNCTION_MEMORY_MB } from '../../lambdas/shared/host-function-memory.ts';
 import { type FunctionSizing, HostFunction } from './host-function.ts';
 import { lambdaEntry, lambdaPath } from './lambda-entry.ts';
 
@@ -116,7 +117,7 @@ export class ControlPlaneApi extends Construct {
       entry: API_ENTRY,
       description: 'Takoform Host API v2 (API Gateway proxy)',
       timeout: props.timeout ?? Duration.seconds(29),
-      memorySize: props.sizing?.memorySize,
+      memorySize: props.sizing?.memorySize ?? HOST_FUNCTION_MEMORY_MB.api,
       reservedConcurrentExecutions: props.sizing?.reservedConcurrentExecutions,
       tracing: props.tracing,
       logRetention: retention,

@@ -10,6 +10,8 @@ import { Construct } from 'constructs';
 import { dispatcherDefinition } from '../../lambdas/delivery/dispatcher-definition.ts';
 import { type LaneKind, MAX_HANDLER_MS } from '../../lambdas/delivery/lane-kinds.ts';
 import { AWS_ENV, METRICS_NAMESPACE } from '../../lambdas/shared/aws-env.ts';
+import type { HostFunctionRole } from '../../lambdas/shared/host-concurrency.ts';
+import { HOST_FUNCTION_MEMORY_MB } from '../../lambdas/shared/host-function-memory.ts';
 import { type FunctionSizing, HostFunction } from './host-function.ts';
 import type { HostTable } from './host-table.ts';
 import { grantKeyUse } from './key-grants.ts';
@@ -75,7 +77,7 @@ export interface DeliveryPipelineProps {
   readonly queueEncryptionKey?: IKey;
   /** Tags for the queues the executor creates (already validated). @default none */
   readonly queueTags?: Readonly<Record<string, string>>;
-  /** Memory and reserved concurrency per function. @default 512 MB (batch host 1024), none reserved */
+  /** Memory and reserved concurrency per function. @default `HOST_FUNCTION_MEMORY_MB`, none reserved */
   readonly functions?: {
     readonly step?: FunctionSizing;
     readonly batchHost?: FunctionSizing;
@@ -222,7 +224,7 @@ export class DeliveryPipeline extends Construct {
       description: string,
       timeout: Duration,
       sizing: FunctionSizing | undefined,
-      defaultMemory = 512,
+      role: HostFunctionRole,
     ) => {
       const f = new HostFunction(this, fid, {
         logRetention: retention,
@@ -230,7 +232,7 @@ export class DeliveryPipeline extends Construct {
         entry: lambdaEntry(path),
         description,
         timeout,
-        memorySize: sizing?.memorySize ?? defaultMemory,
+        memorySize: sizing?.memorySize ?? HOST_FUNCTION_MEMORY_MB[role],
         reservedConcurrentExecutions: sizing?.reservedConcurrentExecutions,
         tracing,
         environment,
@@ -245,6 +247,7 @@ export class DeliveryPipeline extends Construct {
       'Takoform dispatcher steps (AcquireSlot, RecoverBatch, HandOver)',
       Duration.seconds(60),
       props.functions?.step,
+      'step',
     );
     const batchHost = hostFunction(
       'BatchHostFunction',
@@ -252,7 +255,7 @@ export class DeliveryPipeline extends Construct {
       'Takoform batch host (register, settle, finalize, deadLetter, produce)',
       Duration.seconds(60),
       props.functions?.batchHost,
-      1024,
+      'batchHost',
     );
     const executor = hostFunction(
       'ExecutorFunction',
@@ -260,6 +263,7 @@ export class DeliveryPipeline extends Construct {
       'Takoform Operation executor',
       Duration.minutes(5),
       props.functions?.executor,
+      'executor',
     );
     const supervisor = hostFunction(
       'SupervisorFunction',
@@ -267,6 +271,7 @@ export class DeliveryPipeline extends Construct {
       'Takoform dispatcher supervisor',
       Duration.minutes(2),
       props.functions?.supervisor,
+      'supervisor',
     );
     return { step, batchHost, executor, supervisor };
   }

@@ -15,8 +15,8 @@ export interface HostFunctionProps {
   readonly description?: string;
   /** @default Duration.seconds(30) */
   readonly timeout?: Duration;
-  /** @default 512 */
-  readonly memorySize?: number;
+  /** MB. No default here: each function's comes from `HOST_FUNCTION_MEMORY_MB`, which the bench bills. */
+  readonly memorySize: number;
   /** @default RetentionDays.ONE_MONTH */
   readonly logRetention?: RetentionDays;
   /** Applies to the log group. @default RemovalPolicy.RETAIN */
@@ -144,7 +144,7 @@ export class HostFunction extends Construct {
       description: props.description,
       runtime: Runtime.NODEJS_24_X,
       architecture: Architecture.ARM_64,
-      memorySize: props.memorySize ?? 512,
+      memorySize: props.memorySize,
       timeout: props.timeout ?? Duration.seconds(30),
       role: this.role,
       logGroup: this.logGroup,

@@ -22,6 +22,7 @@ import { QUEUE_TAGS } from '../../lambdas/adapters/aws/sqs-queue-backend.ts';
 import { LAMBDA_MAX_MS, MAX_HANDLER_MS } from '../../lambdas/delivery/lane-kinds.ts';
 import { ID_PATTERN } from '../../lambdas/engine/ids.ts';
 import { AWS_ENV } from '../../lambdas/shared/aws-env.ts';
+import { HOST_FUNCTION_MEMORY_MB } from '../../lambdas/shared/host-function-memory.ts';
 import { TABLE_KEYS } from '../../lambdas/shared/table-schema.ts';
 import { SECRET_NAME_PATTERN, type SecretRefs } from '../../lambdas/worker-runtime/secret-refs.ts';
 import { SQS_ACTIONS } from './delivery-pipeline.ts';
@@ -226,7 +227,7 @@ export class ModuleWorkerFunction extends Construct {
       description: `Takoform ModuleWorker ${props.space}/${props.name}`,
       functionName: this.functionName,
       timeout: Duration.seconds(LAMBDA_MAX_SECONDS),
-      memorySize: props.memorySize ?? 512,
+      memorySize: props.memorySize ?? HOST_FUNCTION_MEMORY_MB.worker,
       logRetention: host.logRetention,
       removalPolicy: host.removalPolicy,
       tracing: host.tracing,

@@ -47,6 +47,7 @@ describe('what would close a cost miss', () => {
       lambdaRequests: 0.004,
       lambdaDuration: 0.002,
       cloudwatch: 0,
+      logs: 0,
       total: 0.64925,
     };
     const k = costCloser(breakdown, counts, 0.3, 2, 1.5);

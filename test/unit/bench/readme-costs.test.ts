@@ -47,8 +47,9 @@ describe('the cost table of docs/costs.md from the bench', () => {
       expect(row).toContain(`${fmt(c.perBatch.dynamoRequests.median, 1)} (`);
     }
     // The run's figure for batch 10 / concurrency 1, against the bench's cost target: $1.22 as published
-    // then, $1.34 since a burst is priced until its lanes have ended (their last idle wait and end).
-    expect(region).toMatch(/\| drain, batch 10 \/ concurrency 1 \|.*\$1\.33\d \(≤ \$0\.60 missed\) \|/);
+    // then, $1.34 since a burst is priced until its lanes have ended (their last idle wait and end),
+    // $1.36 since the batch host's time is billed at its deployed 1,024 MB (the run counted no logs).
+    expect(region).toMatch(/\| drain, batch 10 \/ concurrency 1 \|.*\$1\.35\d \(≤ \$0\.60 missed\) \|/);
     expect(region).toContain('[results](bench/results/2026-12-01.md)');
     expect(region).toContain(`$${fmt(summary.idle.hostWithOneIdleConsumer.median, 3)} per month`);
   });
