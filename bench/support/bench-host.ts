@@ -139,6 +139,7 @@ const BATCH_HOST_ROLES: Record<string, string> = {
   settleMany: 'batch-host:settle',
   finalizeAsRunner: 'batch-host:finalize',
   deadLetterAsRunner: 'batch-host:deadLetter',
+  deferAsRunner: 'batch-host:defer',
 };
 
 export type BenchHost = Awaited<ReturnType<typeof createBenchHost>>;
