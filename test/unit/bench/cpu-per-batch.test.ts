@@ -25,9 +25,13 @@ describe('bench CPU per batch', () => {
     // This process stands in for both stand-ins: /proc/<pid>/stat must show the spin too.
     measureStandIns({ dynamodb: process.pid, sqs: process.pid });
     const from = cpuMark();
+    const wallFrom = performance.now();
     spin(300);
+    const wall = (performance.now() - wallFrom) / 1000;
     const spent = cpuSince(from);
-    expect(spent.wallSeconds).toBeGreaterThanOrEqual(0.3);
+    // The process's CPU time counts every thread (the GC's too), so the spin may take a little
+    // less wall time than the 300 ms of CPU it waits for: the wall time is the one it took.
+    expect(spent.wallSeconds).toBeGreaterThanOrEqual(wall);
     expect(spent.host).toBeGreaterThanOrEqual(0.3);
     // /proc counts in clock ticks (10 ms): allow one tick either side.
     expect(spent.dynamodb).toBeGreaterThanOrEqual(0.28);
