@@ -149,8 +149,8 @@ export const PROJECTION_NOTES = [
     `${SUPERVISE_PARALLEL} consumers at a time, whose latency no limit divides; the figure assumes an AWS call ` +
     "takes about that long and leaves out the supervisor's own CPU (the local round, with the stand-ins on the " +
     'same two cores, is shown beside it). A round over fewer than 1,000 consumers is scaled linearly to 1,000.',
-  "- **Not captured:** Step Functions' StartExecution and state-transition quotas, SQS's in-flight limit and API " +
-    "latency, Lambda cold starts and burst scaling, DynamoDB's adaptive capacity (it would split a hot key range " +
+  "- **Not captured:** Step Functions' state-transition quota (StartExecution's is modelled: each case has its " +
+    "own buckets, divided by k), SQS's in-flight limit and API latency, Lambda cold starts and burst scaling, DynamoDB's adaptive capacity (it would split a hot key range " +
     'after minutes, but never one item), network latency between the functions, the producer side (the backlog ' +
     "was sent before each window), and the Host's calls outside the measured window.",
 ];

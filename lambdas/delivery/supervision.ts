@@ -7,6 +7,7 @@
  * the AWS alarms watch.
  */
 
+import { setTimeout as sleep } from 'node:timers/promises';
 import { newToken } from '../engine/ids.ts';
 import type { Attachment, AttachmentStore } from '../forms/queue-consumer/attachments.ts';
 import { forEachBounded } from '../shared/bounded.ts';
@@ -109,6 +110,10 @@ export async function superviseActivated(
 /** Consumers one round visits at once (each visit is 4–7 AWS calls and its lane starts). */
 export const SUPERVISE_PARALLEL = 16;
 
+/** Tries of one consumer's visit within a round, a second apart and then two. */
+export const VISIT_TRIES = 3;
+const VISIT_RETRY_MS = 1_000;
+
 /** Where a round may start, as the last round left it. */
 export interface RoundClaim {
   /** The consumer the last round stopped after (its time ran out); absent: start at the first. */
@@ -207,13 +212,23 @@ export async function superviseRound(
       order,
       parallel,
       async ({ consumerUid }) => {
-        try {
-          const a = await deps.attachments.get(consumerUid);
-          if (a?.state !== 'active') return;
-          await superviseConsumer(deps, a, result, roundAt);
-        } catch (err) {
-          // One consumer's trouble never stops the others; the next round tries again.
-          log.warn('supervision of a consumer failed', { consumerUid, err });
+        for (let attempt = 1; ; attempt++) {
+          try {
+            const a = await deps.attachments.get(consumerUid);
+            if (a?.state !== 'active') return;
+            await superviseConsumer(deps, a, result, roundAt);
+            return;
+          } catch (err) {
+            // One consumer's trouble never stops the others. A failed visit (a throttle past the
+            // SDK's retries) is tried again within the round: the next round is a minute away, and
+            // a consumer whose slots need recovering would wait that long with its backlog. A
+            // visit run twice starts nothing twice (its lanes are named by the round).
+            if (attempt >= VISIT_TRIES || clock() - began >= budget) {
+              log.warn('supervision of a consumer failed', { consumerUid, err, attempts: attempt });
+              return;
+            }
+            await sleep(VISIT_RETRY_MS * attempt);
+          }
         }
       },
       // The first wave always starts, so every round makes progress however long its lease took.

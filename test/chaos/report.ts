@@ -125,7 +125,7 @@ export function formatReport(
     row(
       'waited for a kept slot',
       t.keptSlotWaits.length,
-      `schedules whose wait was extended to a kept slot's deadline (its handler may still run): ${seedList(t.keptSlotWaits) || 'none'}`,
+      `schedules whose wait was extended to a kept slot's deadline (its handler may still run): ${t.keptSlotWaits.length > 0 ? seedList(t.keptSlotWaits) : 'none'}`,
     ),
     row('operations', t.operations, `each request sent twice; ${t.replays} replays after restarts`),
     row('time', `${Math.round(meta.wallMs / 1000)} s`, `${Math.round(t.durationMs / 1000)} s of schedules`),

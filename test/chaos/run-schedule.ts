@@ -629,9 +629,10 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
     const keptUntil = async (): Promise<number | undefined> => {
       const view = await state.batches().catch(() => undefined);
       if (!view) return undefined;
+      // Any slot still held past the bound is kept: gathering, running, or closed by a runner
+      // whose handler was cut off and may still run.
       const held = [...view.slots.values()].flat();
-      const kept = held.filter((id) => view.heads.get(id)?.closed !== true);
-      const ends = kept.map((id) => view.deadlines?.get(id) ?? 0).filter((d) => d > Date.now());
+      const ends = held.map((id) => view.deadlines?.get(id) ?? 0).filter((d) => d > Date.now());
       return ends.length > 0 ? Math.max(...ends) : undefined;
     };
     let lastLog = Date.now();

@@ -16,6 +16,7 @@ import {
   SUPERVISE_PARALLEL,
   type SupervisionDeps,
   superviseRound,
+  VISIT_TRIES,
 } from '../../../lambdas/delivery/supervision.ts';
 
 /** What one AWS call of a visit takes here (DynamoDB or SQS from a Lambda: a few ms to tens). */
@@ -112,6 +113,26 @@ describe('supervision rounds (ledger on the DynamoDB stand-in)', () => {
     process.stdout.write(
       `[supervisor-rounds] 300 consumers, budget 150 ms: round 1 visited ${first.visited}, round 2 the other ${300 - first.visited} first\n`,
     );
+  });
+
+  it('a visit that fails (a throttle past the SDK’s retries) is tried again within the round, not a minute later', async () => {
+    const c = consumers(3);
+    const failing = c.uids[1] as string;
+    let failures = 0;
+    const visit = c.deps.loop.superviseConsumer.bind(c.deps.loop);
+    c.deps.loop.superviseConsumer = (async (...args: Parameters<typeof visit>) => {
+      if (args[0].consumerUid === failing && failures < VISIT_TRIES - 1) {
+        failures++;
+        throw Object.assign(new Error('Throughput exceeds the current capacity'), {
+          name: 'ProvisionedThroughputExceededException',
+        });
+      }
+      return visit(...args);
+    }) as typeof visit;
+    const r = await superviseRound({ ...c.deps, ledger: ledger() }, Date.now());
+    expect(failures).toBe(VISIT_TRIES - 1);
+    expect([...c.visits].sort()).toEqual([...c.uids].sort());
+    expect(r.visited).toBe(3);
   });
 
   it('a second round started while one is under way does nothing (the lease)', async () => {
