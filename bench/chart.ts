@@ -8,12 +8,13 @@ import { Canvas, type Rgb } from './png.ts';
 import { PRICES } from './pricing.ts';
 import type { Summary } from './summary-model.ts';
 
-const INK: Rgb = [30, 30, 30];
-const GRID: Rgb = [225, 225, 225];
-const HOST: Rgb = [31, 119, 180];
+/** The charts' colours, shared with the traffic-shape chart. */
+export const INK: Rgb = [30, 30, 30];
+export const GRID: Rgb = [225, 225, 225];
+export const HOST: Rgb = [31, 119, 180];
 const BASE: Rgb = [150, 150, 150];
-const TARGET: Rgb = [214, 39, 40];
-const CLOUDFLARE: Rgb = [243, 128, 32];
+export const TARGET: Rgb = [214, 39, 40];
+export const CLOUDFLARE: Rgb = [243, 128, 32];
 const PARTS: { key: keyof Summary['costs'][number]['breakdown']; label: string; color: Rgb }[] = [
   { key: 'stepFunctions', label: 'SFN', color: [148, 103, 189] },
   { key: 'dynamoWrites', label: 'DDB writes', color: [44, 160, 44] },

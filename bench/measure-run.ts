@@ -11,6 +11,7 @@ import { arrivalRun, controlPlaneRun, settleLatencyRun } from './scenarios/laten
 import { baselineSteady, hostSteady } from './scenarios/steady.ts';
 import { baselineDrain, hostDrain } from './scenarios/throughput.ts';
 import { utilisationRun } from './scenarios/utilisation.ts';
+import { measureShapes } from './shapes/measure-shapes.ts';
 import { closeShared, warmThreads, workerFile } from './support/bench-host.ts';
 import { installStepFunctionsHook } from './support/sfn-hook.ts';
 import { type Endpoints, type StandIns, startStandIns } from './support/standins.ts';
@@ -192,6 +193,14 @@ async function idle({ config, endpoints, samples, attempt, log }: Run): Promise<
   log('idle scenarios done');
 }
 
+/** Cost by traffic shape; a failed case is recorded in the shape samples too. */
+async function shapes({ config, endpoints, samples, log }: Run): Promise<void> {
+  if (!config.shapes) return;
+  samples.shapes = await measureShapes(config.shapes, endpoints, log);
+  for (const e of samples.shapes.errors)
+    samples.errors.push({ scenario: e.scenario, run: 1, error: e.error });
+}
+
 /** The scale cases, each under physics of its own; a failed case is recorded in the scale samples. */
 async function scale({ config, endpoints, samples, log }: Run): Promise<void> {
   if (!config.scale) return;
@@ -209,6 +218,7 @@ const SCENARIOS = [
   sendToHandler,
   controlPlane,
   idle,
+  shapes,
   scale,
 ];
 

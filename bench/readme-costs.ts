@@ -11,6 +11,17 @@ import type { BenchMeta } from './results-model.ts';
 
 export const COSTS_START = '<!-- bench:costs:start -->';
 export const COSTS_END = '<!-- bench:costs:end -->';
+/** The cost by traffic shape (`shapes/render.ts`), a region of its own on the same page. */
+export const SHAPES_START = '<!-- bench:shapes:start -->';
+export const SHAPES_END = '<!-- bench:shapes:end -->';
+
+export interface RegionMarkers {
+  start: string;
+  end: string;
+}
+
+export const COSTS_MARKERS: RegionMarkers = { start: COSTS_START, end: COSTS_END };
+export const SHAPES_MARKERS: RegionMarkers = { start: SHAPES_START, end: SHAPES_END };
 
 /** The Markdown between the markers (without them). `resultsLink` is relative to the page. */
 export function costsRegion(meta: BenchMeta, summary: Summary, resultsLink: string): string {
@@ -51,14 +62,14 @@ export function costsRegion(meta: BenchMeta, summary: Summary, resultsLink: stri
 }
 
 /** `page` with its marked region replaced; throws when the markers are missing or repeated. */
-export function replaceCostsRegion(page: string, region: string): string {
+export function replaceCostsRegion(page: string, region: string, markers = COSTS_MARKERS): string {
   // Markers count only as whole lines, so prose may name them.
   const lines = page.split('\n');
-  const starts = lines.flatMap((l, i) => (l.trim() === COSTS_START ? [i] : []));
-  const ends = lines.flatMap((l, i) => (l.trim() === COSTS_END ? [i] : []));
+  const starts = lines.flatMap((l, i) => (l.trim() === markers.start ? [i] : []));
+  const ends = lines.flatMap((l, i) => (l.trim() === markers.end ? [i] : []));
   const [start] = starts;
   const [end] = ends;
   if (starts.length !== 1 || ends.length !== 1 || start === undefined || end === undefined || end < start)
-    throw new Error(`the costs page needs exactly one ${COSTS_START} … ${COSTS_END} region`);
+    throw new Error(`the costs page needs exactly one ${markers.start} … ${markers.end} region`);
   return [...lines.slice(0, start + 1), region, ...lines.slice(end)].join('\n');
 }

@@ -4,6 +4,7 @@
  * the only outside inputs are the prices. Each group of figures is summarised in summary/.
  */
 import type { BenchConfig, BenchSamples } from './results-model.ts';
+import { shapeRows, summariseShapes } from './shapes/summarise.ts';
 import { dynamoRows, measuredCells } from './summary/cell-counts.ts';
 import { drainCosts, producerPer100 } from './summary/cost.ts';
 import { idleRows, idleSummary } from './summary/idle.ts';
@@ -16,7 +17,7 @@ import type { Summary } from './summary-model.ts';
 // readme-costs.ts reads the summary's type from here.
 export type { Summary } from './summary-model.ts';
 
-/** The rows keep this order in the results table: throughput, steady, utilisation, latency, per batch, cost. */
+/** The rows keep this order in the results table: throughput, steady, utilisation, latency, per batch, cost, shapes. */
 export function summarise(config: BenchConfig, s: BenchSamples): Summary {
   const throughput = throughputRows(config.cells, s.throughput);
   const okSteady = okSteadyPairs(s);
@@ -25,6 +26,7 @@ export function summarise(config: BenchConfig, s: BenchSamples): Summary {
   const cells = measuredCells(config, s, okSteady);
   const cost = drainCosts(config.cells, s.throughput);
   const idle = idleSummary(s.supervisor, s.laneEnd);
+  const shapes = s.shapes ? summariseShapes(s.shapes) : undefined;
   const rows = [
     ...throughput.rows,
     ...steadyRows(config.steady?.settings ?? [], okSteady),
@@ -35,6 +37,7 @@ export function summarise(config: BenchConfig, s: BenchSamples): Summary {
     ...dynamoRows(cells),
     ...cost.rows,
     ...idleRows(idle),
+    ...(shapes ? shapeRows(shapes) : []),
   ];
   return {
     rows,
@@ -45,5 +48,6 @@ export function summarise(config: BenchConfig, s: BenchSamples): Summary {
     producerPer100: producerPer100(s.throughput),
     utilisationDetail: utilisationDetail(utilisation),
     callsPerSettle: meanRecord(settle.map((x) => x.callsPerSettle ?? {})),
+    ...(shapes ? { shapes } : {}),
   };
 }

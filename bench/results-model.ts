@@ -11,6 +11,7 @@ import type {
 } from './scenarios/steady.ts';
 import type { BaselineSample, Cell, HostDrainSample } from './scenarios/throughput.ts';
 import type { UtilisationSample } from './scenarios/utilisation.ts';
+import type { ShapesConfig, ShapesSamples } from './shapes/model.ts';
 
 export interface BenchConfig {
   mode: 'full' | 'quick';
@@ -27,6 +28,8 @@ export interface BenchConfig {
   laneEnd: { idleWaitSeconds: number };
   /** The scale cases under the stand-ins' physics (absent in results before 2026-12-05). */
   scale?: ScaleConfig;
+  /** Cost by traffic shape (absent in results before 2026-12-05). */
+  shapes?: ShapesConfig;
 }
 
 export interface ThroughputPair {
@@ -59,6 +62,8 @@ export interface BenchSamples {
   laneEnd: LaneEndSample[];
   /** The scale cases' samples (absent in results before 2026-12-05). */
   scale?: ScaleSamples;
+  /** The traffic-shape cases' samples (absent in results before 2026-12-05). */
+  shapes?: ShapesSamples;
   errors: ScenarioError[];
 }
 

@@ -12,9 +12,13 @@
  * one Host, a retry storm) with the stand-ins' throughput physics on at a scale k; its files are
  * <date>-scale.{json,md} (`-scale-quick` with --quick), and neither latest.md nor docs/costs.md
  * is touched. A full run includes the scale cases in its own files.
- * A full run (measured or re-rendered) also rewrites the cost table of docs/costs.md
- * (readme-costs.ts). --out <dir> and --costs-page <file> write elsewhere (the unit test of the
- * cost region uses them).
+ * --scenario shapes: only the cost by traffic shape (arrival rates from one a minute to 1,000 a
+ * second); its files are <date>-shapes.{json,md} and <date>-shapes-rates.png (`-shapes-quick`
+ * with --quick). A full one rewrites the shapes region of docs/costs.md, and so does `--from` of
+ * its JSON, a quick one's too (the region names the run). A full run includes the same cases.
+ * A full run (measured or re-rendered) also rewrites the cost table and the shapes region of
+ * docs/costs.md (readme-costs.ts). --out <dir> and --costs-page <file> write elsewhere (the unit
+ * test of the cost region uses them).
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -28,6 +32,9 @@ import { SCALE_FULL, SCALE_QUICK } from './scale/configs.ts';
 import type { ScaleSamples } from './scale/model.ts';
 import { runScale, writeScaleResults } from './scale/write-scale.ts';
 import type { SteadySetting } from './scenarios/steady.ts';
+import { SHAPES_FULL, SHAPES_QUICK } from './shapes/configs.ts';
+import type { ShapesSamples } from './shapes/model.ts';
+import { runShapes, writeShapesResults } from './shapes/write-shapes.ts';
 import { machineProbeMs } from './support/cpu.ts';
 import { type Outputs, writeResults } from './write-results.ts';
 
@@ -66,6 +73,7 @@ const FULL: BenchConfig = {
   controlPlane: { creates: 30, gets: 200, bareWrites: 200 },
   supervisor: { rounds: 20 },
   laneEnd: { idleWaitSeconds: 20 },
+  shapes: SHAPES_FULL,
   scale: SCALE_FULL,
 };
 
@@ -95,6 +103,7 @@ const QUICK: BenchConfig = {
   controlPlane: { creates: 10, gets: 50, bareWrites: 100 },
   supervisor: { rounds: 10 },
   laneEnd: { idleWaitSeconds: 2 },
+  shapes: SHAPES_QUICK,
   scale: SCALE_QUICK,
 };
 
@@ -105,9 +114,12 @@ const log = (msg: string) =>
     `[bench ${((performance.now() - startedWall) / 1000).toFixed(1).padStart(6)} s] ${msg}\n`,
   );
 
+const SCENARIOS = ['scale', 'shapes'] as const;
+type Scenario = (typeof SCENARIOS)[number];
+
 interface Options {
   quick: boolean;
-  scenario?: 'scale';
+  scenario?: Scenario;
   from?: string;
   outputs: Outputs;
 }
@@ -122,15 +134,16 @@ function options(): Options {
       scenario: { type: 'string' },
     },
   });
-  if (values.scenario !== undefined && values.scenario !== 'scale')
-    throw new Error(`unknown --scenario ${values.scenario} (known: scale)`);
+  const scenario = values.scenario as Scenario | undefined;
+  if (scenario !== undefined && !SCENARIOS.includes(scenario))
+    throw new Error(`unknown --scenario ${scenario} (known: ${SCENARIOS.join(', ')})`);
   const outputs = {
     dir: values.out ?? path.join(BENCH_DIR, 'results'),
     costsPage: values['costs-page'] ?? path.join(BENCH_DIR, '..', 'docs', 'costs.md'),
   };
   return {
     quick: values.quick,
-    ...(values.scenario === 'scale' ? { scenario: 'scale' as const } : {}),
+    ...(scenario ? { scenario } : {}),
     ...(values.from ? { from: values.from } : {}),
     outputs,
   };
@@ -143,8 +156,10 @@ function rerender(from: string, outputs: Outputs): number {
     config: BenchConfig;
     samples: BenchSamples;
     scale?: ScaleSamples;
+    shapes?: ShapesSamples;
   };
   if (saved.scale) return writeScaleResults(saved.meta, saved.scale, outputs.dir);
+  if (saved.shapes) return writeShapesResults(saved.meta, saved.shapes, outputs, true);
   return writeResults(saved.meta, saved.config, saved.samples, outputs);
 }
 
@@ -183,6 +198,12 @@ async function main(): Promise<number> {
     const start = machineAtStart();
     const samples = await runScale(quick ? SCALE_QUICK : SCALE_FULL, log);
     return writeScaleResults(runMeta(start), samples, outputs.dir);
+  }
+  if (scenario === 'shapes') {
+    const start = machineAtStart();
+    const shapesConfig = quick ? SHAPES_QUICK : SHAPES_FULL;
+    const samples = await runShapes(shapesConfig, log);
+    return writeShapesResults(runMeta(start), samples, outputs, !quick);
   }
   const config = quick ? QUICK : FULL;
   const start = machineAtStart();

@@ -5,6 +5,7 @@
  */
 import type { PartBreakdown, PerBatchFigure } from './per-batch.ts';
 import type { CostBreakdown } from './pricing.ts';
+import type { ShapesSummary } from './shapes/model.ts';
 import type { Spread } from './support/stats.ts';
 
 export type Verdict = 'met' | 'missed' | '—';
@@ -114,4 +115,6 @@ export interface Summary {
   throughputRatios: Record<string, number[]>;
   /** SDK calls the Host made per settlement call (mean over the settle-latency runs). */
   callsPerSettle: Record<string, number>;
+  /** Cost by traffic shape, when the run measured it. */
+  shapes?: ShapesSummary;
 }

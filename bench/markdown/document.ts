@@ -9,6 +9,7 @@ import { fmt, fmtSpread } from '../format.ts';
 import { explanations } from '../misses/explanations.ts';
 import { PRICE_SOURCES, PRICES } from '../pricing.ts';
 import type { BenchConfig, BenchMeta } from '../results-model.ts';
+import { shapesSection } from '../shapes/render.ts';
 import { targetCount } from '../summary/targets.ts';
 import type { IdleSummary, Summary } from '../summary-model.ts';
 import { methodSection } from './method.ts';
@@ -175,12 +176,20 @@ function pricesSection(): string[] {
   ];
 }
 
-export function markdown(meta: BenchMeta, config: BenchConfig, summary: Summary, chartFile: string): string {
+/** `shapesChart`: the chart of the cost by traffic shape, when the run measured it. */
+export function markdown(
+  meta: BenchMeta,
+  config: BenchConfig,
+  summary: Summary,
+  chartFile: string,
+  shapesChart?: string,
+): string {
   return [
     ...headerSection(meta, config, summary, chartFile),
     ...missesSection(summary),
     ...perBatchSection(meta, summary),
     ...costSection(summary),
+    ...(summary.shapes && shapesChart ? shapesSection(summary.shapes, shapesChart) : []),
     ...idleSection(summary.idle),
     ...findingsSection(summary),
     ...methodSection(config.steady),

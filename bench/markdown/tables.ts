@@ -96,12 +96,12 @@ export function cpuTable(summary: Summary, cores: number): string {
 }
 
 /** A cost breakdown's parts in the tables' column order, three decimals each. */
-const usdParts = (b: CostBreakdown) =>
+export const usdParts = (b: CostBreakdown) =>
   [b.sqs, b.dynamoWrites, b.dynamoReads, b.stepFunctions, b.lambdaRequests, b.lambdaDuration, b.logs].map(
     (v) => fmt(v, 3),
   );
 
-const PART_COLUMNS = [
+export const PART_COLUMNS = [
   'SQS',
   'DynamoDB writes',
   'DynamoDB reads',

@@ -62,6 +62,11 @@ export function explanations(s: Summary): string[] {
   if (dynamo.length > 0) out.push(dynamoMisses(s, dynamo));
   const cost = missedWith(s, 'cost:');
   if (cost.length > 0) out.push(costMisses(s, cost));
+  const shapes = missedWith(s, 'shape:');
+  if (shapes.length > 0)
+    out.push(
+      `**Cost by traffic shape: missed at ${shapes.map((r) => r.setting).join(', ')}** — why, rate by rate, from the counts: under Cost by traffic shape below.`,
+    );
   const idle = byKey(s, 'idle:one');
   if (missed(idle)) out.push(idleMiss(s, idle));
   for (const r of missedWith(s, 'arrival:')) out.push(arrivalMiss(s, r));

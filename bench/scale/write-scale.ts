@@ -6,9 +6,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { BenchMeta } from '../results-model.ts';
-import { closeShared, warmThreads, workerFile } from '../support/bench-host.ts';
-import { installStepFunctionsHook } from '../support/sfn-hook.ts';
-import { type StandIns, startStandIns } from '../support/standins.ts';
+import { warmThreads, workerFile } from '../support/bench-host.ts';
+import { withOwnStandIns } from '../support/own-stand-ins.ts';
 import { SLEEP_WORKER, THROWING_WORKER } from '../support/workers.ts';
 import { measureScale } from './measure-scale.ts';
 import type { ScaleConfig, ScaleSamples } from './model.ts';
@@ -23,18 +22,11 @@ export async function warmScaleThreads(config: ScaleConfig): Promise<void> {
   await warmThreads(workerFile(THROWING_WORKER), localLanes(config.storm.awsConcurrency, config.k));
 }
 
-export async function runScale(config: ScaleConfig, log: (m: string) => void): Promise<ScaleSamples> {
-  installStepFunctionsHook();
-  let standIns: StandIns | undefined;
-  try {
-    standIns = await startStandIns();
-    log(`stand-ins up (DynamoDB Local pid ${standIns.pids.dynamodb}, SQS pid ${standIns.pids.sqs})`);
+export function runScale(config: ScaleConfig, log: (m: string) => void): Promise<ScaleSamples> {
+  return withOwnStandIns(log, async (endpoints) => {
     await warmScaleThreads(config);
-    return await measureScale(config, standIns.endpoints, log);
-  } finally {
-    await closeShared().catch(() => undefined);
-    await standIns?.stop();
-  }
+    return measureScale(config, endpoints, log);
+  });
 }
 
 /** Writes the run's JSON and Markdown; returns the exit code (1 when a case failed). */

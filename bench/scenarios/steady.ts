@@ -20,7 +20,7 @@ import {
 import { sqsClient } from '../../lambdas/adapters/aws/clients.ts';
 import { decodeEnvelope, encodeEnvelope } from '../../lambdas/delivery/envelope.ts';
 import { newMessageId } from '../../lambdas/delivery/producer.ts';
-import { createBenchHost, recordFile } from '../support/bench-host.ts';
+import { createBenchHost, FIRST_ROUND_MS, recordFile } from '../support/bench-host.ts';
 import { attribute, Meter, type Tally } from '../support/meter.ts';
 import { type PaceResult, pace } from '../support/pacer.ts';
 import type { Endpoints } from '../support/standins.ts';
@@ -63,6 +63,10 @@ interface WindowCounts {
 export interface SteadyHostSample extends WindowCounts {
   /** Everything the Host spent inside the window (the producer's sends included). */
   tally: Tally;
+  /** Each handler's own work, ms (runs before 2026-12-05: none). */
+  handlerMs?: number[];
+  /** Messages whose send resolved inside the window (runs before 2026-12-05: none). */
+  sentInWindow?: number;
 }
 
 export interface SteadyBaselineSample extends WindowCounts {
@@ -111,11 +115,16 @@ function windowCounts(o: {
  */
 async function produceThroughWindow(
   setting: SteadySetting,
-  timing: SteadyTiming,
+  timing: SteadyTiming & { tickMs?: number },
   send: (n: number) => Promise<void>,
   edges: { open(): void; close(): void },
 ) {
-  const producing = pace({ rate: setting.rate, seconds: timing.warmupSeconds + timing.seconds, send });
+  const producing = pace({
+    rate: setting.rate,
+    seconds: timing.warmupSeconds + timing.seconds,
+    send,
+    ...(timing.tickMs !== undefined ? { tickMs: timing.tickMs } : {}),
+  });
   await sleep(timing.warmupSeconds * 1000);
   const from = Date.now();
   edges.open();
@@ -126,14 +135,46 @@ async function produceThroughWindow(
   return { window: { from, to }, producer };
 }
 
+/** How a stream runs beyond its setting; the defaults are the steady-stream cells'. */
+export interface SteadyOptions {
+  /** The lanes' idle wait (the steady cells: 1 s; AWS's is 20 s). */
+  idleWaitSeconds?: number;
+  /**
+   * One send per message (a pacer tick of 1/rate s) instead of a `sendBatch` per 50 ms tick,
+   * as independent producers send.
+   */
+  sendEachMessage?: boolean;
+  /**
+   * The window's edges bill what running invocations and Express executions ran inside it
+   * (`Meter.cut`), instead of whole durations at their end: for lanes that outlive the window.
+   */
+  cutDurations?: boolean;
+  /** After the window, wait this long at most for every lane to end, and count that apart. */
+  tailTimeoutMs?: number;
+  /** The first send waits for the supervisor's first round (`FIRST_ROUND_MS`): only sends start lanes. */
+  quietStart?: boolean;
+}
+
+/** After the window: what the stream's end cost until every lane had ended. */
+export interface StreamTail {
+  tally: Tally;
+  seconds: number;
+  /** Lanes running when the window closed. */
+  lanes: number;
+  /** Every lane ended within the bound. */
+  ended: boolean;
+}
+
 /** The Host under a steady producer (`sendBatch` through the Host, so sends wake the consumer). */
 export async function hostSteady(
   endpoints: Endpoints,
   setting: SteadySetting,
   timing: SteadyTiming,
-): Promise<SteadyHostSample> {
+  o: SteadyOptions = {},
+): Promise<SteadyHostSample & { tail?: StreamTail }> {
   const meter = new Meter();
-  const bench = await createBenchHost(endpoints, { meter, idleWaitSeconds: 1 });
+  const idleWaitSeconds = o.idleWaitSeconds ?? 1;
+  const bench = await createBenchHost(endpoints, { meter, idleWaitSeconds });
   const records = recordFile('steady');
   try {
     const { queue } = await bench.setupConsumer(
@@ -157,12 +198,18 @@ export async function hostSteady(
       batchMessages += n;
     });
     // The supervisor's minute, as on AWS: lanes start from the sends themselves.
-    const dispatcher = bench.startDispatcher({ idleWaitSeconds: 1, supervisorMs: 60_000 });
+    const dispatcher = bench.startDispatcher({ idleWaitSeconds, supervisorMs: 60_000 });
+    if (o.quietStart) await sleep(FIRST_ROUND_MS);
     const body = new Uint8Array(64).fill(97);
+    const edge = () => (o.cutDurations ? meter.cut() : meter.reset());
     let tally: Tally | undefined;
+    let sent = 0;
+    let sentAtOpen = 0;
+    let sentInWindow = 0;
+    let lanesAtClose = 0;
     const { window, producer } = await produceThroughWindow(
       setting,
-      timing,
+      { ...timing, ...(o.sendEachMessage ? { tickMs: 1000 / setting.rate } : {}) },
       async (n) => {
         await attribute('producer', () =>
           bench.host.producer.sendBatch(
@@ -170,24 +217,36 @@ export async function hostSteady(
             Array.from({ length: n }, () => ({ body })),
           ),
         );
+        sent += n;
       },
       {
         open: () => {
-          meter.reset();
+          edge();
           open = true;
+          sentAtOpen = sent;
         },
         close: () => {
           open = false;
-          tally = meter.reset();
+          tally = edge();
+          lanesAtClose = dispatcher.running().length;
+          sentInWindow = sent - sentAtOpen;
         },
       },
     );
     const drained = await until(() => handled >= producer.sent, timing.drainTimeoutMs, 20);
+    let tail: StreamTail | undefined;
+    if (o.tailTimeoutMs !== undefined) {
+      const ended = await until(() => dispatcher.running().length === 0, o.tailTimeoutMs, 50);
+      tail = { tally: meter.reset(), seconds: (Date.now() - window.to) / 1000, lanes: lanesAtClose, ended };
+    }
     await dispatcher.stop(10_000);
-    const starts = readRecords<{ at: number; ts: number[] }>(records);
+    const starts = readRecords<{ at: number; ts: number[]; ms?: number }>(records);
     return {
       ...windowCounts({ setting, starts, window, producer, handled, drained, batches, batchMessages }),
       tally: tally as Tally,
+      sentInWindow,
+      handlerMs: starts.flatMap((s) => (s.ms === undefined ? [] : [s.ms])),
+      ...(tail ? { tail } : {}),
     };
   } finally {
     await bench.close();

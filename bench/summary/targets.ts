@@ -18,6 +18,11 @@ export const TARGETS = {
   arrivalSlackMs: 1000,
   /** acknowledge() p99 at most this many times the bare conditional write's p99. */
   acknowledgeP99Ratio: 2,
+  /**
+   * USD per million messages by arrival rate: at a message a second or more, Cloudflare Queues'
+   * price and a multiple of Lambda with an SQS event source mapping; below it, a bound.
+   */
+  shapes: { streamUsdPerMillion: 1.2, esmRatio: 3, trickleUsdPerMillion: 10 },
 } as const;
 
 /** A figure that could not be measured (NaN) is not judged rather than missed. */

@@ -43,6 +43,13 @@ export const FORMS = {
 
 export const SPACE = 'bench';
 
+/**
+ * The supervisor's first round runs as its dispatcher starts. A send inside it can meet a round
+ * that sees the message and no lane receiving yet, and start a second lane beside the one the send
+ * wakes — which on AWS, with a round a minute, is rare. Runs that count lanes wait this long first.
+ */
+export const FIRST_ROUND_MS = 1_000;
+
 // --- worker code shared by every Host of this process ------------------------------------------
 
 let workDir: string | undefined;
@@ -165,7 +172,7 @@ function meteredDelivery(delivery: DeliveryService, meter: Meter) {
       if (!role) return fn.bind(target);
       return async (...args: unknown[]) => {
         const t0 = performance.now();
-        meter.lambdaStarted(role);
+        const span = meter.lambdaStarted(role);
         let out: unknown;
         try {
           out = await attribute(role, () => fn.apply(target, args), meter);
@@ -174,7 +181,7 @@ function meteredDelivery(delivery: DeliveryService, meter: Meter) {
           meter.logged(role, batchHostLogBytes(role, args, { err }));
           throw err;
         } finally {
-          meter.lambdaEnded(role, performance.now() - t0);
+          meter.lambdaEnded(role, performance.now() - t0, span);
         }
         meter.logged(role, batchHostLogBytes(role, args, { out }));
         if (prop === 'register') {
@@ -397,8 +404,10 @@ export async function createBenchHost(endpoints: Endpoints, opts: BenchHostOptio
   let onAccepted: () => void = () => {};
   /** Running delivery sides (lanes + supervisor); sends wake the newest. */
   const dispatchers: { lanes: LocalLanes; supervisor: LocalSupervisor }[] = [];
+  // The kind too: a lane a send wakes runs on Express where its consumer fits, as on AWS.
   const wakeLauncher: LaneLauncher = {
-    start: (name, input) => dispatchers.at(-1)?.lanes.start(name, input) ?? Promise.resolve('exists'),
+    start: (name, input, kind) =>
+      dispatchers.at(-1)?.lanes.start(name, input, kind) ?? Promise.resolve('exists'),
   };
   const host = composeHost({
     lanes: wakeLauncher,

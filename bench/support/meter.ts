@@ -13,6 +13,7 @@ import type { AttributeValue, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { HostFunctionMemoryRole } from '../../lambdas/shared/host-function-memory.ts';
 import { itemSize, transactionalUnits, updateGrowth } from './item-size.ts';
+import { EXPRESS_SPAN, OpenSpans } from './open-spans.ts';
 
 /** A context, and the meter a Lambda role's log lines count into (`log-meter.ts`). */
 export interface Attribution {
@@ -313,12 +314,31 @@ export class ItemSizes {
 export class Meter {
   private tally: Tally = emptyTally();
   private readonly itemSizes = new ItemSizes();
+  private readonly spans = new OpenSpans();
 
   /** Starts a new count; returns the one that ended. */
   reset(): Tally {
     const done = this.tally;
     this.tally = emptyTally();
     return done;
+  }
+
+  /**
+   * Like `reset`, but the count that ends is first billed what every running invocation and
+   * Express execution ran since it started or was last cut (`open-spans.ts`): for windows cut out
+   * of a stream, where durations billed at their end would fall on either side of the edge.
+   */
+  cut(): Tally {
+    for (const { key, ms } of this.spans.cut()) {
+      if (key === EXPRESS_SPAN) {
+        this.expressTally().billedMs += ms;
+        continue;
+      }
+      const l = this.lambdaEntry(key);
+      l.totalMs += ms;
+      l.billedMs += ms;
+    }
+    return this.reset();
   }
 
   /** A deep copy of the count so far. */
@@ -365,17 +385,18 @@ export class Meter {
 
   /** One invocation that took `ms` (counted when it ends). */
   lambda(role: string, ms: number): void {
-    this.lambdaStarted(role);
-    this.lambdaEnded(role, ms);
+    this.lambdaEnded(role, ms, this.lambdaStarted(role));
   }
 
   /**
    * An invocation counts where it starts and its duration where it ends, so that a long one (a
    * worker invocation that outlives the drain it served) still counts in the period it served.
+   * Returns the span `lambdaEnded` is given, so that a `cut` can bill part of it earlier.
    */
-  lambdaStarted(role: string): void {
+  lambdaStarted(role: string): number {
     this.lambdaEntry(role).invocations++;
     this.logged(role, LAMBDA_PLATFORM_LOG_BYTES);
+    return this.spans.start(role);
   }
 
   /** `bytes` of log lines written in `context`. */
@@ -384,10 +405,11 @@ export class Meter {
     this.tally.logs[context] = (this.tally.logs[context] ?? 0) + bytes;
   }
 
-  lambdaEnded(role: string, ms: number): void {
+  lambdaEnded(role: string, ms: number, span?: number): void {
     const l = this.lambdaEntry(role);
-    l.totalMs += ms;
-    l.billedMs += Math.max(1, Math.ceil(ms));
+    const billedBefore = this.spans.end(span);
+    l.totalMs += Math.max(0, ms - billedBefore);
+    l.billedMs += Math.max(0, Math.max(1, Math.ceil(ms)) - billedBefore);
   }
 
   private lambdaEntry(role: string): LambdaTally {
@@ -400,14 +422,18 @@ export class Meter {
     if (express) this.expressTally().transitions++;
   }
 
-  executionStarted(express = false): void {
+  /** Returns the span of an Express execution, which `expressEnded` is given. */
+  executionStarted(express = false): number | undefined {
     this.tally.executions++;
-    if (express) this.expressTally().executions++;
+    if (!express) return undefined;
+    this.expressTally().executions++;
+    return this.spans.start(EXPRESS_SPAN);
   }
 
   /** An Express lane ended after `ms` (billed in 100 ms steps). */
-  expressEnded(ms: number): void {
-    this.expressTally().billedMs += Math.max(100, Math.ceil(ms / 100) * 100);
+  expressEnded(ms: number, span?: number): void {
+    const billedBefore = this.spans.end(span);
+    this.expressTally().billedMs += Math.max(0, Math.max(100, Math.ceil(ms / 100) * 100) - billedBefore);
   }
 
   private expressTally() {

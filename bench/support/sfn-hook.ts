@@ -73,13 +73,13 @@ export function installStepFunctionsHook(): void {
         const role = TASK_ROLES[name] ?? `task:${name}`;
         const w: Handler = async (taskInput: unknown) => {
           const t0 = performance.now();
-          meter.lambdaStarted(role);
+          const span = meter.lambdaStarted(role);
           try {
             const result = await attribute(role, () => h(taskInput), meter);
             meter.logged(role, taskLogBytes(role, taskInput, result));
             return result;
           } finally {
-            meter.lambdaEnded(role, performance.now() - t0);
+            meter.lambdaEnded(role, performance.now() - t0, span);
           }
         };
         w[WRAPPED] = true;
@@ -94,7 +94,7 @@ export function installStepFunctionsHook(): void {
       const express =
         (this as { definition?: { TimeoutSeconds?: number } }).definition?.TimeoutSeconds ===
         EXPRESS_MAX_MS / 1000;
-      meter.executionStarted(express);
+      const span = meter.executionStarted(express);
       const t0 = performance.now();
       // The local stand-in reads the event stream itself (history limit, its own counts), and an
       // async generator gives each event to one reader only: count the events as they pass. The
@@ -112,7 +112,7 @@ export function installStepFunctionsHook(): void {
             yield event;
           }
         } finally {
-          if (express) meter.expressEnded(performance.now() - t0);
+          if (express) meter.expressEnded(performance.now() - t0, span);
         }
       })();
     }

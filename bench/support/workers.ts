@@ -66,13 +66,18 @@ export default {
 };
 `;
 
-/** Records when each batch's handler started and the send time (`timestampMillis`) of each message. */
+/**
+ * Records when each batch's handler started, the send time (`timestampMillis`) of each message,
+ * and how long reading the batch took (`ms`: the handler's own work, the record's write aside).
+ */
 export const STEADY_WORKER = `
 import { appendFileSync } from 'node:fs';
 export default {
   async queue(batch, env) {
+    const t0 = performance.now();
     const at = Date.now();
-    appendFileSync(env.RECORDS, JSON.stringify({ at, ts: batch.messages.map((m) => m.timestampMillis) }) + '\\n');
+    const ts = batch.messages.map((m) => m.timestampMillis);
+    appendFileSync(env.RECORDS, JSON.stringify({ at, ts, ms: performance.now() - t0 }) + '\\n');
   },
 };
 `;
