@@ -141,8 +141,8 @@ export function composeTrickle(gapSeconds: number, isolated: Episode, keptAlive:
 /**
  * The receives a message would cost where a message ends one waiting long poll and leaves the
  * others waiting, as SQS documents long polling: at most one a message and one a batch (the
- * poll that ends a batch window). The SQS stand-in instead answers every waiting poll when a
- * message arrives, all but one of them empty, so several lanes gathering at once count more.
+ * poll that ends a batch window). Receives beyond it are lanes polling side by side (or, in runs
+ * before the SQS stand-in woke one poll per message, its empty answers to the others).
  */
 export const receivesBound = (receivesPerMessage: number, messagesPerBatch: number) =>
   Math.min(receivesPerMessage, 1 + 1 / Math.max(1, messagesPerBatch));

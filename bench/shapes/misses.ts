@@ -96,7 +96,7 @@ function idleShare(f: ShapeFigure, s: ShapesSummary): string {
   );
 }
 
-/** Where the stand-in's empty answers to waiting polls counted receives SQS would not bill. */
+/** Where lanes polling side by side counted more receives than one a message and one a batch. */
 function standInReceives(f: ShapeFigure): string {
   const c = f.perMessage;
   const bound = receivesBound(c.receives, f.messagesPerBatch);
@@ -110,8 +110,8 @@ function standInReceives(f: ShapeFigure): string {
         ? `still over $${fmt(f.target.usd, 2)}`
         : `still over ${f.target.esmRatio}× the event source mapping`;
   return (
-    " Of the receives, the SQS stand-in's count more than SQS would: when a message arrives it answers every waiting poll," +
-    ' all but one empty before their wait is out, where SQS documents long polling as answering with a message or at the end of the wait.' +
+    ' Of the receives, more than one a message and one a batch: several lanes polled side by side, each polling' +
+    ' again after a batch, and the empty answers count.' +
     ` At ${fmt(bound, 2)} receives a message (one a message and one a batch) SQS would be $${fmt(f.perMillion.sqs - extra, 2)}` +
     ` and the figure $${fmt(without, 3)} per million, ${verdict}.`
   );

@@ -15,10 +15,35 @@ const dist = path.dirname(fileURLToPath(import.meta.resolve('fauxqs')));
 const load = (file: string) => import(pathToFileURL(path.join(dist, file)).href);
 
 const { buildApp } = await load('app.js');
-const { SqsStore } = await load('sqs/sqsStore.js');
+const { SqsStore, SqsQueue } = await load('sqs/sqsStore.js');
 const { SnsStore } = await load('sns/snsStore.js');
 const { S3Store } = await load('s3/s3Store.js');
 const { PersistenceManager } = await load('persistence.js');
+
+// fauxqs 2.4.1 answers every waiting long poll of a queue when one message arrives: the first
+// takes it, the others return empty at once. SQS keeps a long poll waiting until it has messages
+// for it or its wait ends, so one message ends one poll. Waking every poll counted receives SQS
+// never bills and ended idle waits early. Here the polls wake one at a time, the next only once
+// the last one's receive has run (a macrotask later) and messages are still there.
+const wakeAll = SqsQueue.prototype.notifyWaiters;
+SqsQueue.prototype.notifyWaiters = function notifyOne(this: {
+  isFifo(): boolean;
+  messages: unknown[];
+  pollWaiters: { resolve(): void; timer: NodeJS.Timeout }[];
+  wakingOne?: boolean;
+}) {
+  if (this.isFifo()) return wakeAll.call(this);
+  if (this.wakingOne || this.messages.length === 0) return;
+  const waiter = this.pollWaiters.shift();
+  if (!waiter) return;
+  clearTimeout(waiter.timer);
+  this.wakingOne = true;
+  waiter.resolve();
+  setImmediate(() => {
+    this.wakingOne = false;
+    if (this.messages.length > 0) SqsQueue.prototype.notifyWaiters.call(this);
+  });
+};
 
 const sqsStore = new SqsStore();
 const snsStore = new SnsStore();
