@@ -4,13 +4,19 @@
  * wait the Host has on AWS.
  *
  * - An isolated message: sent through the Host to a consumer with no lane, it wakes one, which
- *   gathers it for the batch timeout, runs it, and ends once its idle wait brings nothing.
- * - A kept-alive lane: `messages` sent `gapSeconds` apart, each arriving while the lane long-polls
- *   in its idle wait after the one before, counted until the lane ends.
+ *   gathers it for the batch timeout, runs it, polls once more and ends.
+ * - A kept-alive lane: `messages` sent `gapSeconds` apart, each sent while the lane of the one
+ *   before may still run (then it joins that lane, else it wakes its own), counted until the last
+ *   lane ends.
+ *
+ * - A message sent straight to SQS (`straightToSqs`): no wake announces it, so the supervisor's
+ *   round (every minute, as on AWS) starts its lane; sent just after a round, it shows how long
+ *   such a message waits at most, less the round's own time and SQS's count lag.
  *
  * Each is counted from the first send until every lane has ended, so that the Express execution
  * and the last worker invocation, billed at their end, fall inside it.
  */
+import { SendMessageCommand } from '@aws-sdk/client-sqs';
 import { type ConsumerSettings, createBenchHost, FIRST_ROUND_MS, recordFile } from '../support/bench-host.ts';
 import { attribute, Meter, type Tally } from '../support/meter.ts';
 import type { Endpoints } from '../support/standins.ts';
@@ -26,6 +32,10 @@ export interface EpisodeSample {
   tally: Tally;
   /** Each handler's own work, ms. */
   handlerMs: number[];
+  /** From the first send until its batch was finalised (s). */
+  firstDeliveredSeconds?: number;
+  /** The supervisor's round period in the episode (s). */
+  supervisorSeconds?: number;
 }
 
 export interface EpisodeOptions {
@@ -35,7 +45,11 @@ export interface EpisodeOptions {
   gapSeconds: number;
   /** For the deliveries, and then again for the lanes' ends. */
   timeoutMs: number;
+  /** Sent straight to SQS (no wake), with the supervisor's round every minute. */
+  straightToSqs?: true;
 }
+
+const SUPERVISOR_MS = 60_000;
 
 export async function episodeRun(endpoints: Endpoints, o: EpisodeOptions): Promise<EpisodeSample> {
   const meter = new Meter();
@@ -44,19 +58,29 @@ export async function episodeRun(endpoints: Endpoints, o: EpisodeOptions): Promi
   try {
     const { queue } = await bench.setupConsumer('episode', STEADY_WORKER, o.settings, { RECORDS: records });
     let handled = 0;
+    let firstAt: number | undefined;
     bench.onFinalized((n) => {
       handled += n;
+      firstAt ??= performance.now();
     });
-    // No supervisor round within the episode: each lane is started by a send, as a trickle
-    // through the Host starts it on AWS.
-    const dispatcher = bench.startDispatcher({ idleWaitSeconds: o.idleWaitSeconds, supervisorMs: 3_600_000 });
+    // Through the Host, no supervisor round within the episode: each lane is started by a send,
+    // as a trickle through the Host starts it on AWS. Straight to SQS, the round every minute,
+    // its first as the dispatcher starts.
+    const supervisorMs = o.straightToSqs ? SUPERVISOR_MS : 3_600_000;
+    const dispatcher = bench.startDispatcher({ idleWaitSeconds: o.idleWaitSeconds, supervisorMs });
     await sleep(FIRST_ROUND_MS);
     const body = new Uint8Array(64).fill(97);
     meter.reset();
     const t0 = performance.now();
     for (let i = 0; i < o.messages; i++) {
       await sleep(Math.max(0, t0 + i * o.gapSeconds * 1000 - performance.now()));
-      await attribute('producer', () => bench.host.producer.send(queue, body));
+      await attribute('producer', () =>
+        o.straightToSqs
+          ? bench.sqs.send(
+              new SendMessageCommand({ QueueUrl: queue.sqsUrl, MessageBody: new TextDecoder().decode(body) }),
+            )
+          : bench.host.producer.send(queue, body),
+      );
     }
     const delivered = await until(() => handled >= o.messages, o.timeoutMs, 20);
     const ended = delivered && (await until(() => dispatcher.running().length === 0, o.timeoutMs, 20));
@@ -73,6 +97,8 @@ export async function episodeRun(endpoints: Endpoints, o: EpisodeOptions): Promi
       seconds,
       tally,
       handlerMs,
+      ...(firstAt !== undefined ? { firstDeliveredSeconds: (firstAt - t0) / 1000 } : {}),
+      supervisorSeconds: supervisorMs / 1000,
     };
   } finally {
     await bench.close();

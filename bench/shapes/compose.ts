@@ -114,7 +114,7 @@ export interface Composed {
  *
  * - isolated when the lane a message wakes has ended before the next one comes (the gap is at
  *   least the isolated episode, send to lane end): each message is that whole episode — a lane
- *   start, a batch of one, and the lane's idle wait and end;
+ *   start, a batch of one, its last poll and the lane's end;
  * - kept alive otherwise: what each further message of the kept-alive episode added to the
  *   isolated one ((episode − isolated) ÷ (messages − 1)): its send, its batch, and the gap's
  *   seconds of the lane's long poll, which are lengthened or shortened to `gapSeconds` at the

@@ -1,6 +1,7 @@
 /**
- * The traffic-shape bench's two sizes. Both use AWS's idle wait (20 s): a lane's wait for the next
- * message is what the sparse rates pay for, so a shorter local wait would price a different Host.
+ * The traffic-shape bench's two sizes. Both use AWS's idle wait (20 s): lanes hold it for messages
+ * no wake announces and inside a due lane's window, so a shorter local wait would price a
+ * different Host.
  * The full windows are long enough that lanes a stream starts and that run dry end inside them;
  * the quick ones only show the scenario runs.
  */

@@ -40,13 +40,25 @@ export async function measureShapes(
       timeoutMs: config.tailTimeoutMs,
     });
   log(`shapes: an isolated message and a kept-alive lane (idle wait ${config.idleWaitSeconds} s)`);
-  const [isolated, keptAlive] = await Promise.all([
+  const [isolated, keptAlive, straight] = await Promise.all([
     attempt('shapes: isolated message', () => episode(1, 0)),
     attempt('shapes: kept-alive lane', () => episode(config.keptAlive.messages, config.keptAlive.gapSeconds)),
+    // Waits for the supervisor's next round (a minute), beside the others.
+    attempt('shapes: straight to SQS', () =>
+      episodeRun(endpoints, {
+        settings: config.consumer,
+        idleWaitSeconds: config.idleWaitSeconds,
+        messages: 1,
+        gapSeconds: 0,
+        timeoutMs: config.tailTimeoutMs + 90_000,
+        straightToSqs: true,
+      }),
+    ),
   ]);
   for (const [name, e] of [
     ['isolated message', isolated],
     ['kept-alive lane', keptAlive],
+    ['straight to SQS', straight],
   ] as const)
     if (e)
       log(
@@ -54,6 +66,7 @@ export async function measureShapes(
       );
   if (isolated) out.isolated = isolated;
   if (keptAlive) out.keptAlive = keptAlive;
+  if (straight) out.straight = straight;
   const { maxBatchSize, maxBatchTimeoutSeconds, maxConcurrency } = config.consumer;
   for (const rate of config.streamRates) {
     const host = await attempt(`shapes: stream ${rate}/s`, () =>

@@ -1,8 +1,9 @@
 /**
  * Why a traffic-shape figure missed its target, from the counts behind it: its parts, most
  * expensive first, each with the count it comes from, and for the trickles the share of the lane's
- * idle wait. Only the run's numbers are quoted.
+ * waiting. Only the run's numbers are quoted.
  */
+import { LEFT_IDLE_WAIT_SECONDS } from '../../lambdas/delivery/lane-receive.ts';
 import { fmt } from '../format.ts';
 import type { CostBreakdown } from '../pricing.ts';
 import { PRICES } from '../pricing.ts';
@@ -26,7 +27,7 @@ const PART_NAMES: Record<Part, string> = {
 function workerWhy(f: ShapeFigure, s: ShapesSummary): string {
   const window = s.consumer.maxBatchTimeoutSeconds;
   if (f.how === 'isolated')
-    return `the lane the message wakes gathers it for the batch window (${window} s), then long-polls for its idle wait (${s.idleWaitSeconds} s) and ends`;
+    return `the lane the message wakes gathers it for the batch window (${window} s), which a batch that is not full waits out, then polls once more (${LEFT_IDLE_WAIT_SECONDS} s) and ends`;
   if (f.how === 'kept alive')
     return `the lane's invocation long-polls between arrivals (${fmt(1 / f.rate, 0)} s a message) and gathers each for the batch window (${window} s)`;
   return (
@@ -88,10 +89,16 @@ export function dominantPart(f: ShapeFigure): string {
 function idleShare(f: ShapeFigure, s: ShapesSummary): string {
   if (f.how === 'stream') return '';
   const second = idleSecondUsd(f.perMessage.expressSeconds > 0);
-  const waited = f.how === 'isolated' ? s.idleWaitSeconds : 1 / f.rate - s.consumer.maxBatchTimeoutSeconds;
+  const window = s.consumer.maxBatchTimeoutSeconds;
+  const waited =
+    f.how === 'isolated' ? window + LEFT_IDLE_WAIT_SECONDS : 1 / f.rate - s.consumer.maxBatchTimeoutSeconds;
   const usd = waited * (second.lambdaDuration + second.stepFunctions) * 1e6;
+  const what =
+    f.how === 'isolated'
+      ? `the batch window, ${window} s, and the last poll, ${LEFT_IDLE_WAIT_SECONDS} s`
+      : 'long-polling between arrivals';
   return (
-    ` The lane's ${fmt(waited, 0)} s of waiting a message (${f.how === 'isolated' ? 'its idle wait before it ends' : 'long-polling between arrivals'})` +
+    ` The lane's ${fmt(waited, 0)} s of waiting a message (${what})` +
     ` is $${fmt(usd, 2)} of it (worker and Express execution by the second); without it the message would cost $${fmt(f.perMillion.total - usd, 2)} per million.`
   );
 }

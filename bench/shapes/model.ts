@@ -36,6 +36,8 @@ export interface ShapesSamples {
   isolated?: EpisodeSample;
   /** `keptAlive.messages` sent `keptAlive.gapSeconds` apart, until the lane ended. */
   keptAlive?: EpisodeSample;
+  /** One message sent straight to SQS just after a supervisor round, until its lane ended. */
+  straight?: EpisodeSample;
   errors: { scenario: string; error: string }[];
 }
 
@@ -112,5 +114,10 @@ export interface ShapesSummary {
     isolated: { seconds: number; usd: number; counts: ShapeCounts };
     keptAlive: { messages: number; gapSeconds: number; seconds: number; usd: number; counts: ShapeCounts };
   };
+  /**
+   * A message sent straight to SQS just after a supervisor round: how long until its batch was
+   * finalised (s), with the round's period (s).
+   */
+  pickup?: { seconds: number; supervisorSeconds: number };
   errors: string[];
 }

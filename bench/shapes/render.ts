@@ -89,10 +89,22 @@ function episodeLines(s: ShapesSummary): string[] {
   const alive = e.keptAlive;
   return [
     `- **The sparse rates, composed.** Two episodes measured in the same run, each on a Host of its own with the ${s.idleWaitSeconds} s idle wait, counted from the first send until every lane had ended (so the Express execution and the last worker invocation, billed at their end, are in it).` +
-      ` An isolated message: one send to a consumer with no lane — a lane start, a batch of one, the idle wait, the lane's end — ${fmt(iso.seconds, 1)} s, $${fmt(iso.usd * 1e6, 1)} per million such episodes, ${fmt(iso.counts.gbSeconds.worker ?? 0, 2)} GB-s of worker invocations.` +
-      ` A kept-alive lane: ${alive.messages} messages ${fmt(alive.gapSeconds, 0)} s apart, each arriving while the lane long-polls, ${fmt(alive.seconds, 1)} s in all, $${fmt(alive.usd * 1e6, 1)} per million such episodes.` +
+      ` An isolated message: one send to a consumer with no lane — a lane start, a batch of one gathered for the batch window, one more poll, the lane's end — ${fmt(iso.seconds, 1)} s, $${fmt(iso.usd * 1e6, 1)} per million such episodes, ${fmt(iso.counts.gbSeconds.worker ?? 0, 2)} GB-s of worker invocations.` +
+      ` A kept-alive lane: ${alive.messages} messages ${fmt(alive.gapSeconds, 0)} s apart, each sent while the lane of the one before may still run, ${fmt(alive.seconds, 1)} s in all, $${fmt(alive.usd * 1e6, 1)} per million such episodes.` +
       ` A rate whose gap is at least the isolated episode (1 a minute) costs that episode per message; a shorter gap (1 every 10 s) costs what each further message added to the kept-alive episode, (kept-alive − isolated) ÷ ${alive.messages - 1}, with the lane's wait stretched to the gap at the price of a second of it (a worker invocation at ${PRICES.lambdaMemoryMb.worker} MB and an Express execution).`,
-    "- **What the composition leaves out.** Arrivals that are not evenly spaced: random ones at the same mean bunch up (sharing lanes and batches) and leave longer gaps (ending lanes). An Express lane's hand-over to a new execution every few minutes of a long trickle (an execution request and an AcquireSlot, a few cents per million at 1 every 10 s). Worker invocations return to their lane after 30 s locally but run on towards their timeout on AWS, so the bench counts more rounds (an AcquireSlot and a worker request each) than AWS would. Cold starts. Messages sent straight to SQS, which wait for the supervisor's minute instead of waking a lane.",
+    "- **What the composition leaves out.** Arrivals that are not evenly spaced: random ones at the same mean bunch up (sharing lanes and batches) and leave longer gaps (ending lanes). An Express lane's hand-over to a new execution every few minutes of a long trickle (an execution request and an AcquireSlot, a few cents per million at 1 every 10 s). Worker invocations return to their lane after 30 s locally but run on towards their timeout on AWS, so the bench counts more rounds (an AcquireSlot and a worker request each) than AWS would. Cold starts. Messages sent straight to SQS or by the producer client, which wake no lane (below).",
+    ...pickupLines(s),
+  ];
+}
+
+/** How long a message no wake announces waits, as measured. */
+function pickupLines(s: ShapesSummary): string[] {
+  const p = s.pickup;
+  if (!p) return ['- **Messages sent straight to SQS**: not measured in this run (see the errors below).'];
+  return [
+    `- **Messages sent straight to SQS** wake no lane: the supervisor's round, every ${fmt(p.supervisorSeconds, 0)} s as on AWS, starts one for them.` +
+      ` One sent just after a round, to a consumer with no lane, was finalised ${fmt(p.seconds, 1)} s later: the wait such a message has at most, plus the round's own time (SQS's message counts may lag behind on AWS).` +
+      ' While they keep coming, the lane they started keeps waiting for the next (the idle wait).',
   ];
 }
 

@@ -133,6 +133,13 @@ export function summariseShapes(s: ShapesSamples): ShapesSummary {
   }
   figures.push(...s.streams.map((st) => streamFigure(s, st, handler)));
   figures.sort((a, b) => a.rate - b.rate);
+  const st = s.straight;
+  if (st && !(st.ok && st.firstDeliveredSeconds !== undefined))
+    errors.push('the message sent straight to SQS was not delivered within the bench’s bound');
+  const pickup =
+    st?.ok && st.firstDeliveredSeconds !== undefined
+      ? { seconds: st.firstDeliveredSeconds, supervisorSeconds: st.supervisorSeconds ?? 60 }
+      : undefined;
   return {
     mode: s.config.mode,
     consumer: s.config.consumer,
@@ -141,6 +148,7 @@ export function summariseShapes(s: ShapesSamples): ShapesSummary {
     handlerMs: handler,
     figures,
     ...(episodes ? { episodes } : {}),
+    ...(pickup ? { pickup } : {}),
     errors,
   };
 }

@@ -167,7 +167,7 @@ export function composeHost(deps: HostDeps) {
     messages,
     commits,
     clock: deps.clock,
-    ...(deps.lanes ? { onSent: (target) => loop.wake(target.queueUid) } : {}),
+    ...(deps.lanes ? { onSent: (target, due) => loop.wake(target.queueUid, due.later, due.now) } : {}),
   });
   const producerRoutes = createProducerRoutes({
     authenticator: deps.authenticator,

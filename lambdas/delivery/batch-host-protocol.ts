@@ -51,6 +51,7 @@ export const slotSchema = z.strictObject({
       // At most every other slot of the consumer (maxConcurrency ≤ 250).
       due: z.record(id, epochMs).refine((due) => Object.keys(due).length < 250, 'too many slots'),
       receiving: z.number().int().min(0).max(250).optional(),
+      watchUntil: epochMs.optional(),
       partial: z.literal(true).optional(),
     })
     .optional(),

@@ -35,6 +35,7 @@ export {
   AHEAD_HIDDEN_MS,
   BACKLOG_WAIT_MS,
   giveBack,
+  idleWaitFor,
   LEFT_IDLE_WAIT_SECONDS,
   leavesIdleWait,
   nextParallel,
@@ -111,6 +112,8 @@ export interface RunResult {
   dry?: true;
   /** Other lanes receiving, as the registration read every slot (`Registration.receiving`). */
   receiving?: number;
+  /** The batch held a message no wake announced (`LaneCarry.unannounced`). */
+  unannounced?: true;
 }
 
 /** Settlement rejections that prove the Host answered the call (nothing uncertain was written). */
@@ -271,6 +274,7 @@ export async function runBatch(
       ...(handlerMs !== undefined ? { handlerMs } : {}),
       ...(held.length < slot.maxBatchSize ? { dry: true as const } : {}),
       ...(registration.receiving !== undefined ? { receiving: registration.receiving } : {}),
+      ...(held.some((h) => h.unannounced) ? { unannounced: true as const } : {}),
     };
   } catch (err) {
     // Whatever failed, messages received ahead go back rather than wait out their visibility.
@@ -406,7 +410,7 @@ export async function runLane(first: Slot, deps: RunnerDeps, limits: LaneLimits)
     if (!run.credential && run.next?.status === 'acquired' && goOn()) {
       // Woken on an empty queue: receive again with the slot the registration took.
       slot = run.next.slot;
-      carried = {};
+      carried = carried.unannounced ? { unannounced: true } : {};
       continue;
     }
     if (!run.credential || !goOn()) {
@@ -435,6 +439,7 @@ export async function runLane(first: Slot, deps: RunnerDeps, limits: LaneLimits)
       ...(run.handlerMs !== undefined ? { lastHandlerMs: run.handlerMs } : {}),
       ...(run.dry ? { dry: true as const } : {}),
       ...(run.receiving !== undefined ? { receiving: run.receiving } : {}),
+      ...(run.unannounced || carried.unannounced ? { unannounced: true as const } : {}),
     };
   }
 }

@@ -405,13 +405,18 @@ export class ControlLoop {
 
   /**
    * After a send through the Host (HTTP extension, `env` bindings): the queue's consumer gets a
-   * lane within the time a lane takes to start, rather than at the supervisor's next minute. A
-   * failure here never fails the send (the supervisor still starts a lane for the backlog).
+   * lane within the time a lane takes to start, rather than at the supervisor's next minute — for
+   * messages due now (`now`), and for delayed ones when SQS makes them visible (`later`, their
+   * delays in seconds). A failure here never fails the send (the supervisor still starts a lane
+   * for the backlog).
    */
-  async wake(queueUid: string): Promise<void> {
+  async wake(queueUid: string, later: readonly number[] = [], now = true): Promise<void> {
     try {
       const consumer = await this.o.consumerOfQueue?.(queueUid);
       if (!consumer) return;
+      // Sent with a delay: lanes when they become visible, as for retries (no lane idles for them).
+      if (later.length > 0) await this.wakeLater(consumer.consumerUid, consumer.generation, [...later]);
+      if (!now) return;
       const counted = await this.o.service.countWake(consumer.consumerUid);
       // The first shard of a consumer with several shows a lane receiving there, or else says
       // nothing of the others: then they are read before a lane is started, until one shows a

@@ -142,6 +142,11 @@ export interface DispatchState {
   starting?: number;
   /** When the last wake was counted (epoch ms, the waker's clock). */
   lastWakeAt?: number;
+  /**
+   * The second (epoch s) the last lane for messages due later was claimed for, in a take's
+   * answer: lanes polling then watch the queue for the claim's window (`SlotSnapshot.watchUntil`).
+   */
+  dueLaneAt?: number;
   /** When a recovery last freed a slot in the shards answered (epoch ms, the recovery's clock). */
   recoveredAt?: number;
   /** The answer of a write: it shows the shard written, not every slot of the consumer. */

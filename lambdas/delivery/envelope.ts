@@ -14,6 +14,11 @@ export interface Envelope {
   notBefore?: number;
   /** Set when the message belongs to a multi-message send that must commit first. */
   commit?: string;
+  /**
+   * Its producer wakes no lane (the producer client): like a message sent straight to SQS, it is
+   * found by a lane already watching the queue or by the supervisor's round (`idleWaitFor`).
+   */
+  unannounced?: true;
 }
 
 interface Wire {
@@ -23,6 +28,7 @@ interface Wire {
   b: string;
   nb?: number;
   c?: string;
+  u?: 1;
 }
 
 export function encodeEnvelope(e: Envelope): string {
@@ -34,6 +40,7 @@ export function encodeEnvelope(e: Envelope): string {
   };
   if (e.notBefore !== undefined) wire.nb = e.notBefore;
   if (e.commit !== undefined) wire.c = e.commit;
+  if (e.unannounced) wire.u = 1;
   return JSON.stringify(wire);
 }
 
@@ -57,5 +64,6 @@ export function decodeEnvelope(text: string | undefined): Envelope | undefined {
   const e: Envelope = { id: wire.id, ts: wire.ts, body: new Uint8Array(Buffer.from(wire.b, 'base64')) };
   if (typeof wire.nb === 'number') e.notBefore = wire.nb;
   if (typeof wire.c === 'string') e.commit = wire.c;
+  if (wire.u === 1) e.unannounced = true;
   return e;
 }

@@ -55,19 +55,24 @@ export interface Held {
   body: Uint8Array;
   /** When SQS makes it visible again (`performance.now()`), counted from before the receive was sent. */
   hiddenUntilReal: number;
+  /** No wake announced it: sent straight to SQS (no envelope of this Host), or by the producer client. */
+  unannounced?: true;
 }
 
 function readMessage(m: QueueMessage, now: number, hiddenUntilReal: number): Held | undefined {
   if (!m.receiptHandle) return undefined;
   const sentAt = m.sentAt;
-  const decoded: Envelope = decodeEnvelope(m.body) ?? {
+  const enveloped = decodeEnvelope(m.body);
+  const decoded: Envelope = enveloped ?? {
     // Not written by this Host (e.g. sent straight to SQS): delivered as its UTF-8 bytes.
     id: `sqs-${m.messageId}`,
     ts: sentAt ?? now,
     body: new TextEncoder().encode(m.body ?? ''),
   };
-  const { body, ...envelope } = decoded;
+  // Whether a wake announced it is the lane's concern only: the Host's record of it is the same.
+  const { body, unannounced, ...envelope } = decoded;
   return {
+    ...(!enveloped || unannounced ? { unannounced: true as const } : {}),
     received: {
       receiptHandle: m.receiptHandle,
       receivedAt: now,
@@ -215,6 +220,8 @@ export interface LaneCarry {
   dry?: true;
   /** Other lanes receiving when the last batch registered, if it read every slot. */
   receiving?: number;
+  /** A batch of this lane held a message no wake announced: its queue has such senders. */
+  unannounced?: true;
 }
 
 /**
@@ -241,6 +248,28 @@ export function leavesIdleWait(slot: Slot, lane: LaneCarry): boolean {
 }
 
 /**
+ * How long a lane waits for a first message (s). Sends through the Host — its API, `env`
+ * bindings and the producer client — count a wake, which starts a lane when none is receiving, and
+ * a lane's empty registration goes on when a wake came after its take; so a lane whose queue
+ * only such sends feed gains nothing by waiting, and on AWS each wait is a worker invocation
+ * running. It polls once (`LEFT_IDLE_WAIT_SECONDS`: a long poll, which asks every SQS server) and
+ * ends. It waits longer, at most the idle wait, while:
+ * - a due lane's claim covers now (`SlotSnapshot.watchUntil`): other lanes were refused on the
+ *   promise that one polls when their messages return, until the end of the window;
+ * - its batches held messages no wake announced (`LaneCarry.unannounced`: sent straight to SQS or
+ *   by the producer client) and no other lane waits instead (`leavesIdleWait`): a stream of them
+ *   keeps one lane, as no wake would start the next.
+ * The first unannounced message after its queue rested waits for the supervisor's round.
+ */
+export function idleWaitFor(slot: Slot, lane: LaneCarry, idleWaitSeconds: number, nowMs: number): number {
+  const least = Math.min(idleWaitSeconds, LEFT_IDLE_WAIT_SECONDS);
+  const watch = slot.taken?.watchUntil;
+  const forDue = watch !== undefined ? Math.ceil((watch - nowMs) / 1000) : 0;
+  const forUnannounced = lane.unannounced && !leavesIdleWait(slot, lane) ? idleWaitSeconds : 0;
+  return Math.max(least, Math.min(idleWaitSeconds, Math.max(forDue, forUnannounced)));
+}
+
+/**
  * Gathers one batch in the slot: up to maxBatchSize messages over several receives, waiting at
  * most maxBatchTimeoutSeconds after the first one (0 means what is there now), or the idle wait
  * for a first one. Messages received ahead by the batch before come first while still usable.
@@ -262,12 +291,8 @@ export async function gather(
   } else {
     await giveBack(deps, slot.sqsUrl, lane.ahead);
   }
-  // The idle wait is SQS's time, not the Host's (a test may move the Host's clock). A lane whose
-  // queue ran dry leaves it to another lane that is receiving: after a burst, one lane waits for
-  // the next message, not every lane (on AWS each wait is a worker invocation running).
-  const idleUntil =
-    performance.now() +
-    Math.min(deps.idleWaitSeconds, leavesIdleWait(slot, lane) ? LEFT_IDLE_WAIT_SECONDS : Infinity) * 1000;
+  // The idle wait is SQS's time, not the Host's (a test may move the Host's clock).
+  const idleUntil = performance.now() + idleWaitFor(slot, lane, deps.idleWaitSeconds, clock()) * 1000;
   while (held.length < slot.maxBatchSize && !deps.signal?.aborted) {
     const now = clock();
     let wait: number;

@@ -26,10 +26,24 @@ export interface QueueProducerOptions {
   /** Commit ids for multi-message sends: unguessable (default 192 random bits). */
   newCommitId?: () => string;
   /**
-   * Told after SQS accepted a send with a message due now (the control loop wakes the queue's
-   * consumer). It must not throw; the send has succeeded whatever it does.
+   * Told after SQS accepted a send: whether a message is due now, and the SQS delays (s) of the
+   * others (the control loop wakes the queue's consumer, now and when they become visible). It must
+   * not throw; the send has succeeded whatever it does. A producer without it marks its messages
+   * `unannounced`, so lanes watch for them instead.
    */
-  onSent?: (target: QueueTarget) => Promise<void>;
+  onSent?: (target: QueueTarget, due: SentDue) => Promise<void>;
+}
+
+/** When the messages of one accepted send become visible. */
+export interface SentDue {
+  now: boolean;
+  /** The distinct SQS delays (s) of the delayed ones, ascending. */
+  later: number[];
+}
+
+function dueOf(outgoing: readonly { delaySeconds: number }[]): SentDue {
+  const later = [...new Set(outgoing.map((o) => o.delaySeconds).filter((d) => d > 0))].sort((a, b) => a - b);
+  return { now: outgoing.some((o) => o.delaySeconds === 0), later };
 }
 
 export interface PreparedMessage {
@@ -161,10 +175,10 @@ export class QueueProducer {
   private readonly clock: () => number;
   private readonly newMessageId: (now: number) => string;
   private readonly newCommitId: () => string;
-  private readonly onSent: (target: QueueTarget) => Promise<void>;
+  private readonly onSent: ((target: QueueTarget, due: SentDue) => Promise<void>) | undefined;
 
   constructor(opts: QueueProducerOptions) {
-    this.onSent = opts.onSent ?? (async () => {});
+    this.onSent = opts.onSent;
     this.messages = opts.messages;
     this.commits = opts.commits;
     this.clock = opts.clock ?? Date.now;
@@ -190,7 +204,7 @@ export class QueueProducer {
     } catch (err) {
       throw unavailable(target, 1, err);
     }
-    if (out.delaySeconds === 0) await this.onSent(target);
+    await this.onSent?.(target, dueOf([out]));
     return out.messageId;
   }
 
@@ -226,7 +240,7 @@ export class QueueProducer {
     } catch (err) {
       throw unavailable(target, outgoing.length, err);
     }
-    if (outgoing.some((o) => o.delaySeconds === 0)) await this.onSent(target);
+    await this.onSent?.(target, dueOf(outgoing));
     return outgoing.map((o) => o.messageId);
   }
 
@@ -249,6 +263,7 @@ export class QueueProducer {
         body: m.body,
         ...(delay > MESSAGE_LIMITS.sqsMaxDelaySeconds ? { notBefore: now + delay * 1000 } : {}),
         ...(commit !== undefined ? { commit } : {}),
+        ...(this.onSent ? {} : { unannounced: true as const }),
       });
       return {
         entryId: `e${i}`,

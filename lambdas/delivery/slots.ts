@@ -81,6 +81,13 @@ export interface SlotSnapshot {
    */
   receiving?: number;
   /**
+   * A lane for messages due later was claimed for a second at or before the take, and other lanes
+   * due within the idle wait after it were refused on the promise that a lane still polls then:
+   * this lane waits for a first message until this time (epoch ms), however its queue is fed
+   * (`idleWaitFor`). Absent otherwise.
+   */
+  watchUntil?: number;
+  /**
    * The take saw only its own shard of the consumer's slots (maxConcurrency above one shard):
    * `held` and `due` are of that shard, and the registration reads every shard instead.
    */
@@ -170,6 +177,23 @@ export type AcquireResult =
  * handler's bound; until it does, the messages of a runner that dies come back by themselves.
  */
 export const REGISTER_ROOM_MS = 30_000;
+
+/**
+ * Until when a lane taking its slot at `takenAt` watches the queue for a due lane's claim (see
+ * `SlotSnapshot.watchUntil`): the claim covers the idle wait from its second on. A claim still
+ * ahead is its own lane's to keep, which takes its slot then; one a second early counts, for
+ * clocks a little apart.
+ */
+export function dueWatchUntil(
+  dueLaneAt: number | undefined,
+  takenAt: number,
+  idleWaitSeconds: number,
+): number | undefined {
+  if (dueLaneAt === undefined) return undefined;
+  const from = dueLaneAt * 1000;
+  const until = from + idleWaitSeconds * 1000;
+  return from <= takenAt + 1_000 && until > takenAt ? until : undefined;
+}
 
 /** Lanes receiving in a read of slots: taken, no batch registered, deadline ahead (`own` aside). */
 export function receivingLanes(
@@ -358,13 +382,21 @@ export class SlotDesk {
       if (id !== batchId && until <= takenAt && !recovered.has(id)) due[id] = until;
     }
     const held = Object.keys(state.slots).filter((id) => !recovered.has(id)).length;
+    const watchUntil = dueWatchUntil(state.dueLaneAt, takenAt, this.c.o.idleWaitSeconds);
     return sealSlot(this.c.o.credentialKey, {
       ...context,
       batchId,
       deadline,
       invisibleUntil: deadline + this.c.o.graceMs,
       ...(wakeSeq !== undefined ? { wakeSeq } : {}),
-      taken: { at: takenAt, held, due, receiving, ...(state.partial ? { partial: true as const } : {}) },
+      taken: {
+        at: takenAt,
+        held,
+        due,
+        receiving,
+        ...(watchUntil !== undefined ? { watchUntil } : {}),
+        ...(state.partial ? { partial: true as const } : {}),
+      },
     });
   }
 

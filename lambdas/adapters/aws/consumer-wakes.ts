@@ -32,12 +32,15 @@ export interface Wakes {
   wakes: number;
   lastWakeAt?: number;
   starting?: number;
+  /** The second the last lane for messages due later was claimed for (epoch s). */
+  dueLaneAt?: number;
 }
 
 const wakesOf = (item: Record<string, unknown> | undefined): Wakes => ({
   wakes: typeof item?.wakes === 'number' ? item.wakes : 0,
   ...(typeof item?.lastWakeAt === 'number' ? { lastWakeAt: item.lastWakeAt } : {}),
   ...(typeof item?.starting === 'number' ? { starting: item.starting } : {}),
+  ...(typeof item?.dueLaneAt === 'number' ? { dueLaneAt: item.dueLaneAt } : {}),
 });
 
 /** Counts one wake; answers the count with it. */

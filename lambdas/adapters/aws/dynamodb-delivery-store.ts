@@ -132,7 +132,9 @@ export class DynamoDeliveryStore implements DeliveryStore {
         log.warn('could not end a wake’s start lease after a take', { consumerUid, err }),
       );
     }
-    return wakes ? { ...answer, state: { ...answer.state, wakes: wakes.wakes } } : answer;
+    if (!wakes) return answer;
+    const due = wakes.dueLaneAt !== undefined ? { dueLaneAt: wakes.dueLaneAt } : {};
+    return { ...answer, state: { ...answer.state, wakes: wakes.wakes, ...due } };
   }
 
   async releaseSlot(

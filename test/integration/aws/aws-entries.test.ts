@@ -62,7 +62,7 @@ describe('the AWS entries', () => {
       return r.Messages?.length ? r.Messages : undefined;
     });
     const received: Received[] = out.map((m) => {
-      const { body: _body, ...envelope } = decodeEnvelope(m.Body)!;
+      const { body: _body, unannounced: _u, ...envelope } = decodeEnvelope(m.Body)!;
       return { receiptHandle: m.ReceiptHandle!, receivedAt: Date.now(), envelope };
     });
     const batchHost = createBatchHostHandler(on.host);

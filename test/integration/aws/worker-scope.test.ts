@@ -151,9 +151,11 @@ describe('DL-09: slot deadlines follow the worker function’s own timeout', () 
       new ReceiveMessageCommand({ QueueUrl: c.queue.sqsUrl, MaxNumberOfMessages: 1, WaitTimeSeconds: 2 }),
     );
     const m = out.Messages?.[0];
-    const { body: _b, ...envelope } = decodeEnvelope(m?.Body) as NonNullable<
-      ReturnType<typeof decodeEnvelope>
-    >;
+    const {
+      body: _b,
+      unannounced: _u,
+      ...envelope
+    } = decodeEnvelope(m?.Body) as NonNullable<ReturnType<typeof decodeEnvelope>>;
     const reg = await t.host.host.delivery.register(slot, [
       { receiptHandle: m?.ReceiptHandle as string, receivedAt: Date.now(), envelope },
     ]);

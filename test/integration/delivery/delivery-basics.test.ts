@@ -1,4 +1,9 @@
-import { DeleteQueueCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import {
+  DeleteQueueCommand,
+  ReceiveMessageCommand,
+  SendMessageCommand,
+  type SQSClient,
+} from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sqsMessageQueue } from '../../../lambdas/adapters/aws/sqs-message-queue.ts';
 import {
@@ -134,6 +139,8 @@ describe('lanes run several batches per invocation', () => {
 
 describe('a lane waits out its idle wait', () => {
   it('DL-02 a long poll answered empty before its wait is out (one message wakes every waiter) does not make a lane idle: two lanes waiting on an empty queue each get one of two messages sent a second apart', async () => {
+    // Lanes hold the idle wait for messages no wake announces: these lanes have run such
+    // messages before (`unannounced`), and these two come straight to SQS.
     const d = await createDeliveryHost();
     try {
       const { queue, consumerUid } = await d.setup('waits', recordingWorker(d.logFile('waits')), {
@@ -147,25 +154,32 @@ describe('a lane waits out its idle wait', () => {
       const got: string[][] = [[], []];
       const runs = slots.map((a, lane) => {
         if (a.status !== 'acquired') throw new Error('no slot');
-        return runBatch(a.slot, {
-          messages: sqsMessageQueue(d.host.sqs),
-          host: directBatchHost(d.host.delivery, d.host.loop),
-          idleWaitSeconds: 4,
-          invoker: {
-            invoke: async (delivery, settle) => {
-              got[lane]?.push(...delivery.messages.map((m) => new TextDecoder().decode(m.body)));
-              await settle({ kind: 'ackAll' });
-              return 'returned';
+        return runBatch(
+          a.slot,
+          {
+            messages: sqsMessageQueue(d.host.sqs),
+            host: directBatchHost(d.host.delivery, d.host.loop),
+            idleWaitSeconds: 4,
+            invoker: {
+              invoke: async (delivery, settle) => {
+                got[lane]?.push(...delivery.messages.map((m) => new TextDecoder().decode(m.body)));
+                await settle({ kind: 'ackAll' });
+                return 'returned';
+              },
             },
           },
-        });
+          () => false,
+          { unannounced: true },
+        );
       });
       // Both lanes are long-polling when the first message arrives; the SQS stand-in then answers
       // the one that does not get it at once, empty, as AWS never does before the wait is out.
+      const send = (body: string) =>
+        d.host.sqs.send(new SendMessageCommand({ QueueUrl: queue.sqsUrl, MessageBody: body }));
       await sleep(500);
-      await d.host.producer.send(queue, 'first');
+      await send('first');
       await sleep(1_000);
-      await d.host.producer.send(queue, 'second');
+      await send('second');
       const results = await Promise.all(runs);
       expect(results.map((r) => r.delivered)).toEqual([1, 1]);
       expect(results.every((r) => !r.idle)).toBe(true);

@@ -13,6 +13,7 @@ import { createHostTable } from '../../../lambdas/adapters/aws/create-host-table
 import { DynamoDeliveryStore } from '../../../lambdas/adapters/aws/dynamodb-delivery-store.ts';
 import { ControlLoop } from '../../../lambdas/delivery/control-loop.ts';
 import type { DeliveryService } from '../../../lambdas/delivery/delivery-service.ts';
+import { dueWatchUntil } from '../../../lambdas/delivery/slots.ts';
 import { loseAnswers } from '../../support/lost-answer.ts';
 
 const IDLE_WAIT_SECONDS = 10;
@@ -29,13 +30,16 @@ describe('DL-01 lanes for messages due later: one per consumer and idle wait, wh
   });
 
   /** Three processes' control loops at one instant; `refuse` makes a launcher fail. */
-  function processes(now: number) {
+  function processes(now: number, consumerUid?: string) {
     const started: string[] = [];
     const refusing = new Set<number>();
     const loops = [0, 1, 2].map(
       (p) =>
         new ControlLoop({
           service: {} as DeliveryService,
+          ...(consumerUid
+            ? { consumerOfQueue: async () => ({ consumerUid, generation: 1, maxConcurrency: 2 }) }
+            : {}),
           launcher: {
             start: async (name) => {
               if (refusing.has(p))
@@ -70,6 +74,43 @@ describe('DL-01 lanes for messages due later: one per consumer and idle wait, wh
     // Due before the claimed lane starts: a lane of its own.
     await loops[0]?.wakeLater(uid, 1, [2]);
     expect(started).toHaveLength(3);
+  });
+
+  it('DL-01 a take answers the due claim, and lanes taking slots within its window watch the queue until it ends', async () => {
+    const uid = `c-${randomUUID()}`;
+    const at = 3_300_000_005;
+    const { loops, started } = processes((at - 5) * 1000);
+    await loops[0]?.wakeLater(uid, 1, [5]);
+    expect(started).toEqual([`${uid}-g1-d${at}`]);
+    const taken = await store.takeSlot(uid, `b-${randomUUID()}`, Date.now() + 60_000, {
+      max: 2,
+      generation: 1,
+    });
+    expect(taken.taken).toBe(true);
+    expect(taken.state.dueLaneAt).toBe(at);
+    // The lane claimed takes its slot at its second: it polls to the end of the window the claim
+    // refused other lanes for, and so does any lane taking a slot inside it.
+    expect(dueWatchUntil(at, at * 1000 + 200, IDLE_WAIT_SECONDS)).toBe((at + IDLE_WAIT_SECONDS) * 1000);
+    expect(dueWatchUntil(at, (at + 7) * 1000, IDLE_WAIT_SECONDS)).toBe((at + IDLE_WAIT_SECONDS) * 1000);
+    // A claim still ahead is its own lane's; one whose window passed binds no one.
+    expect(dueWatchUntil(at, (at - 3) * 1000, IDLE_WAIT_SECONDS)).toBeUndefined();
+    expect(dueWatchUntil(at, (at + IDLE_WAIT_SECONDS) * 1000, IDLE_WAIT_SECONDS)).toBeUndefined();
+    expect(dueWatchUntil(undefined, at * 1000, IDLE_WAIT_SECONDS)).toBeUndefined();
+  });
+
+  it('DL-01 a delayed send through the Host starts a lane for the second its messages become visible, as a retry does', async () => {
+    const uid = `c-${randomUUID()}`;
+    const now = 3_400_000_000;
+    const { loops, started } = processes(now, uid);
+    // Messages delayed 5 s, none due now: no wake for now, a lane due at their second.
+    await loops[0]?.wake('queue-uid', [5], false);
+    expect(started).toEqual([`${uid}-g1-d3400005`]);
+    // Another process's send delayed 8 s is covered by that lane, which still polls then; one
+    // delayed 30 s is not.
+    await loops[1]?.wake('queue-uid', [8], false);
+    expect(started).toHaveLength(1);
+    await loops[2]?.wake('queue-uid', [30], false);
+    expect(started).toEqual([`${uid}-g1-d3400005`, `${uid}-g1-d3400030`]);
   });
 
   it('DL-01 a lane whose start failed gives its claim back: the next ask, from any process, starts it', async () => {

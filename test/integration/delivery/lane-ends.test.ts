@@ -1,15 +1,22 @@
 /**
- * How lanes end after a burst (issue 13: no idle cycle per lane at the end of a burst). A lane
- * whose batch came back short leaves the idle wait to another lane that is receiving: one 1 s
- * poll, an empty registration, and it ends, instead of every lane waiting idleWaitSeconds for a
- * message (on AWS each such wait is a worker invocation running). Without another lane receiving,
- * the lane waits as before, so a consumer keeps one lane watching its queue.
+ * How lanes end. Sends through the Host count a wake, which starts a lane when none is receiving
+ * and keeps a lane whose empty receive it raced: so a lane fed that way polls once (1 s) for a
+ * first message and ends, instead of waiting idleWaitSeconds (on AWS each wait is a worker
+ * invocation running). A lane whose queue gets messages straight from SQS, which no wake
+ * announces, waits for the next one as long as no other lane of its consumer is receiving; a lane
+ * inside a due lane's window polls until the window ends.
  */
 
 import type { ReceiveMessageCommandInput } from '@aws-sdk/client-sqs';
+import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { sqsMessageQueue } from '../../../lambdas/adapters/aws/sqs-message-queue.ts';
-import { LEFT_IDLE_WAIT_SECONDS, leavesIdleWait, runLane } from '../../../lambdas/delivery/batch-runner.ts';
+import {
+  idleWaitFor,
+  LEFT_IDLE_WAIT_SECONDS,
+  leavesIdleWait,
+  runLane,
+} from '../../../lambdas/delivery/batch-runner.ts';
 import type { Slot } from '../../../lambdas/delivery/delivery-service.ts';
 import { directBatchHost } from '../../../lambdas/delivery/direct-batch-host.ts';
 import { createDeliveryHost, type DeliveryHost } from '../../support/delivery-harness.ts';
@@ -30,15 +37,26 @@ function recordWaits(d: DeliveryHost): number[] {
   return waits;
 }
 
-async function consumerWith(d: DeliveryHost, name: string, messages: number) {
+/** A consumer with `messages` waiting: sent through the Host, or straight to SQS (`direct`). */
+async function consumerWith(d: DeliveryHost, name: string, messages: number, direct = false) {
   const { queue, consumerUid } = await d.setup(name, 'export default { async queue() {} };', {
     maxBatchSize: 10,
     maxConcurrency: 2,
   });
-  await d.host.producer.sendBatch(
-    queue,
-    Array.from({ length: messages }, (_, i) => ({ body: `${name}${i}` })),
-  );
+  const bodies = Array.from({ length: messages }, (_, i) => `${name}${i}`);
+  if (direct) {
+    await d.host.sqs.send(
+      new SendMessageBatchCommand({
+        QueueUrl: queue.sqsUrl,
+        Entries: bodies.map((body, i) => ({ Id: String(i), MessageBody: body })),
+      }),
+    );
+  } else {
+    await d.host.producer.sendBatch(
+      queue,
+      bodies.map((body) => ({ body })),
+    );
+  }
   return { queue, consumerUid };
 }
 
@@ -62,43 +80,75 @@ function laneFrom(d: DeliveryHost, slot: Slot, idleWaitSeconds: number) {
   );
 }
 
-describe('lanes at the end of a burst', () => {
+describe('how lanes end', () => {
   let d: DeliveryHost | undefined;
   afterEach(async () => {
     await d?.close();
     d = undefined;
   });
 
-  it('DL-01 a lane whose batch came back short ends after one 1 s poll while another lane is receiving', async () => {
+  it('DL-01 a lane fed through the Host polls 1 s for a first message and ends, holding no idle wait', async () => {
     d = await createDeliveryHost();
-    const { queue, consumerUid } = await consumerWith(d, 'dry', 5);
+    const { queue, consumerUid } = await consumerWith(d, 'woken', 5);
+    const mine = await slotOf(d, consumerUid);
+    expect(mine.taken?.receiving).toBe(0);
+    const waits = recordWaits(d);
+    const result = await laneFrom(d, mine, 10);
+    expect(result).toEqual({ idle: true, delivered: 5, batches: 2 });
+    // A 1 s long poll found the batch (a short one then for the rest of it); after it, one 1 s
+    // poll, then the lane ended: a later send wakes a lane.
+    expect(waits).toEqual([LEFT_IDLE_WAIT_SECONDS, 0, LEFT_IDLE_WAIT_SECONDS]);
+    expect(await queueCounts(d, queue)).toEqual({ visible: 0, inFlight: 0, delayed: 0 });
+    expect(await d.host.delivery.slotsOf(consumerUid)).toEqual({});
+  });
+
+  it('DL-01 a lane whose queue gets messages straight from SQS waits for the next one, with no other lane receiving', async () => {
+    d = await createDeliveryHost();
+    const { queue, consumerUid } = await consumerWith(d, 'watch', 5, true);
+    const mine = await slotOf(d, consumerUid);
+    const waits = recordWaits(d);
+    const result = await laneFrom(d, mine, 2);
+    expect(result).toEqual({ idle: true, delivered: 5, batches: 2 });
+    // The second gathering long-polls for the idle wait: no wake would start a lane for the next.
+    expect(waits).toEqual([LEFT_IDLE_WAIT_SECONDS, 0, 2]);
+    expect(await queueCounts(d, queue)).toEqual({ visible: 0, inFlight: 0, delayed: 0 });
+    expect(await d.host.delivery.slotsOf(consumerUid)).toEqual({});
+  });
+
+  it('DL-01 of lanes fed straight from SQS, one whose batch came back short leaves the wait to another receiving', async () => {
+    d = await createDeliveryHost();
+    const { queue, consumerUid } = await consumerWith(d, 'dry', 5, true);
     const mine = await slotOf(d, consumerUid);
     // Another lane of the consumer is receiving (its slot taken, nothing registered yet).
     const other = await slotOf(d, consumerUid);
     const waits = recordWaits(d);
     const result = await laneFrom(d, mine, 10);
     expect(result).toEqual({ idle: true, delivered: 5, batches: 2 });
-    // The first gathering waited as usual (a long poll, then a short one for the rest of the
-    // batch); after the short batch, the next gathering made one 1 s poll, not a 10 s wait.
-    expect(waits).toEqual([10, 0, LEFT_IDLE_WAIT_SECONDS]);
+    expect(waits).toEqual([LEFT_IDLE_WAIT_SECONDS, 0, LEFT_IDLE_WAIT_SECONDS]);
     expect(await queueCounts(d, queue)).toEqual({ visible: 0, inFlight: 0, delayed: 0 });
     // The lane freed its slot; the other lane's is the only one held.
     expect(Object.keys(await d.host.delivery.slotsOf(consumerUid))).toEqual([other.batchId]);
     await directBatchHost(d.host.delivery, d.host.loop).register(other, []);
   });
 
-  it('DL-01 with no other lane receiving, the lane waits for the next message as before', async () => {
-    d = await createDeliveryHost();
-    const { queue, consumerUid } = await consumerWith(d, 'watch', 5);
-    const mine = await slotOf(d, consumerUid);
-    expect(mine.taken?.receiving).toBe(0);
-    const waits = recordWaits(d);
-    const result = await laneFrom(d, mine, 2);
-    expect(result).toEqual({ idle: true, delivered: 5, batches: 2 });
-    // The second gathering long-polls for the idle wait, as the first did.
-    expect(waits).toEqual([2, 0, 2]);
-    expect(await queueCounts(d, queue)).toEqual({ visible: 0, inFlight: 0, delayed: 0 });
-    expect(await d.host.delivery.slotsOf(consumerUid)).toEqual({});
+  it('waits the idle wait only inside a due lane’s window or for messages sent straight to SQS', () => {
+    const now = 1_000_000;
+    const slot = (taken: Partial<NonNullable<Slot['taken']>> = {}) =>
+      ({ taken: { at: now, held: 1, due: {}, receiving: 0, ...taken } }) as Slot;
+    expect(idleWaitFor(slot(), {}, 20, now)).toBe(LEFT_IDLE_WAIT_SECONDS);
+    expect(idleWaitFor(slot(), { unannounced: true }, 20, now)).toBe(20);
+    // Another lane receiving after a short batch watches instead.
+    expect(idleWaitFor(slot({ receiving: 1 }), { unannounced: true, dry: true }, 20, now)).toBe(
+      LEFT_IDLE_WAIT_SECONDS,
+    );
+    // A due lane's window: to its end, never past the idle wait.
+    expect(idleWaitFor(slot({ watchUntil: now + 7_500 }), {}, 20, now)).toBe(8);
+    expect(idleWaitFor(slot({ watchUntil: now + 60_000 }), {}, 20, now)).toBe(20);
+    expect(idleWaitFor(slot({ watchUntil: now - 1 }), {}, 20, now)).toBe(LEFT_IDLE_WAIT_SECONDS);
+    // An idle wait of 0 (a setting) is never raised.
+    expect(idleWaitFor(slot({ watchUntil: now + 7_500 }), { unannounced: true }, 0, now)).toBe(0);
+    // A slot sealed by an older Host says nothing of the others.
+    expect(idleWaitFor({} as Slot, {}, 20, now)).toBe(LEFT_IDLE_WAIT_SECONDS);
   });
 
   it('leaves the idle wait only after a short batch, with nothing received ahead, and another lane receiving', () => {

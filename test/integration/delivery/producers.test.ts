@@ -383,6 +383,8 @@ describe('producer paths against the SQS stand-in and DynamoDB Local', () => {
     expect(commit).toBeDefined();
     expect(batchIds.map((id) => byId.get(id)?.commit)).toEqual([commit, commit, commit]);
     expect(await host.commits.committed([commit as string])).toEqual(new Set([commit]));
+    // Its sends wake no lane: each says so, and lanes watch the queue for them instead.
+    expect(received.every((e) => e.unannounced === true)).toBe(true);
 
     // The same rules and rejection names as a Worker binding.
     const name = (p: Promise<unknown>) =>
