@@ -5,6 +5,7 @@ import { sqsMessageQueue } from '../adapters/aws/sqs-message-queue.ts';
 import { MESSAGE_LIMITS } from '../delivery/limits.ts';
 import type { QueueTarget } from '../delivery/ports.ts';
 import { QueueProducer } from '../delivery/producer.ts';
+import type { QueueWake } from './lambda-wake.ts';
 
 export interface QueueProducerClientOptions {
   /** A client allowed to `sqs:SendMessage` on the queue. */
@@ -22,6 +23,13 @@ export interface QueueProducerClientOptions {
    * kept, so the default is the largest retention (1209600 s), which is always safe.
    */
   retentionSeconds?: number;
+  /**
+   * Tells the Host after each accepted send (`lambdaWake` with the Host's wake function), so the
+   * queue's consumer gets a lane at once, as for sends through the Host. Without it the messages
+   * say they were not announced: the supervisor's next round (within a minute) starts a lane, which
+   * then waits for the next one while they keep coming. A failed wake never fails the send.
+   */
+  wake?: QueueWake;
 }
 
 export interface QueueProducerClient {
@@ -71,9 +79,17 @@ export function createQueueProducerClient(opts: QueueProducerClientOptions): Que
       'retentionSeconds',
     ),
   };
+  const wake = opts.wake;
   const producer = new QueueProducer({
     messages: sqsMessageQueue(opts.sqs),
     commits: new DynamoCommitStore(opts.dynamodb, opts.tableName),
+    ...(wake
+      ? {
+          onSent: (t, due) =>
+            // The messages are in the queue: a failed wake leaves them to the supervisor's round.
+            wake({ queue: t.queueName, now: due.now, later: due.later.slice(0, 10) }).catch(() => undefined),
+        }
+      : {}),
   });
   return {
     send: (body, options) => producer.send(target, body, options),

@@ -83,6 +83,8 @@ export interface DeliveryPipelineProps {
     readonly batchHost?: FunctionSizing;
     readonly executor?: FunctionSizing;
     readonly supervisor?: FunctionSizing;
+    /** The wake function, created only for producers outside the Host (`wakeFunction`). */
+    readonly wake?: FunctionSizing;
   };
 }
 
@@ -129,6 +131,8 @@ export class DeliveryPipeline extends Construct {
   readonly workerTimeoutSeconds: number;
   /** The queues' customer-managed key, when one was given. */
   readonly queueEncryptionKey?: IKey;
+  private wake: HostFunction | undefined;
+  private readonly wakeProps: { retention: RetentionDays; tracing: boolean; props: DeliveryPipelineProps };
 
   constructor(scope: Construct, id: string, props: DeliveryPipelineProps) {
     super(scope, id);
@@ -154,6 +158,7 @@ export class DeliveryPipeline extends Construct {
     this.expressDispatcherArn = stateMachineArn(stack, this.expressDispatcherName);
     this.workerTimeoutSeconds = (props.workerTimeout ?? Duration.millis(MAX_HANDLER_MS)).toSeconds();
 
+    this.wakeProps = { retention, tracing, props };
     const functions = this.createHostFunctions(props, retention, tracing);
     this.stepFunction = functions.step;
     this.batchHostFunction = functions.batchHost;
@@ -209,8 +214,9 @@ export class DeliveryPipeline extends Construct {
    * The four Host functions of delivery, each bound to the Host table. Created in this order: the
    * template lists resources in creation order.
    */
-  private createHostFunctions(props: DeliveryPipelineProps, retention: RetentionDays, tracing: boolean) {
-    const environment = {
+  /** What every Host function of delivery is configured with. */
+  private hostEnvironment(props: DeliveryPipelineProps): Record<string, string> {
+    return {
       [AWS_ENV.queuePrefix]: props.queueNamePrefix,
       [AWS_ENV.hostName]: props.hostName,
       [AWS_ENV.publicOrigin]: props.publicOrigin,
@@ -218,6 +224,10 @@ export class DeliveryPipeline extends Construct {
       [AWS_ENV.idleWaitSeconds]: String(this.idleWaitSeconds),
       [AWS_ENV.metricsNamespace]: METRICS_NAMESPACE,
     };
+  }
+
+  private createHostFunctions(props: DeliveryPipelineProps, retention: RetentionDays, tracing: boolean) {
+    const environment = this.hostEnvironment(props);
     const hostFunction = (
       fid: string,
       path: string,
@@ -379,6 +389,34 @@ export class DeliveryPipeline extends Construct {
           'Queues are created at run time, one per queue Resource, named <prefix><uid>: the prefix is the narrowest scope.',
       });
     }
+  }
+
+  /**
+   * The function producers outside the Host invoke after a send (`lambdaWake`), created with the
+   * first grant (`TakoformHost.grantProduce`): a Host without such producers has none. Its events
+   * are worth a minute at most — by then the supervisor's round has seen the messages — so Lambda
+   * neither keeps nor retries them longer. No reserved concurrency: a throttled wake only delays
+   * a lane to the supervisor's round.
+   */
+  get wakeFunction(): HostFunction {
+    if (this.wake) return this.wake;
+    const { retention, tracing, props } = this.wakeProps;
+    const f = new HostFunction(this, 'WakeFunction', {
+      logRetention: retention,
+      removalPolicy: props.removalPolicy,
+      entry: lambdaEntry('entries/wake.ts'),
+      description: 'Takoform wake: starts a lane after a send by the producer client',
+      timeout: Duration.seconds(10),
+      memorySize: props.functions?.wake?.memorySize ?? HOST_FUNCTION_MEMORY_MB.step,
+      reservedConcurrentExecutions: props.functions?.wake?.reservedConcurrentExecutions,
+      tracing,
+      environment: this.hostEnvironment(props),
+    });
+    f.fn.configureAsyncInvoke({ maxEventAge: Duration.seconds(60), retryAttempts: 0 });
+    props.table.bind(f.fn);
+    this.grantStartLanes(f);
+    this.wake = f;
+    return f;
   }
 
   /** Lets a Host function start dispatcher lanes (the two ARNs + states:StartExecution on them). */

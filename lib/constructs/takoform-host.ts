@@ -446,12 +446,21 @@ export class TakoformHost extends Construct {
   }
 
   /**
+   * The Host function the producer client's `lambdaWake` invokes after a send, so a lane starts
+   * at once (created with the first `grantProduce`).
+   */
+  get wakeFunctionName(): string {
+    return this.delivery.wakeFunction.fn.functionName;
+  }
+
+  /**
    * What the TypeScript producer client (`lambdas/client`) needs, and no more: `sqs:SendMessage`
-   * on the Host's queues (all of them, or those of `queueUids`), and `dynamodb:PutItem` on commit
+   * on the Host's queues (all of them, or those of `queueUids`), `dynamodb:PutItem` on commit
    * records only — items whose partition key is `COMMIT#…`, with no attribute beyond the key, the
    * TTL and `onlyCopies` (which copy of a message to deliver when SQS took a send twice) — so a
    * producer can neither overwrite API keys, secrets or Resources nor put an item into an index
-   * the Host reads.
+   * the Host reads; and `lambda:InvokeFunction` on the wake function (`wakeFunctionName`), which
+   * takes no credential and can only start a lane for a queue of this Host.
    */
   grantProduce(grantee: iam.IGrantable, opts: { readonly queueUids?: readonly string[] } = {}): iam.Grant {
     const stack = Stack.of(this);
@@ -487,7 +496,13 @@ export class TakoformHost extends Construct {
         },
       },
     });
-    return send.combine(commits);
+    // The unqualified function only (the client invokes it so): no version or alias wildcard.
+    const wake = iam.Grant.addToPrincipal({
+      grantee,
+      actions: ['lambda:InvokeFunction'],
+      resourceArns: [this.delivery.wakeFunction.fn.functionArn],
+    });
+    return send.combine(commits).combine(wake);
   }
 
   /** The URL clients use: the custom domain's, else the stage URL (non-conformant, see docs/deploy.md). */

@@ -295,14 +295,41 @@ describe('delivery on AWS: template', () => {
         'ForAllValues:StringEquals': { 'dynamodb:Attributes': ['pk', 'sk', 'expiresAt', 'onlyCopies'] },
       },
     };
+    const wakeFn = s.host.delivery.wakeFunction.fn;
+    const wakeArn = { 'Fn::GetAtt': [s.getLogicalId(wakeFn.node.defaultChild as CfnElement), 'Arn'] };
+    const wake = { Effect: 'Allow', Action: 'lambda:InvokeFunction', Resource: wakeArn };
     expect(of(all)).toEqual([
       { Effect: 'Allow', Action: 'sqs:SendMessage', Resource: queuePattern },
       commits,
+      wake,
     ]);
     const named = JSON.parse(JSON.stringify(queuePattern).replace('takoform-host_*', 'takoform-host_q-1'));
-    expect(of(one)).toEqual([{ Effect: 'Allow', Action: 'sqs:SendMessage', Resource: named }, commits]);
+    expect(of(one)).toEqual([{ Effect: 'Allow', Action: 'sqs:SendMessage', Resource: named }, commits, wake]);
     // The pattern matches the key the commit store writes.
     expect(commitKey('c1').pk).toBe('COMMIT#c1');
+  });
+
+  it('DL-01 SEC-02: the wake function exists only once a producer is granted; it may start lanes, and keeps no event past a minute', () => {
+    const { stack: s } = build({}, false);
+    const wakeFunctions = () =>
+      s.host.delivery.node.children.filter((c) => c.node.id === 'WakeFunction').length;
+    expect(wakeFunctions()).toBe(0);
+    s.host.grantProduce(new iam.Role(s, 'Producer', { assumedBy: new iam.AccountRootPrincipal() }));
+    s.host.grantProduce(new iam.Role(s, 'Another', { assumedBy: new iam.AccountRootPrincipal() }));
+    expect(wakeFunctions()).toBe(1);
+    const fn = s.host.delivery.wakeFunction;
+    const t = Template.fromStack(s);
+    const roleRef = JSON.stringify({ Ref: s.getLogicalId(fn.role.node.defaultChild as CfnElement) });
+    const start = Object.values(t.findResources('AWS::IAM::Policy'))
+      .filter((p) => JSON.stringify(p.Properties.Roles).includes(roleRef))
+      .flatMap((p) => p.Properties.PolicyDocument.Statement as Statement[])
+      .filter((st) => actionsOf(st).includes('states:StartExecution'));
+    expect(start).toHaveLength(1);
+    t.hasResourceProperties('AWS::Lambda::EventInvokeConfig', {
+      FunctionName: { Ref: s.getLogicalId(fn.fn.node.defaultChild as CfnElement) },
+      MaximumEventAgeInSeconds: 60,
+      MaximumRetryAttempts: 0,
+    });
   });
 
   it('SEC-02: the dispatcher may invoke only its step function and functions named with the worker prefix', () => {
