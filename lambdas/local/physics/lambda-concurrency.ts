@@ -11,7 +11,7 @@
  * Task handlers (the step and worker functions) with it.
  */
 import type { LocalInvokeLabel } from '../faults/fault-config.ts';
-import { AWS_LIMITS, type Physics, physicsFromEnv } from './physics-config.ts';
+import { AWS_LIMITS, type Physics, perProcessModel } from './physics-config.ts';
 
 export interface ConcurrencyStats {
   running: Record<LocalInvokeLabel, number>;
@@ -98,16 +98,5 @@ export class LambdaConcurrency {
   }
 }
 
-let processPool: { raw: string | undefined; pool: LambdaConcurrency | undefined } | undefined;
-
 /** The process's pool under TAKOFORM_PHYSICS, or undefined without it (no limit). */
-export function lambdaConcurrencyFromEnv(
-  env: NodeJS.ProcessEnv = process.env,
-): LambdaConcurrency | undefined {
-  const raw = env.TAKOFORM_PHYSICS;
-  if (processPool === undefined || processPool.raw !== raw) {
-    const physics = physicsFromEnv(env);
-    processPool = { raw, pool: physics ? new LambdaConcurrency(physics.lambda, physics.scale) : undefined };
-  }
-  return processPool.pool;
-}
+export const lambdaConcurrencyFromEnv = perProcessModel((p) => new LambdaConcurrency(p.lambda, p.scale));

@@ -163,3 +163,22 @@ export function physicsFromEnv(env: NodeJS.ProcessEnv = process.env): Physics | 
   const raw = env[PHYSICS_ENV];
   return raw === undefined || raw.trim() === '' ? undefined : parsePhysics(raw);
 }
+
+/**
+ * One model per process while TAKOFORM_PHYSICS stays the same (AWS's quotas are per account, and
+ * every function a process stands for draws on one): made again when the setting changes,
+ * undefined without it (no limit).
+ */
+export function perProcessModel<T>(
+  make: (physics: Physics) => T,
+): (env?: NodeJS.ProcessEnv) => T | undefined {
+  let kept: { raw: string | undefined; model: T | undefined } | undefined;
+  return (env = process.env) => {
+    const raw = env.TAKOFORM_PHYSICS;
+    if (kept === undefined || kept.raw !== raw) {
+      const physics = physicsFromEnv(env);
+      kept = { raw, model: physics ? make(physics) : undefined };
+    }
+    return kept.model;
+  };
+}

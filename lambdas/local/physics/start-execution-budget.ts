@@ -8,7 +8,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { LaneKind } from '../../delivery/lane-kinds.ts';
-import { type Physics, physicsFromEnv } from './physics-config.ts';
+import { type Physics, perProcessModel } from './physics-config.ts';
 import { TokenBucket } from './token-bucket.ts';
 
 export interface StartExecutionStats {
@@ -74,16 +74,5 @@ const SDK_MAX_ATTEMPTS = 3;
 const THROTTLE_BASE_MS = 500;
 const SDK_MAX_DELAY_MS = 20_000;
 
-let processBudget: { raw: string | undefined; budget: StartExecutionBudget | undefined } | undefined;
-
 /** The process's budget under TAKOFORM_PHYSICS, or undefined without it (no limit). */
-export function startExecutionBudgetFromEnv(
-  env: NodeJS.ProcessEnv = process.env,
-): StartExecutionBudget | undefined {
-  const raw = env.TAKOFORM_PHYSICS;
-  if (processBudget === undefined || processBudget.raw !== raw) {
-    const physics = physicsFromEnv(env);
-    processBudget = { raw, budget: physics ? new StartExecutionBudget(physics.startExecution) : undefined };
-  }
-  return processBudget.budget;
-}
+export const startExecutionBudgetFromEnv = perProcessModel((p) => new StartExecutionBudget(p.startExecution));
