@@ -6,14 +6,14 @@
 import { newToken } from '../engine/ids.ts';
 import { crashPoint } from '../shared/crash-points.ts';
 import { log } from '../shared/log.ts';
+import { sendCopies } from './copy-sends.ts';
 import type { DeliveryContext } from './delivery-context.ts';
 import type { BatchHead, Manifest, ManifestEntry } from './delivery-store.ts';
 import { type Envelope, encodeEnvelope } from './envelope.ts';
 import { pendingIds } from './finalization.ts';
 import { MESSAGE_LIMITS, NamedError, recordExpiry } from './limits.ts';
-import type { EntryFailure, QueueTarget } from './ports.ts';
+import type { QueueTarget } from './ports.ts';
 import { returnNow } from './queue-requests.ts';
-import { bySendLimits } from './sqs-batches.ts';
 
 /** A body the runner holds for a dead-letter move the Host asked for (by message id). */
 export interface DeadLetterItem {
@@ -23,9 +23,6 @@ export interface DeadLetterItem {
 
 /** A dead-letter move SQS refused is tried again when the message returns, this much later. */
 const MOVE_RETRY_SECONDS = 10;
-
-/** Sends of one request's copies while SQS fails entries on its side (about 0.7 s in all). */
-const MOVE_SEND_TRIES = 4;
 
 /** A copy on its way to the dead-letter queue. */
 interface Outgoing {
@@ -176,7 +173,7 @@ export class DeadLetterMoves {
         // An aid for operators, not part of the move: the move goes on without it.
         log.warn('dead-letter records could not be written', { consumerUid: head.consumerUid, err });
       }
-      const { moved, refused, codes } = await this.sendCopies(head.consumerUid, dlq, outgoing);
+      const { moved, refused, codes } = await this.sendMoves(head.consumerUid, dlq, outgoing);
       done.push(...moved);
       crashPoint('delivery.after-dead-letter-send');
       if (done.length > 0) await this.c.o.delivery.sent(dlq.queueUid);
@@ -215,80 +212,38 @@ export class DeadLetterMoves {
   }
 
   /**
-   * Sends the copies, split by bytes as well as by count (ten large bodies exceed one request's
-   * payload limit), and sorts their originals into moved and refused, with what SQS said of each
-   * refused entry for the operator reading the postponement.
+   * Sends the copies (`copy-sends.ts`: split by bytes as well as by count, at most once each,
+   * entries SQS failed on its side sent again) and sorts their originals into moved and refused,
+   * with what SQS said of each refused one.
    */
-  private async sendCopies(
+  private async sendMoves(
     consumerUid: string,
     dlq: QueueTarget,
     outgoing: readonly Outgoing[],
   ): Promise<{ moved: ManifestEntry[]; refused: ManifestEntry[]; codes: string[] }> {
-    const moved: ManifestEntry[] = [];
-    const refused: ManifestEntry[] = [];
-    const codes = new Set<string>();
-    for (const part of bySendLimits(outgoing, (o) => o.body)) {
-      const out = await this.sendPart(consumerUid, dlq, part);
-      refused.push(...out.refused.map((o) => o.entry));
-      for (const code of out.codes) codes.add(code);
-      for (const o of out.sent) {
-        moved.push(o.entry);
-        log.info('message moved to the dead-letter queue', {
-          consumerUid,
-          messageId: o.entry.id,
-          attempts: o.entry.attempts,
-          deadLetterQueueUid: dlq.queueUid,
-          copyId: o.copyId,
-        });
-      }
+    // At most once: a copy whose send lost its answer is never sent a second time with the same
+    // id (its own count of deliveries from 1 in the dead-letter queue); the move is postponed and
+    // made again with new ids — a duplicate at worst (DL-07).
+    const out = await sendCopies(
+      this.c.o.messages,
+      dlq.sqsUrl,
+      outgoing,
+      (o) => ({ body: o.body, delaySeconds: o.delay }),
+      { message: 'the dead-letter queue refused a request', fields: { consumerUid } },
+    );
+    for (const o of out.sent) {
+      log.info('message moved to the dead-letter queue', {
+        consumerUid,
+        messageId: o.entry.id,
+        attempts: o.entry.attempts,
+        deadLetterQueueUid: dlq.queueUid,
+        copyId: o.copyId,
+      });
     }
-    return { moved, refused, codes: [...codes] };
-  }
-
-  /**
-   * One request's copies. Entries SQS failed on its side were not enqueued (a per-entry failure
-   * is a definite answer), so they are sent again at once, a few times, before the move is
-   * postponed: a transient InternalError would otherwise hold the message back for
-   * MOVE_RETRY_SECONDS each time it struck.
-   */
-  private async sendPart(
-    consumerUid: string,
-    dlq: QueueTarget,
-    part: readonly Outgoing[],
-  ): Promise<{ sent: Outgoing[]; refused: Outgoing[]; codes: string[] }> {
-    const sent: Outgoing[] = [];
-    const refused: Outgoing[] = [];
-    const codes: string[] = [];
-    let pending = [...part];
-    for (let attempt = 1; ; attempt++) {
-      let failures: EntryFailure[];
-      try {
-        // At most once: a copy whose send lost its answer is never sent a second time with the
-        // same id (its own count of deliveries from 1 in the dead-letter queue); the move is
-        // postponed and made again with new ids — a duplicate at worst (DL-07).
-        ({ failed: failures } = await this.c.o.messages.sendBatch(
-          dlq.sqsUrl,
-          pending.map((o) => ({ body: o.body, delaySeconds: o.delay })),
-          { atMostOnce: true },
-        ));
-      } catch (err) {
-        log.warn('the dead-letter queue refused a request', { consumerUid, err });
-        return { sent, refused: [...refused, ...pending], codes };
-      }
-      const failed = new Map(failures.map((f) => [f.index, f]));
-      const again: Outgoing[] = [];
-      for (const [n, o] of pending.entries()) {
-        const f = failed.get(n);
-        if (!f) sent.push(o);
-        else if (!f.senderFault && attempt < MOVE_SEND_TRIES) again.push(o);
-        else {
-          refused.push(o);
-          codes.push(f.code ?? (f.senderFault ? 'SenderFault' : 'ServiceFault'));
-        }
-      }
-      if (again.length === 0) return { sent, refused, codes };
-      pending = again;
-      await new Promise((r) => setTimeout(r, 50 * 2 ** attempt));
-    }
+    return {
+      moved: out.sent.map((o) => o.entry),
+      refused: out.refused.map((o) => o.entry),
+      codes: [...new Set(out.codes)],
+    };
   }
 }

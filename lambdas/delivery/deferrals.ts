@@ -12,11 +12,11 @@
  * survived is a duplicate at worst (at-least-once allows it; DL-07 counts attempts by Host id).
  */
 import { log } from '../shared/log.ts';
+import { sendCopies } from './copy-sends.ts';
 import type { DeliveryContext } from './delivery-context.ts';
 import { encodeEnvelope } from './envelope.ts';
 import { MESSAGE_LIMITS, NamedError } from './limits.ts';
 import type { Slot } from './slots.ts';
-import { bySendLimits } from './sqs-batches.ts';
 
 /**
  * Messages due later than this are deferred; sooner, hidden (and in flight for at most this long).
@@ -65,26 +65,18 @@ export class Deferrals {
         body: encodeEnvelope({ id: i.id, ts: i.ts, body: i.body, notBefore: i.notBefore }),
         delay: Math.min(MESSAGE_LIMITS.sqsMaxDelaySeconds, Math.ceil((i.notBefore - now) / 1000)),
       }));
-    const sent: typeof outgoing = [];
-    for (const part of bySendLimits(outgoing, (o) => o.body)) {
-      try {
-        // At most once: a copy whose answer was lost is not sent a second time; its original
-        // stays and is deferred again when it returns.
-        const { failed } = await this.c.o.messages.sendBatch(
-          slot.sqsUrl,
-          part.map((o) => ({ body: o.body, delaySeconds: o.delay })),
-          { atMostOnce: true },
-        );
-        const refused = new Set(failed.map((f) => f.index));
-        sent.push(...part.filter((_, n) => !refused.has(n)));
-      } catch (err) {
-        log.warn('could not defer messages; they are hidden when they return', {
-          consumerUid: slot.consumerUid,
-          messages: part.length,
-          err,
-        });
-      }
-    }
+    // At most once: a copy whose answer was lost is not sent a second time; its original stays
+    // and is deferred again when it returns.
+    const { sent } = await sendCopies(
+      this.c.o.messages,
+      slot.sqsUrl,
+      outgoing,
+      (o) => ({ body: o.body, delaySeconds: o.delay }),
+      {
+        message: 'could not defer messages; they are hidden when they return',
+        fields: { consumerUid: slot.consumerUid },
+      },
+    );
     if (sent.length === 0) return { deferred: 0 };
     const notDeleted = await this.c.deleteMessages(
       slot.sqsUrl,
