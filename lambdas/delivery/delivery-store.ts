@@ -200,6 +200,8 @@ export interface RegistrationReads {
 export interface IdleRelease {
   wakes?: number;
   lastWakeAt?: number;
+  /** The last due lane's claimed second (epoch s), read with the count (`DispatchState.dueLaneAt`). */
+  dueLaneAt?: number;
   registered?: true;
 }
 

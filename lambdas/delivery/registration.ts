@@ -31,6 +31,7 @@ import { repeatedRegistration } from './registration-repeat.ts';
 import { manifestSeal } from './slot-seal.ts';
 import {
   type AcquireResult,
+  dueWatchUntil,
   laneContextOf,
   nextBatchId,
   receivingLanes,
@@ -471,12 +472,17 @@ export class Registrar {
     // A slot that knows the wake count (taken in the first shard, or after a woken release)
     // compares counts; one in another shard, whose take did not see the count, the last wake's
     // time with the take's (a wake just before it only costs one more receive).
-    const woken =
+    const sent =
       slot.wakeSeq !== undefined && after.wakes !== undefined
         ? after.wakes > slot.wakeSeq
         : slot.taken !== undefined &&
           after.lastWakeAt !== undefined &&
           after.lastWakeAt >= slot.taken.at - SKEW_ALLOWANCE_MS;
+    // A due lane's claim covering now refused other lanes on the promise that one polls then; its
+    // own lane may have found every slot held, by lanes that each polled once and ended. Read after
+    // the release, as the count is: the lane goes on, its next take watching to the window's end.
+    const due = dueWatchUntil(after.dueLaneAt, this.c.now(), this.c.o.idleWaitSeconds) !== undefined;
+    const woken = sent || due;
     const nothing: Registration = { credential: '', deliver: [], moves: 0, ...(woken ? { woken } : {}) };
     if (!woken || !goOn || !(await this.slots.stillActive(slot))) return nothing;
     // Without a count to compare, a slot outside the first shard is woken by any send within the

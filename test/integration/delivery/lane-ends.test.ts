@@ -131,6 +131,31 @@ describe('how lanes end', () => {
     await directBatchHost(d.host.delivery, d.host.loop).register(other, []);
   });
 
+  it('DL-01 DL-06 a lane that polled once and finds a due lane’s claim covering now goes on, polling to the window’s end', async () => {
+    // The Host's idle wait (the claim's window) is 4 s; the lane took its slot before the claim,
+    // so its gathering polls once (1 s).
+    d = await createDeliveryHost({ idleWaitSeconds: 4 });
+    const { consumerUid } = await d.setup('covered', 'export default { async queue() {} };', {
+      maxBatchSize: 10,
+      maxConcurrency: 2,
+    });
+    const mine = await slotOf(d, consumerUid);
+    expect(mine.taken?.watchUntil).toBeUndefined();
+    // Messages due next second: the claim refuses other lanes for them within the window, and its
+    // own lane may find every slot held (here, the one slot is this lane's).
+    await d.host.loop.wakeLater(consumerUid, 1, [1]);
+    const waits = recordWaits(d);
+    const started = Date.now();
+    const result = await laneFrom(d, mine, 10);
+    expect(result.idle).toBe(true);
+    // One 1 s poll, then the release read the claim and the lane went on: it polled on until the
+    // window (the claimed second + 4 s) had passed, instead of ending after its first poll.
+    expect(waits[0]).toBe(LEFT_IDLE_WAIT_SECONDS);
+    expect(waits.length).toBeGreaterThan(1);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(3_000);
+    expect(await d.host.delivery.slotsOf(consumerUid)).toEqual({});
+  });
+
   it('waits the idle wait only inside a due lane’s window or for messages sent straight to SQS', () => {
     const now = 1_000_000;
     const slot = (taken: Partial<NonNullable<Slot['taken']>> = {}) =>
