@@ -15,8 +15,9 @@ export interface Envelope {
   /** Set when the message belongs to a multi-message send that must commit first. */
   commit?: string;
   /**
-   * Its producer wakes no lane (the producer client without `wake`): like a message sent straight to SQS, it is
-   * found by a lane already watching the queue or by the supervisor's round (`idleWaitFor`).
+   * Its producer wakes no lane (the producer client without `wake`): like a message sent straight
+   * to SQS, it is found by a lane already watching the queue or by the supervisor's round
+   * (`idleWaitFor`).
    */
   unannounced?: true;
 }

@@ -55,7 +55,10 @@ export interface Held {
   body: Uint8Array;
   /** When SQS makes it visible again (`performance.now()`), counted from before the receive was sent. */
   hiddenUntilReal: number;
-  /** No wake announced it: sent straight to SQS (no envelope of this Host), or by the producer client without `wake`. */
+  /**
+   * No wake announced it: sent straight to SQS (no envelope of this Host), or by the producer
+   * client without `wake`.
+   */
   unannounced?: true;
 }
 
@@ -249,16 +252,16 @@ export function leavesIdleWait(slot: Slot, lane: LaneCarry): boolean {
 
 /**
  * How long a lane waits for a first message (s). Sends through the Host — its API, `env`
- * bindings, and the producer client with `wake` — count a wake, which starts a lane when none is receiving, and
- * a lane's empty registration goes on when a wake came after its take; so a lane whose queue
- * only such sends feed gains nothing by waiting, and on AWS each wait is a worker invocation
- * running. It polls once (`LEFT_IDLE_WAIT_SECONDS`: a long poll, which asks every SQS server) and
- * ends. It waits longer, at most the idle wait, while:
+ * bindings, and the producer client with `wake` — count a wake, which starts a lane when none is
+ * receiving, and a lane's empty registration goes on when a wake came after its take; so a lane
+ * whose queue only such sends feed gains nothing by waiting, and on AWS each wait is a worker
+ * invocation running. It polls once (`LEFT_IDLE_WAIT_SECONDS`: a long poll, which asks every SQS
+ * server) and ends. It waits longer, at most the idle wait, while:
  * - a due lane's claim covers now (`SlotSnapshot.watchUntil`): other lanes were refused on the
  *   promise that one polls when their messages return, until the end of the window;
- * - its batches held messages no wake announced (`LaneCarry.unannounced`: sent straight to SQS or
- *   by the producer client without `wake`) and no other lane waits instead (`leavesIdleWait`): a stream of them
- *   keeps one lane, as no wake would start the next.
+ * - its batches held messages no wake announced (`LaneCarry.unannounced`: sent straight to SQS,
+ *   or by the producer client without `wake`) and no other lane waits instead
+ *   (`leavesIdleWait`): a stream of them keeps one lane, as no wake would start the next.
  * The first unannounced message after its queue rested waits for the supervisor's round.
  */
 export function idleWaitFor(slot: Slot, lane: LaneCarry, idleWaitSeconds: number, nowMs: number): number {
