@@ -99,7 +99,8 @@ export function idleRows(idle: IdleSummary): Row[] {
       setting: 'marginal supervisor work per consumer',
       unit: 'USD/month',
       host: idle.perExtraConsumer,
-      verdict: '—',
+      target: `≤ $${TARGETS.idleConsumerMonthlyUsd}`,
+      verdict: judge(idle.perExtraConsumer.median, (v) => v <= TARGETS.idleConsumerMonthlyUsd),
       digits: 3,
     },
   ];

@@ -13,7 +13,9 @@ export const TARGETS = {
   dynamoRequestsPerBatch: 6,
   /** USD per million messages, by batch size (every concurrency). */
   usdPerMillion: { 10: 0.6, 100: 0.3 } as Record<number, number>,
+  /** A Host with one idle consumer, and each further idle consumer, USD a month. */
   idleMonthlyUsd: 1,
+  idleConsumerMonthlyUsd: 0.2,
   /** Send → handler on an idle consumer: at most maxBatchTimeoutSeconds plus this. */
   arrivalSlackMs: 1000,
   /** acknowledge() p99 at most this many times the bare conditional write's p99. */
