@@ -58,7 +58,12 @@ export interface TakoformHostProps {
    * @default 13 min 30 s
    */
   readonly workerTimeout?: Duration;
-  /** How long an idle lane long-polls before resting, 0..20 s. @default 20 */
+  /**
+   * How long a lane long-polls an empty queue before it ends, where it waits at all: for messages
+   * sent straight to SQS or by the producer client without `wake`, and within a due lane's window.
+   * Otherwise a lane polls once for 1 s, since sends through the Host wake a lane. 0..20 s.
+   * @default 20
+   */
   readonly idleWaitSeconds?: number;
   /**
    * Create the account-wide API Gateway CloudWatch role (`AWS::ApiGateway::Account`), which the
