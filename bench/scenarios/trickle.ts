@@ -3,8 +3,8 @@
  * episodes their cost is composed of, each measured whole on a Host of its own, with the idle
  * wait the Host has on AWS.
  *
- * - An isolated message: sent through the Host to a consumer with no lane (one that has run a
- *   message before), it wakes one, which gathers it for the batch timeout, runs it, polls once
+ * - An isolated message: sent through the Host to a consumer with no lane that has run one
+ *   message before, it wakes one, which gathers it for the batch timeout, runs it, polls once
  *   more and ends.
  * - A kept-alive lane: `messages` sent `gapSeconds` apart, each sent while the lane of the one
  *   before may still run (then it joins that lane, else it wakes its own), counted until the last
@@ -71,8 +71,10 @@ export async function episodeRun(endpoints: Endpoints, o: EpisodeOptions): Promi
     const dispatcher = bench.startDispatcher({ idleWaitSeconds: o.idleWaitSeconds, supervisorMs });
     await sleep(FIRST_ROUND_MS);
     const body = new Uint8Array(64).fill(97);
-    // Through the Host, the consumer has run before, as a trickle's long-lived consumer has: the
-    // first take of a generation adopts its slot shards (a few writes, once), not each message's.
+    // Through the Host, the consumer has run a message before, as a trickle's consumer has. (A
+    // lane's take still lands on a shard its generation may not have used yet, at one slot a
+    // shard: a refused try, a read of every shard and the adopting write, until every shard has
+    // been used — which a trickle of single lanes reaches only slowly.)
     if (!o.straightToSqs) {
       await bench.host.producer.send(queue, body);
       const warm =
