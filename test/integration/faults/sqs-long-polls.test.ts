@@ -5,20 +5,12 @@
  * bills and ended lanes' idle waits early).
  */
 import { randomUUID } from 'node:crypto';
-import {
-  CreateQueueCommand,
-  ReceiveMessageCommand,
-  SendMessageCommand,
-  SQSClient,
-} from '@aws-sdk/client-sqs';
+import { CreateQueueCommand, ReceiveMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { describe, expect, inject, it } from 'vitest';
+import { sqsClient } from '../../../lambdas/adapters/aws/clients.ts';
 
-const client = new SQSClient({
-  endpoint: inject('sqsEndpoint'),
-  region: 'us-east-1',
-  credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-  useQueueUrlAsEndpoint: false,
-});
+// The Host's own client for the stand-in (local endpoint, credentials and SQS's limits).
+const client = sqsClient(inject('sqsEndpoint'));
 
 describe('long polls on the SQS stand-in', () => {
   it('one message ends one of three waiting polls; the others wait out their time, empty', async () => {

@@ -14,9 +14,9 @@ import {
   GetQueueAttributesCommand,
   ReceiveMessageCommand,
   SendMessageBatchCommand,
-  SQSClient,
 } from '@aws-sdk/client-sqs';
 import { describe, expect, inject, it } from 'vitest';
+import { sqsClient } from '../../../lambdas/adapters/aws/clients.ts';
 import {
   AWS_RECEIPT_HANDLE_LENGTH,
   lengthen,
@@ -24,12 +24,8 @@ import {
   shorten,
 } from '../../../lambdas/local/standins/sqs-receipt-handles.ts';
 
-const client = new SQSClient({
-  endpoint: inject('sqsEndpoint'),
-  region: 'us-east-1',
-  credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-  useQueueUrlAsEndpoint: false,
-});
+// The Host's own client for the stand-in (local endpoint, credentials and SQS's limits).
+const client = sqsClient(inject('sqsEndpoint'));
 
 async function queueWith(messages: number): Promise<string> {
   const url = (await client.send(new CreateQueueCommand({ QueueName: `handles-${randomUUID()}` })))
