@@ -54,11 +54,10 @@ const PER_BATCH_WRITES = [
     " the slot's mark (DL-02's bound and recovery), the close and the hand-over" +
     ' — which is why batch 10 costs several times batch 100 per message,' +
     ' and why the batch-10 targets need a design with fewer records per batch, not a cheaper one of these.',
-  "The two candidates known, neither built: the attachment's `ConditionCheck` leaves the registration's transaction" +
-    ' once a stop or update fences every slot-map shard (2 WRU less),' +
-    " and the hand-over folds into the next registration's write of the slot" +
+  "Registration's head and slot mark are two plain writes (2 WRU; one transaction billed them 4)." +
+    " The candidate left: the hand-over folds into the next registration's write of the slot" +
     ' (1 WRU, one DynamoDB request and one batch-host invocation less)' +
-    ' — 10 WRU per batch of 10 together, still above what the batch-10 targets leave.',
+    ' — still above what the batch-10 targets leave.',
 ];
 
 /** Why the manifest's write and the per-lane Step Functions cost are kept, and what the other writes are for. */

@@ -59,7 +59,7 @@ function cellRequests(c: CellCounts): string {
   );
 }
 
-/** The manifest's PutItem is one request per batch that the registration's transaction could absorb, at a price. */
+/** The manifest's, head's and mark's writes are requests one transaction could absorb, at a price. */
 function manifestFold(cells: CellCounts[]): string {
   const manifest = cells.filter((c) => manifestWruPerBatch(c.breakdown) > 0);
   if (manifest.length === 0) return '';
@@ -67,8 +67,8 @@ function manifestFold(cells: CellCounts[]): string {
     .map((c) => `${fmt(manifestWruPerBatch(c.breakdown), 1)} WRU more per batch at ${c.label}`)
     .join(', ');
   return (
-    " One request per batch is the manifest's own PutItem, written just before the registration's transaction;" +
-    ` folded back into the transaction it would cost ${extra},` +
+    " Registration writes the manifest, the head and the slot's mark as three plain requests;" +
+    ` one transaction of the three would be two requests fewer and cost 2 WRU more per batch for head and mark, and ${extra},` +
     ' since a transactional write is billed twice and on-demand DynamoDB bills request units, not requests.'
   );
 }

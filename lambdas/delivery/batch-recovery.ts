@@ -176,7 +176,8 @@ export class BatchRecovery {
       await this.d.store.releaseSlot(consumerUid, batchId, { recoveredAt: this.d.now() });
       return {};
     }
-    // Marked registered without a batch (only an older Host wrote the two apart): nothing runs.
+    // Marked registered without a head: registration writes the head first, so only one expired
+    // (or an older Host) leaves this. Nothing runs in it.
     await this.d.store.releaseSlot(consumerUid, batchId, { recoveredAt: this.d.now() });
     return {};
   }

@@ -277,14 +277,21 @@ export interface DeliveryStore {
 
   // Batches.
   /**
-   * Writes head and manifest and marks the slot registered with its new deadline
+   * Writes manifest and head and marks the slot registered with its new deadline
    * (`head.deadline`) before any handler runs, on condition that no stop or update fenced
-   * `head.generation` off (`fenceGenerations`). False (and no head written) when the slot was
+   * `head.generation` off (`fenceGenerations`). False (and the head taken back) when the slot was
    * revoked or recovered meanwhile or the consumer stopped or changed; `BatchRegisteredAlready` when the
-   * batch was registered before; `ManifestNotWritten` when the manifest could not be written (it is
-   * written first: then no head exists, and the batch never starts).
+   * batch was registered before, by another call; `ManifestNotWritten` when the manifest could not
+   * be written (it is written first: then no head exists, and the batch never starts). Safe to
+   * repeat with the same head and manifest: a repeat finds its own writes.
    */
   createBatch(head: BatchHead, manifest: Manifest): Promise<boolean>;
+  /**
+   * The slot's mark for a batch whose head is written (`createBatch`'s last write, on its own for
+   * a registration that must make sure of it): true once the slot holds the batch; false when the
+   * slot was revoked, recovered or fenced off, and then the head is taken back. Safe to repeat.
+   */
+  markBatchSlot(head: BatchHead): Promise<boolean>;
   /**
    * Takes back a registration whose credential never left the Host (its messages may have
    * returned to the queue before it was done): head and slot go together, while the batch is

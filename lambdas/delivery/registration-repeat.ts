@@ -14,16 +14,17 @@ import type { Slot } from './slots.ts';
 
 /**
  * The first call's answer, if the batch of `slot` is open, within its deadline, and recorded
- * from exactly these received messages; else undefined. `hold` extends the visibility of what the
+ * from exactly these received messages; `slot refused` if it is, but its slot refused the mark
+ * (the head is taken back then); else undefined. `hold` extends the visibility of what the
  * batch owns to the head's `invisibleUntil` again: the first call may have ended (its function
- * cut off) between its transaction and its own hold.
+ * cut off) between its writes and its own hold.
  */
 export async function repeatedRegistration(
   c: DeliveryContext,
   slot: Slot,
   received: readonly Received[],
   hold: (head: BatchHead, owned: ManifestEntry[]) => Promise<unknown>,
-): Promise<Registration | undefined> {
+): Promise<Registration | 'slot refused' | undefined> {
   const head = await c.o.store.getHead(slot.batchId);
   const credential = c.credentialOf(slot.batchId);
   const open =
@@ -37,6 +38,9 @@ export async function repeatedRegistration(
   const manifest = await c.o.store.getManifest(head);
   const deliver = manifest ? deliverOf(manifest, received) : undefined;
   if (!manifest || !deliver) return undefined;
+  // The first call may have ended between the head and the slot's mark: a handler runs only in a
+  // slot that holds its batch (DL-02).
+  if (!(await c.o.store.markBatchSlot(head))) return 'slot refused';
   await hold(head, [...manifest.entries, ...manifest.moves]);
   return {
     credential,

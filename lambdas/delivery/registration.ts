@@ -1,7 +1,7 @@
 /**
  * Registration: what a lane received becomes a batch — each message delivered now with its exact
- * attempt number, hidden until later, or owed a dead-letter move — in one transaction that holds
- * only while the consumer generation is the active one.
+ * attempt number, hidden until later, or owed a dead-letter move — recorded before any handler
+ * runs, and only while the consumer generation is the active one.
  */
 
 import { crashPoint } from '../shared/crash-points.ts';
@@ -209,7 +209,7 @@ export class Registrar {
   /**
    * Decides, for each received message, whether it is delivered now, later, or dead-lettered.
    * The slot is trusted only with its seal (DL-09); that its consumer generation is still the
-   * active one is a condition of the registration's transaction, not a read before it.
+   * active one is a condition of the registration's write of its slot, not a read before it.
    */
   async register(claimed: Slot, received: Received[], opts: RegisterOptions = {}): Promise<Registration> {
     const sealed = this.c.trusted(claimed);
@@ -281,6 +281,13 @@ export class Registrar {
         err instanceof BatchRegisteredAlready
           ? await repeatedRegistration(this.c, sealed, received, hold)
           : undefined;
+      if (repeat === 'slot refused') {
+        // The call's own batch, which its slot refused (a stop or an update came between its
+        // head and its mark): it never starts, as when the first try was refused.
+        await this.c.changeVisibility(slot.sqsUrl, returnNow([...delivered, ...moved]));
+        await this.c.o.store.releaseSlot(slot.consumerUid, slot.batchId);
+        return { credential: '', deliver: [], moves: 0 };
+      }
       if (repeat) return repeat;
       throw err;
     }
@@ -386,10 +393,11 @@ export class Registrar {
   }
 
   /**
-   * Head, manifest and the slot's `registered` mark in one transaction, on condition that the
-   * consumer generation is still active. A slot revoked at the stop boundary (QC-08), a stop or
-   * an update of the consumer, or a head that exists already make it fail, and then this batch
-   * never starts: false, with its messages back in the queue. Throws when it cannot be told.
+   * Manifest, head and the slot's `registered` mark (`DeliveryStore.createBatch`), the mark on
+   * condition that the consumer generation is still active. A slot revoked at the stop boundary
+   * (QC-08), a stop or an update of the consumer, or a head that exists already make it fail, and
+   * then this batch never starts: false, with its messages back in the queue. Throws when it
+   * cannot be told.
    */
   private async createBatch(slot: Slot, credential: string, manifest: Manifest): Promise<boolean> {
     const { entries: delivered, moves: moved } = manifest;
@@ -430,7 +438,7 @@ export class Registrar {
         );
         throw err;
       }
-      // Registered already, or the transaction may have committed with its answer lost. If the
+      // Registered already, or the writes may have committed with an answer lost. If the
       // batch names these very receipts, it is this registration's: its messages must not go back
       // (another batch would deliver them with the same attempt). If it names others, a second
       // runner of the lane (a duplicate InvokeWorker) holds this slot's batch: what this runner
@@ -448,7 +456,8 @@ export class Registrar {
         if (whose === 'other') throw new NamedError('unknown_batch', 'this batch is registered already');
         throw err;
       }
-      created = true;
+      // Its head is written; the slot's mark, the last write, may not be: made sure of now.
+      created = await this.c.o.store.markBatchSlot(head);
     }
     if (!created) {
       await this.c.changeVisibility(slot.sqsUrl, returnNow([...delivered, ...moved]));

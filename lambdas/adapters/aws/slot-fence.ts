@@ -7,8 +7,8 @@
  * transaction whose item is in another one in flight, so all lanes of a consumer serialised on
  * it. The fence lives on the shard items instead, which a registration writes anyway: a stop or
  * an update writes `closedBelow` into every shard the replaced generation may use (at most one
- * write per ten slots, once per control-plane change), and a registration's update of its own
- * shard is admitted only for a generation at or above it.
+ * write per ten slots, once per control-plane change), and a registration's mark of its own
+ * slot is admitted only for a generation at or above it.
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
@@ -28,25 +28,19 @@ const { sk: SK } = TABLE_KEYS;
 
 const ADMITS = '(attribute_not_exists(#fence) OR #fence <= :g)';
 
-/** A transaction's write of a registered slot (in its shard item, `key`), admitted only for a generation the fence allows. */
-export function registerAction(
-  table: string,
-  key: Record<string, string>,
-  batchId: string,
-  generation: number,
-  deadline: number,
-) {
+/**
+ * The write that marks a slot as holding a registered batch, with the batch's deadline (an
+ * UpdateItem's input, less table and key: the slot's shard item), admitted only while the slot
+ * is held and for a generation the fence allows.
+ */
+export function registerUpdate(batchId: string, generation: number, deadline: number) {
   return {
-    Update: {
-      TableName: table,
-      Key: marshall(key),
-      UpdateExpression: 'SET registered.#b = :true, slots.#b = :deadline',
-      // The stop boundary (QC-08): a slot revoked, or fenced off, before this point never holds a
-      // batch.
-      ConditionExpression: `attribute_exists(slots.#b) AND ${ADMITS}`,
-      ExpressionAttributeNames: { '#b': batchId, '#fence': 'closedBelow' },
-      ExpressionAttributeValues: marshall({ ':true': true, ':deadline': deadline, ':g': generation }),
-    },
+    UpdateExpression: 'SET registered.#b = :true, slots.#b = :deadline',
+    // The stop boundary (QC-08): a slot revoked, or fenced off, before this point never holds a
+    // batch.
+    ConditionExpression: `attribute_exists(slots.#b) AND ${ADMITS}`,
+    ExpressionAttributeNames: { '#b': batchId, '#fence': 'closedBelow' },
+    ExpressionAttributeValues: marshall({ ':true': true, ':deadline': deadline, ':g': generation }),
   };
 }
 

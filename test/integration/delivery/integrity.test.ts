@@ -682,44 +682,6 @@ describe('issue 11: what a runner may ask, and late recovery (DL-07, DL-09, RC-0
     await waitDrained(d, queue, 10_000);
   });
 
-  it('DL-07 RC-04 a registration whose transaction committed but whose answer was lost keeps its batch: nothing is given back to be delivered beside it', async ({
-    expect,
-  }) => {
-    const { queue, consumerUid } = await d.setup('lost-answer', recordingWorker(d.logFile('lost-answer')), {
-      maxConcurrency: 1,
-    });
-    await d.host.producer.send(queue, 'once');
-    const a = await slotOf(d, consumerUid);
-    const got = await receive(queue);
-    // The TransactWriteItems reaches DynamoDB and commits; its answer is lost on the way back
-    // with an error neither the SDK nor the store retries (a connection that dropped for good).
-    let dropped = 0;
-    const name = 'loseTransactionAnswer';
-    d.host.dynamodb.middlewareStack.add(
-      (next, context) => async (args) => {
-        const out = await next(args);
-        if (context.commandName === 'TransactWriteItemsCommand' && dropped++ === 0) {
-          throw Object.assign(new Error('the connection dropped'), { name: 'ConnectionLost', $metadata: {} });
-        }
-        return out;
-      },
-      { step: 'deserialize', name },
-    );
-    let registration: Awaited<ReturnType<typeof d.host.delivery.register>>;
-    try {
-      registration = await d.host.delivery.register(a, got);
-    } finally {
-      d.host.dynamodb.middlewareStack.remove(name);
-    }
-    expect(dropped).toBe(1);
-    expect(registration.deliver.map((x) => x.attempts)).toEqual([1]);
-    expect(await batchHead(d, a.batchId)).toBeDefined();
-    // Held for the batch, not given back to be delivered beside it.
-    expect(await receive(queue)).toEqual([]);
-    await d.host.delivery.finalizeAsRunner(a.batchId, registration.credential, 'returned');
-    await waitDrained(d, queue, 10_000);
-  });
-
   it('DL-07 RC-04 a manifest write that fails: no head is written, the batch never starts, its messages go back and its slot is freed at once, and the message is delivered later as its first attempt (chaos seed 30)', async ({
     expect,
   }) => {

@@ -1,22 +1,25 @@
 /**
- * Registering a batch: its manifest, then its head with the slot's `registered` mark in one
- * transaction; and the reads registration makes first (queue state, commits, slots) in one batch.
+ * Registering a batch: its manifest, then its head, then the slot's `registered` mark — three
+ * plain writes in that order — and the reads registration makes first (queue state, commits,
+ * slots) in one batch.
  */
 import { createHash } from 'node:crypto';
-import {
-  PutItemCommand,
-  TransactWriteItemsCommand,
-  type TransactWriteItemsCommandInput,
-} from '@aws-sdk/client-dynamodb';
+import { DeleteItemCommand, PutItemCommand, TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import type { BatchHead, Manifest, RegistrationReads } from '../../../delivery/delivery-store.ts';
 import { BatchRegisteredAlready, ManifestNotWritten } from '../../../delivery/delivery-store.ts';
+import { log } from '../../../shared/log.ts';
 import { TABLE_KEYS } from '../../../shared/table-schema.ts';
 import { commitIdOf, commitKey, onlyCopiesOf } from '../dynamodb-commit-store.ts';
-import { backoff, CONFLICT_TRIES } from '../dynamodb-conditional-update.ts';
+import {
+  backoff,
+  CONFLICT_TRIES,
+  conditionalUpdate,
+  isConditionFailure,
+} from '../dynamodb-conditional-update.ts';
 import type { DynamoSlotMap } from '../dynamodb-slot-map.ts';
 import { encodeManifest } from '../manifest-codec.ts';
-import { registerAction, unregisterAction } from '../slot-fence.ts';
+import { registerUpdate, unregisterAction } from '../slot-fence.ts';
 import { shardOf } from '../slot-shards.ts';
 import { cancellationCodes, consistentBatchGet, type DeliveryTable, retryable } from './delivery-table.ts';
 import { BATCH_RETENTION_SECONDS, deliveryKeys } from './items.ts';
@@ -25,8 +28,22 @@ import type { RecordsWatermark } from './records-watermark.ts';
 
 const { pk: PK, ttl: TTL } = TABLE_KEYS;
 
-type TransactItems = NonNullable<TransactWriteItemsCommandInput['TransactItems']>;
-
+/**
+ * The three writes, and why each comes where it does:
+ * - the manifest (every receipt handle: the largest item of a batch) first: a head never exists
+ *   without its manifest, and a manifest whose write failed (or whose answer was lost) is named
+ *   by no head, so it counts no delivery. Its key is its content's hash, which the head names: a
+ *   replayed registration writes another item (or the same bytes again), never over the manifest
+ *   of a head that exists. (Written beside the head, a lost answer of the manifest's write left a
+ *   head naming a manifest of a batch that never ran: chaos seed 30.)
+ * - the head, on condition that none exists: of two runners of one slot (a duplicate
+ *   InvokeWorker) exactly one writes it;
+ * - the slot's mark, on condition that the slot is still held and no stop or update fenced its
+ *   generation off (`slot-fence.ts`). Refused, the head is taken back and the batch never starts.
+ * No handler runs before all three are written, so a head with no mark is a batch that never
+ * started (its slot ends unregistered, its messages return by their short visibility) and a mark
+ * always has its head. As a transaction, head and mark cost 4 WRU a batch; as two writes, 2.
+ */
 export async function createBatch(
   t: DeliveryTable,
   slotMap: DynamoSlotMap,
@@ -37,41 +54,6 @@ export async function createBatch(
   const manifestRef = createHash('sha256').update(bytes).digest('base64url').slice(0, 22);
   const head: BatchHead = { ...batchHead, manifestRef };
   const expires = Math.ceil(head.invisibleUntil / 1000) + BATCH_RETENTION_SECONDS;
-  const items: TransactItems = [
-    {
-      Put: {
-        TableName: t.table,
-        Item: marshall(
-          {
-            ...deliveryKeys.head(head.batchId),
-            ...head,
-            [RECENT_INDEX.pk]: recentPartition(head.consumerUid, head.batchId),
-            [TTL]: expires,
-          },
-          { removeUndefinedValues: true },
-        ),
-        ConditionExpression: 'attribute_not_exists(#pk)',
-        ExpressionAttributeNames: { '#pk': PK },
-      },
-    },
-    // The slot, on condition that it was neither revoked nor fenced off by a stop or an update
-    // since it was taken (`slot-fence.ts`): the generation is checked on the shard item this
-    // write names anyway, never on an item every registration of the consumer shares.
-    registerAction(
-      t.table,
-      slotMap.keyOf(head.consumerUid, shardOf(head.batchId)),
-      head.batchId,
-      head.generation,
-      head.deadline,
-    ),
-  ];
-  // The manifest (every receipt handle: the largest item of a batch) is a plain write, at half
-  // a transactional write's cost, made before the transaction: a head never exists without its
-  // manifest, and a manifest whose write failed (or whose answer was lost) is named by no head,
-  // so it counts no delivery. Its key is its content's hash, which the head names: a replayed
-  // registration writes another item (or the same bytes again), never over the manifest of a
-  // head that exists. (Written beside the transaction, a lost answer of the manifest's write
-  // left a head naming a manifest of a batch that never ran: chaos seed 30.)
   try {
     await t.client.send(
       new PutItemCommand({
@@ -89,40 +71,103 @@ export async function createBatch(
   } catch (err) {
     throw new ManifestNotWritten(head.batchId, err);
   }
-  return registerHead(t, head, items);
+  if (!(await putHead(t, head, expires))) throw new BatchRegisteredAlready(head.batchId);
+  return markBatchSlot(t, slotMap, head);
 }
 
-/** The head and the slot's `registered` mark in one transaction (see `createBatch`). */
-async function registerHead(t: DeliveryTable, head: BatchHead, items: TransactItems): Promise<boolean> {
-  // One transaction, so a handler never runs without the records that settle and recover it
-  // (a BatchWriteItem may leave items unprocessed under throttling). The token makes a retry of
-  // a transaction that committed but whose answer was lost (a connection that dropped) succeed
-  // instead of failing its conditions against its own writes.
-  const ClientRequestToken = createHash('sha256').update(head.batchId).digest('base64url').slice(0, 36);
+/** The slot's mark (`markSlot`); refused, the head is taken back (`DeliveryStore.markBatchSlot`). */
+export async function markBatchSlot(
+  t: DeliveryTable,
+  slotMap: DynamoSlotMap,
+  head: BatchHead,
+): Promise<boolean> {
+  if (await markSlot(t, slotMap, head)) return true;
+  await dropHead(t, head);
+  return false;
+}
+
+/**
+ * Writes the head unless one exists. One that exists may be this call's own earlier try, whose
+ * answer was lost (the SDK retried it): registration tells (`registration-repeat.ts`), and
+ * answers as that try would have, with the head's own deadline.
+ */
+async function putHead(t: DeliveryTable, head: BatchHead, expires: number): Promise<boolean> {
+  const Item = marshall(
+    {
+      ...deliveryKeys.head(head.batchId),
+      ...head,
+      [RECENT_INDEX.pk]: recentPartition(head.consumerUid, head.batchId),
+      [TTL]: expires,
+    },
+    { removeUndefinedValues: true },
+  );
   for (let round = 1; ; round++) {
     try {
       await t.client.send(
-        new TransactWriteItemsCommand({
-          TransactItems: items,
-          ClientRequestToken,
+        new PutItemCommand({
+          TableName: t.table,
+          Item,
+          ConditionExpression: 'attribute_not_exists(#pk)',
+          ExpressionAttributeNames: { '#pk': PK },
         }),
       );
       return true;
     } catch (err) {
-      const codes = cancellationCodes(err);
-      // The head exists: registered before (a repeated registration, never this call's own
-      // retry, which the token makes succeed).
-      if (
-        codes?.[0] === 'ConditionalCheckFailed' ||
-        (err as Error)?.name === 'IdempotentParameterMismatchException'
-      ) {
-        throw new BatchRegisteredAlready(head.batchId);
-      }
-      if (codes?.[1] === 'ConditionalCheckFailed') return false;
-      if (!retryable(err, codes) || round >= CONFLICT_TRIES) throw err;
+      if (isConditionFailure(err)) return false;
+      if (!retryable(err) || round >= CONFLICT_TRIES) throw err;
       await backoff(round);
     }
   }
+}
+
+/**
+ * Marks the slot as holding the registered batch `head`, with the batch's deadline: true once it
+ * does (now, or by an earlier try whose answer was lost), false when the slot was revoked,
+ * recovered or fenced off. Safe to repeat.
+ */
+async function markSlot(
+  t: DeliveryTable,
+  slotMap: DynamoSlotMap,
+  head: Pick<BatchHead, 'consumerUid' | 'batchId' | 'generation' | 'deadline'>,
+): Promise<boolean> {
+  const out = await conditionalUpdate(
+    t.client,
+    t.table,
+    slotMap.keyOf(head.consumerUid, shardOf(head.batchId)),
+    {
+      ...registerUpdate(head.batchId, head.generation, head.deadline),
+      ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+    },
+  );
+  if (out.ok) return true;
+  const old = out.old as
+    | { registered?: Record<string, unknown>; slots?: Record<string, unknown> }
+    | undefined;
+  return old?.registered?.[head.batchId] === true && old.slots?.[head.batchId] !== undefined;
+}
+
+/**
+ * Takes back the head of a batch whose slot refused it (no handler got its credential). If it
+ * cannot, the head stays open and unmarked, which no recovery, settlement or listing reads,
+ * until it expires.
+ */
+async function dropHead(t: DeliveryTable, head: BatchHead): Promise<void> {
+  await t.client
+    .send(
+      new DeleteItemCommand({
+        TableName: t.table,
+        Key: marshall(deliveryKeys.head(head.batchId)),
+        ConditionExpression: 'closed = :false AND credentialHash = :h',
+        ExpressionAttributeValues: marshall({ ':false': false, ':h': head.credentialHash }),
+      }),
+    )
+    .catch((err: unknown) => {
+      if (isConditionFailure(err)) return;
+      log.warn('could not take back the head of a batch its slot refused; it expires', {
+        batchId: head.batchId,
+        err,
+      });
+    });
 }
 
 /**
