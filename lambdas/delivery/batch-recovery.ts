@@ -142,7 +142,11 @@ export class BatchRecovery {
       // refused (registration needs the slot), so it is freed now rather than at its deadline.
       // If the release fails, a registration won the race: its runner is alive and runs the
       // batch, and recovery at its deadline covers it should that runner be lost later (DL-02).
-      await this.d.store.releaseUnregistered(consumerUid, batchId);
+      // Freed, the slot can no longer be marked, so a head its runner wrote before it was lost
+      // (between the head and the mark) is of a batch that never starts: taken back.
+      if (await this.d.store.releaseUnregistered(consumerUid, batchId)) {
+        await this.d.store.takeBackHead(batchId);
+      }
       return {};
     }
     const deadline = state.slots[batchId] as number;

@@ -293,6 +293,12 @@ export interface DeliveryStore {
    */
   markBatchSlot(head: BatchHead): Promise<boolean>;
   /**
+   * Deletes the head of a batch that never started — its slot was freed unmarked, so no handler
+   * got its credential — if one exists and is open. Never fails the caller: a head left is open,
+   * unmarked and read by nothing until it expires.
+   */
+  takeBackHead(batchId: string): Promise<void>;
+  /**
    * Takes back a registration whose credential never left the Host (its messages may have
    * returned to the queue before it was done): head and slot go together, while the batch is
    * open. False when it was closed meanwhile.

@@ -95,6 +95,22 @@ export function decisionOf(head: HeadItem, index: number): string | undefined {
   );
 }
 
+/**
+ * Whether a head last seen like this may disappear: open, unsettled and undecided. Registration
+ * takes back such a head when its slot refuses the mark that follows it (a stop or an update
+ * between the two writes), or when the registration came too late (`cancelBatch`): a batch that
+ * never started. It is a flip all the same if a handler started the batch (the run's records
+ * tell, at the end: `FlipWatcher.vanished`).
+ */
+export function mayBeTakenBack(before: HeadItem): boolean {
+  return (
+    !before.closed &&
+    before.outcome === undefined &&
+    before.all === undefined &&
+    Object.keys(before.settled).length === 0
+  );
+}
+
 /** Changes between two reads of one batch head that must never happen (settlements are final). */
 export function compareHeads(before: HeadItem, after: HeadItem | undefined): string[] {
   const id = before.batchId;

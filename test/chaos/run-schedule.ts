@@ -22,6 +22,7 @@ import {
   checkDelivery,
   compareHeads,
   type DeliveryVerdict,
+  mayBeTakenBack,
 } from './checks.ts';
 import { HostController, tuningFor } from './host-control.ts';
 import { type BatchView, type HeadItem, HostState } from './host-state.ts';
@@ -270,6 +271,8 @@ class Operations {
 /** Watches batch heads while the run goes: a settlement, outcome or close that changes is a flip. */
 class FlipWatcher {
   readonly flips: string[] = [];
+  /** Heads that disappeared while open and undecided (`mayBeTakenBack`): flips if a handler started them. */
+  readonly vanished = new Set<string>();
   private readonly heads = new Map<string, HeadItem>();
   private stopped = false;
   private loop: Promise<void> | undefined;
@@ -282,6 +285,11 @@ class FlipWatcher {
   observe(view: BatchView): void {
     for (const [id, before] of this.heads) {
       const after = view.heads.get(id);
+      if (!after && mayBeTakenBack(before)) {
+        this.vanished.add(id);
+        this.heads.delete(id);
+        continue;
+      }
       for (const f of compareHeads(before, after)) if (!this.flips.includes(f)) this.flips.push(f);
     }
     for (const [id, head] of view.heads) this.heads.set(id, head);
@@ -626,13 +634,15 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
     // be all a lowered maxConcurrency allows. That is the product's documented bound, so the wait
     // extends to it (plus the grace, a supervisor round and the delivery), once, and is reported.
     let waitedForKeptSlot = false;
+    const round = s.timing === 'default' ? 60_000 : 5_000;
     const keptUntil = async (): Promise<number | undefined> => {
       const view = await state.batches().catch(() => undefined);
       if (!view) return undefined;
       // Any slot still held past the bound is kept: gathering, running, or closed by a runner
-      // whose handler was cut off and may still run.
+      // whose handler was cut off and may still run. One whose deadline passed less than a
+      // supervisor round ago is still held too: the next round (or take) recovers it.
       const held = [...view.slots.values()].flat();
-      const ends = held.map((id) => view.deadlines?.get(id) ?? 0).filter((d) => d > Date.now());
+      const ends = held.map((id) => view.deadlines?.get(id) ?? 0).filter((d) => d > Date.now() - round);
       return ends.length > 0 ? Math.max(...ends) : undefined;
     };
     let lastLog = Date.now();
@@ -654,8 +664,7 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
         const until = await keptUntil();
         if (until !== undefined && until - Date.now() < 20 * 60_000) {
           const grace = s.timing === 'default' ? 60_000 : 1_000;
-          const round = s.timing === 'default' ? 60_000 : 5_000;
-          deadline = until + grace + round + 60_000;
+          deadline = Math.max(until, Date.now()) + grace + round + 60_000;
           keptSlotWaits.push(Math.round((deadline - Date.now()) / 1000));
           log(`seed ${s.seed}: a kept slot holds until ${new Date(until).toISOString()}; waiting for it`);
           continue;
@@ -676,6 +685,14 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
     if (v) {
       if (!unconverged.length && v.lost.length)
         failures.push(`lost ${v.lost.length}: ${v.lost.slice(0, 10).join(', ')}`);
+      const started = new Set(
+        [...readRecords(mainLog).records, ...readRecords(dlqLog).records].flatMap((r) =>
+          r.ev === 'start' ? [r.b] : [],
+        ),
+      );
+      for (const id of watcher.vanished) {
+        if (started.has(id)) watcher.flips.push(`${id}: head disappeared after its handler started`);
+      }
       const lists: [string, string[]][] = [
         ['flips', [...v.flips, ...watcher.flips]],
         ['concurrency breaches', v.breaches],

@@ -40,7 +40,13 @@ import { putDeadLetterRecords } from './delivery-store/dead-letter-writes.ts';
 import type { DeliveryTable } from './delivery-store/delivery-table.ts';
 import { recentlyClosed } from './delivery-store/recent-batches.ts';
 import { RecordsWatermark } from './delivery-store/records-watermark.ts';
-import { cancelBatch, createBatch, markBatchSlot, registrationReads } from './delivery-store/registration.ts';
+import {
+  cancelBatch,
+  createBatch,
+  markBatchSlot,
+  registrationReads,
+  takeBackHead,
+} from './delivery-store/registration.ts';
 import { settle, settleMany } from './delivery-store/settlement.ts';
 import { DynamoSlotMap } from './dynamodb-slot-map.ts';
 import { fenceSlotShards } from './slot-fence.ts';
@@ -194,6 +200,10 @@ export class DynamoDeliveryStore implements DeliveryStore {
 
   markBatchSlot(head: BatchHead): Promise<boolean> {
     return markBatchSlot(this.table, this.slotMap, head);
+  }
+
+  takeBackHead(batchId: string): Promise<void> {
+    return takeBackHead(this.table, batchId);
   }
 
   cancelBatch(consumerUid: string, batchId: string): Promise<boolean> {

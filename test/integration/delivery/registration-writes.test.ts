@@ -9,7 +9,12 @@ import type { UpdateItemCommandInput } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import type { Slot } from '../../../lambdas/delivery/delivery-service.ts';
 import type { QueueTarget } from '../../../lambdas/delivery/ports.ts';
-import { createDeliveryHost, type DeliveryHost, recordingWorker } from '../../support/delivery-harness.ts';
+import {
+  createDeliveryHost,
+  type DeliveryHost,
+  recordingWorker,
+  waitFor,
+} from '../../support/delivery-harness.ts';
 import { batchHead, queueCounts, receiveAsRunner, stopConsumer, waitDrained } from './delivery-kit.ts';
 
 type Write = 'head' | 'mark';
@@ -156,4 +161,49 @@ describe('registration: manifest, head and slot mark as three plain writes (DL-0
       expect(await queueCounts(d, queue)).toMatchObject({ visible: 1, inFlight: 0 });
     });
   }
+
+  it('DL-02 RC-04 a runner lost between the head and the mark: recovery frees its slot and takes the head back, nothing counted', async ({
+    expect,
+  }) => {
+    const { queue, consumerUid, slot } = await oneMessage('lost-between');
+    const got = await receiveAsRunner(d, queue);
+    // Every mark fails before it reaches DynamoDB: the registration gives up with its head written.
+    const name = 'refuseMarks';
+    let refused = 0;
+    d.host.dynamodb.middlewareStack.add(
+      (next, context) => async (args) => {
+        if (writeOf(context.commandName ?? '', args.input) !== 'mark') return next(args);
+        refused++;
+        throw Object.assign(new Error(dropped.message), { name: dropped.name, $metadata: {} });
+      },
+      { step: 'initialize', name },
+    );
+    try {
+      await expect(d.host.delivery.register(slot, got)).rejects.toThrow();
+    } finally {
+      d.host.dynamodb.middlewareStack.remove(name);
+    }
+    expect(refused).toBeGreaterThanOrEqual(2);
+    expect((await batchHead(d, slot.batchId))?.closed).toBe(false);
+    expect(await registered(consumerUid, slot.batchId)).toBe(false);
+    // The lane's invocation failed: RecoverBatch recovers its slot.
+    await d.host.delivery.recoverBatch(consumerUid, slot.batchId);
+    expect(await d.host.delivery.slotsOf(consumerUid)).toEqual({});
+    expect(await batchHead(d, slot.batchId)).toBeUndefined();
+    // The message returns when its short visibility ends, as its first attempt.
+    const again = await waitFor(
+      'the message back in the queue',
+      async () => {
+        const r = await receiveAsRunner(d, queue);
+        return r.length > 0 ? r : undefined;
+      },
+      60_000,
+    );
+    const next = await d.host.delivery.acquire(consumerUid, slot.generation);
+    if (next.status !== 'acquired') throw new Error(`no slot: ${next.status}`);
+    const reg = await d.host.delivery.register(next.slot, again);
+    expect(reg.deliver.map((x) => x.attempts)).toEqual([1]);
+    await d.host.delivery.finalizeAsRunner(next.slot.batchId, reg.credential, 'returned');
+    await waitDrained(d, queue, 10_000);
+  });
 });

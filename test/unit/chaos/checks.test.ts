@@ -10,6 +10,7 @@ import {
   concurrencyBoundAt,
   concurrencyBoundOf,
   type DeliveryEvidence,
+  mayBeTakenBack,
 } from '../../chaos/checks.ts';
 import type { HeadItem, ManifestItem } from '../../chaos/host-state.ts';
 import { createRng } from '../../chaos/prng.ts';
@@ -192,6 +193,15 @@ describe('chaos checkers', () => {
     expect(compareHeads(head('A', { outcome: 'threw' }), head('A', { outcome: 'returned' }))).toHaveLength(1);
     expect(compareHeads(head('A'), undefined)).toHaveLength(1);
     expect(compareHeads(head('A', { closed: false }), head('A', { settled: { '0': 'a' } }))).toEqual([]);
+  });
+
+  it('only an open, unsettled, undecided head may be taken back (a registration whose slot refused its mark)', () => {
+    const open = { closed: false, outcome: undefined, applied: false };
+    expect(mayBeTakenBack(head('A', open))).toBe(true);
+    expect(mayBeTakenBack(head('A', { ...open, settled: { '0': 'a' } }))).toBe(false);
+    expect(mayBeTakenBack(head('A', { ...open, all: 'a' }))).toBe(false);
+    expect(mayBeTakenBack(head('A'))).toBe(false);
+    expect(mayBeTakenBack(head('A', { ...open, closed: true }))).toBe(false);
   });
 
   it('overlapping handlers beyond maxConcurrency are breaches; a hang ends at its last beat', () => {

@@ -82,7 +82,7 @@ export async function markBatchSlot(
   head: BatchHead,
 ): Promise<boolean> {
   if (await markSlot(t, slotMap, head)) return true;
-  await dropHead(t, head);
+  await takeBackHead(t, head.batchId, head.credentialHash);
   return false;
 }
 
@@ -147,26 +147,31 @@ async function markSlot(
 }
 
 /**
- * Takes back the head of a batch whose slot refused it (no handler got its credential). If it
- * cannot, the head stays open and unmarked, which no recovery, settlement or listing reads,
- * until it expires.
+ * Takes back the open head of a batch that never started (its slot refused the mark, or was
+ * freed unmarked), this registration's own when `credentialHash` is given. If it cannot, the head
+ * stays open and unmarked, which no recovery, settlement or listing reads, until it expires.
  */
-async function dropHead(t: DeliveryTable, head: BatchHead): Promise<void> {
+export async function takeBackHead(
+  t: DeliveryTable,
+  batchId: string,
+  credentialHash?: string,
+): Promise<void> {
+  const ours = credentialHash === undefined ? '' : ' AND credentialHash = :h';
   await t.client
     .send(
       new DeleteItemCommand({
         TableName: t.table,
-        Key: marshall(deliveryKeys.head(head.batchId)),
-        ConditionExpression: 'closed = :false AND credentialHash = :h',
-        ExpressionAttributeValues: marshall({ ':false': false, ':h': head.credentialHash }),
+        Key: marshall(deliveryKeys.head(batchId)),
+        ConditionExpression: `closed = :false${ours}`,
+        ExpressionAttributeValues: marshall({
+          ':false': false,
+          ...(credentialHash === undefined ? {} : { ':h': credentialHash }),
+        }),
       }),
     )
     .catch((err: unknown) => {
       if (isConditionFailure(err)) return;
-      log.warn('could not take back the head of a batch its slot refused; it expires', {
-        batchId: head.batchId,
-        err,
-      });
+      log.warn('could not take back the head of a batch that never started; it expires', { batchId, err });
     });
 }
 
