@@ -39,6 +39,7 @@ import {
   slotShardKey,
   upTo,
 } from './slot-groups.ts';
+import { ShardHints } from './slot-hints.ts';
 import {
   inShard,
   overhang,
@@ -109,8 +110,8 @@ export class DynamoSlotMap {
   private readonly perShard: number;
   /** Shards each consumer is known to have used (never fewer than it has): which items to read. */
   private readonly knownShards = new Map<string, number>();
-  /** Slots per shard as this process last saw them, and when (a hint for where a take finds room). */
-  private readonly sizes = new Map<string, Map<number, { size: number; at: number }>>();
+  /** What this process last saw of each shard: where a take's first write is likely admitted. */
+  private readonly hints: ShardHints;
   /** Raises of shard 0's count under way, so concurrent takes in this process make one. */
   private readonly raising = new Map<string, Promise<void>>();
   /** Shards `prepare` saw adopted, per consumer generation (`<consumer>#<generation>`). */
@@ -121,6 +122,7 @@ export class DynamoSlotMap {
     this.table = table;
     this.layout = layout;
     this.perShard = layout.perShard;
+    this.hints = new ShardHints(layout.perShard);
   }
 
   /** The key of a consumer's shard item. */
@@ -207,10 +209,7 @@ export class DynamoSlotMap {
   private noteSize(consumerUid: string, shard: number, item: Record<string, unknown> | undefined): void {
     if (shard === 0 && typeof item?.shards === 'number') this.learnShards(consumerUid, item.shards);
     if (item?.slots === undefined) return;
-    if (this.sizes.size > 1_000) this.sizes.clear();
-    const byShard = this.sizes.get(consumerUid) ?? new Map<number, { size: number; at: number }>();
-    this.sizes.set(consumerUid, byShard);
-    byShard.set(shard, { size: Object.keys(item.slots as object).length, at: Date.now() });
+    this.hints.note(consumerUid, shard, item as { slots: object; adoptedBy?: unknown });
   }
 
   private learnShards(consumerUid: string, count: number): void {
@@ -326,8 +325,14 @@ export class DynamoSlotMap {
       return { ...out, batchId: id };
     };
     const refused = (state: DispatchState) => ({ taken: false, state, batchId: inShard(batchId, 0) });
-    const recent = this.recentRoom(consumerUid, max);
-    const first = count === 1 ? 0 : order.find((s) => (recent[s] ?? 0) > 0);
+    const recent = this.hints.recentRoom(consumerUid, max);
+    const room = (s: number) => (recent[s] ?? 0) > 0;
+    // A lane on its own tries first a shard its generation adopted, as far as this process saw:
+    // a first guess at one it did not costs a refused write and a read of every shard — most of a
+    // lone lane's take on a consumer that few lanes have used since it was created or updated.
+    const adopted = spread ? undefined : this.hints.adoptedBy(consumerUid, bound.generation);
+    const first =
+      count === 1 ? 0 : (order.find((s) => room(s) && adopted?.has(s) === true) ?? order.find(room));
     if (first !== undefined) {
       // A guess: met busy, the take reads every shard instead of waiting for this one.
       const out = await tryIn(first, { kind: 'fenced' }, count > 1);
@@ -354,20 +359,6 @@ export class DynamoSlotMap {
       }
     }
     return refused(all);
-  }
-
-  /**
-   * Free slots per shard as this process saw each within the last 2 s; a shard not seen since
-   * counts as having room.
-   */
-  private recentRoom(consumerUid: string, max: number): number[] {
-    const byShard = this.sizes.get(consumerUid);
-    const now = Date.now();
-    return Array.from({ length: shardCount(max, this.perShard) }, (_, s) => {
-      const cap = shardCapacity(max, s, this.perShard);
-      const seen = byShard?.get(s);
-      return seen && now - seen.at <= 2_000 ? cap - seen.size : cap;
-    });
   }
 
   /**

@@ -11,7 +11,7 @@ import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { dynamoDbClient } from '../../../lambdas/adapters/aws/clients.ts';
 import { createHostTable } from '../../../lambdas/adapters/aws/create-host-table.ts';
 import { DynamoDeliveryStore } from '../../../lambdas/adapters/aws/dynamodb-delivery-store.ts';
-import { shardOf } from '../../../lambdas/adapters/aws/slot-shards.ts';
+import { shardOf, takeOrder } from '../../../lambdas/adapters/aws/slot-shards.ts';
 
 describe('DL-02 slots in shards (DynamoDB store)', () => {
   let client: DynamoDBClient;
@@ -220,5 +220,27 @@ describe('DL-02 slots in shards (DynamoDB store)', () => {
       maxConcurrency: 3,
     });
     expect(read.recoveredAt).toBe(12345);
+  });
+
+  it('DL-02 a lone lane takes first in a shard its generation adopted: one write, no refusal, no read of every shard', async () => {
+    const { store, calls } = countedStore(1);
+    const c = `c-${randomUUID()}`;
+    const first = await store.takeSlot(c, `b-first-${randomUUID().slice(0, 8)}`, deadline(), g1(10));
+    expect(first.taken).toBe(true);
+    await store.releaseSlot(c, first.batchId);
+    // A lane whose id would first guess another shard, one its generation has not adopted.
+    let id = '';
+    do id = `b-${randomUUID().slice(0, 12)}`;
+    while (takeOrder(id, 10)[0] === shardOf(first.batchId));
+    calls.length = 0;
+    const next = await store.takeSlot(c, id, deadline(), g1(10));
+    expect(next.taken).toBe(true);
+    expect(shardOf(next.batchId)).toBe(shardOf(first.batchId));
+    // The take itself, and the wake count read beside it.
+    expect(calls.filter((name) => name !== 'GetItemCommand')).toEqual(['UpdateItemCommand']);
+    // Held there, the next lane goes where its own id points, adopting that shard.
+    const third = await store.takeSlot(c, id.replace('b-', 'b3-'), deadline(), g1(10));
+    expect(third.taken).toBe(true);
+    expect(shardOf(third.batchId)).not.toBe(shardOf(first.batchId));
   });
 });
