@@ -266,7 +266,10 @@ export interface DeliveryStore {
   markRegistered(consumerUid: string, batchId: string): Promise<boolean>;
   /** Every consumer that has a slot map (for recovery when the local Host starts). */
   consumersWithSlots(): Promise<string[]>;
-  /** Removes slots that hold no batch yet (idle lanes), so a stop boundary need not wait for them. */
+  /**
+   * Removes slots that hold no batch yet (idle lanes), so a stop boundary need not wait for them;
+   * a head a lost runner wrote for one of them, before its mark, is taken back (`takeBackHead`).
+   */
   revokeUnregistered(consumerUid: string): Promise<number>;
   /**
    * From now on no batch of a generation below `closedBelow` registers, in any slot the consumer

@@ -184,8 +184,11 @@ export class DynamoDeliveryStore implements DeliveryStore {
     return this.slotMap.consumersWithSlots();
   }
 
-  revokeUnregistered(consumerUid: string): Promise<number> {
-    return this.slotMap.revokeUnregistered(consumerUid);
+  async revokeUnregistered(consumerUid: string): Promise<number> {
+    const revoked = await this.slotMap.revokeUnregistered(consumerUid);
+    // A runner lost between a head and its mark in one of them left a batch that never starts.
+    for (const batchId of revoked) await takeBackHead(this.table, batchId);
+    return revoked.length;
   }
 
   async fenceGenerations(consumerUid: string, closedBelow: number, maxConcurrency: number): Promise<void> {

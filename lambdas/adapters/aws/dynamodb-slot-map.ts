@@ -565,13 +565,14 @@ export class DynamoSlotMap {
     return [...out];
   }
 
-  async revokeUnregistered(consumerUid: string): Promise<number> {
+  /** Frees every slot that holds no batch; answers the ids freed. */
+  async revokeUnregistered(consumerUid: string): Promise<string[]> {
     const state = await this.read(consumerUid);
-    let revoked = 0;
+    const revoked: string[] = [];
     for (const batchId of Object.keys(state.slots)) {
       if (state.registered[batchId]) continue;
       // Fails if the slot was registered meanwhile: it holds a batch now and stays.
-      if (await this.releaseUnregistered(consumerUid, batchId)) revoked++;
+      if (await this.releaseUnregistered(consumerUid, batchId)) revoked.push(batchId);
     }
     return revoked;
   }

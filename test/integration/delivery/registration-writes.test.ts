@@ -6,7 +6,7 @@
  * handed out beside it, and a batch that did not start leaves nothing behind that holds them.
  */
 import type { UpdateItemCommandInput } from '@aws-sdk/client-dynamodb';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Slot } from '../../../lambdas/delivery/delivery-service.ts';
 import type { QueueTarget } from '../../../lambdas/delivery/ports.ts';
 import {
@@ -91,6 +91,32 @@ describe('registration: manifest, head and slot mark as three plain writes (DL-0
   const registered = async (consumerUid: string, batchId: string) =>
     (await d.host.delivery.dispatchState(consumerUid)).registered[batchId] === true;
 
+  /**
+   * Registers while every mark fails before it reaches DynamoDB: the registration gives up with
+   * its head written, as a runner lost between the two writes leaves it. Answers the marks tried.
+   */
+  async function registerWithoutMark(slot: Slot, got: Awaited<ReturnType<typeof receiveAsRunner>>) {
+    const name = 'refuseMarks';
+    let refused = 0;
+    d.host.dynamodb.middlewareStack.add(
+      (next, context) => async (args) => {
+        if (writeOf(context.commandName ?? '', args.input) !== 'mark') return next(args);
+        refused++;
+        throw Object.assign(new Error(dropped.message), { name: dropped.name, $metadata: {} });
+      },
+      { step: 'initialize', name },
+    );
+    try {
+      await d.host.delivery.register(slot, got).then(
+        () => expect.fail('registered without its mark'),
+        () => undefined,
+      );
+    } finally {
+      d.host.dynamodb.middlewareStack.remove(name);
+    }
+    return refused;
+  }
+
   for (const [write, error] of [
     ['head', dropped],
     ['head', throttled],
@@ -166,24 +192,7 @@ describe('registration: manifest, head and slot mark as three plain writes (DL-0
     expect,
   }) => {
     const { queue, consumerUid, slot } = await oneMessage('lost-between');
-    const got = await receiveAsRunner(d, queue);
-    // Every mark fails before it reaches DynamoDB: the registration gives up with its head written.
-    const name = 'refuseMarks';
-    let refused = 0;
-    d.host.dynamodb.middlewareStack.add(
-      (next, context) => async (args) => {
-        if (writeOf(context.commandName ?? '', args.input) !== 'mark') return next(args);
-        refused++;
-        throw Object.assign(new Error(dropped.message), { name: dropped.name, $metadata: {} });
-      },
-      { step: 'initialize', name },
-    );
-    try {
-      await expect(d.host.delivery.register(slot, got)).rejects.toThrow();
-    } finally {
-      d.host.dynamodb.middlewareStack.remove(name);
-    }
-    expect(refused).toBeGreaterThanOrEqual(2);
+    expect(await registerWithoutMark(slot, await receiveAsRunner(d, queue))).toBeGreaterThanOrEqual(2);
     expect((await batchHead(d, slot.batchId))?.closed).toBe(false);
     expect(await registered(consumerUid, slot.batchId)).toBe(false);
     // The lane's invocation failed: RecoverBatch recovers its slot.
@@ -205,5 +214,16 @@ describe('registration: manifest, head and slot mark as three plain writes (DL-0
     expect(reg.deliver.map((x) => x.attempts)).toEqual([1]);
     await d.host.delivery.finalizeAsRunner(next.slot.batchId, reg.credential, 'returned');
     await waitDrained(d, queue, 10_000);
+  });
+
+  it('QC-08 a runner lost between the head and the mark, then the consumer stops: the stop frees the slot and takes the head back', async ({
+    expect,
+  }) => {
+    const { queue, consumerUid, slot } = await oneMessage('stop-after-lost');
+    await registerWithoutMark(slot, await receiveAsRunner(d, queue));
+    expect((await batchHead(d, slot.batchId))?.closed).toBe(false);
+    await stopConsumer(d, consumerUid);
+    expect(await d.host.delivery.inFlightBatches(consumerUid)).toBe(0);
+    expect(await batchHead(d, slot.batchId)).toBeUndefined();
   });
 });
