@@ -27,6 +27,7 @@ import { startDynamoDbLocal } from './standins/dynamodb-local.ts';
 import { standInOldestAge } from './standins/sqs-queue-age.ts';
 import { startSqsServer } from './standins/sqs-server.ts';
 import { SupervisedStandIn } from './standins/supervised.ts';
+import { retriedAtStartUp } from './start-up-retry.ts';
 import { LocalWorkerRegistry } from './workers/local-worker-registry.ts';
 import { WorkerPool } from './workers/worker-pool.ts';
 
@@ -195,10 +196,14 @@ export async function startLocalHost(config: LocalHostConfig): Promise<RunningHo
     );
     // Batches an earlier run left in flight (a stop that ran out of time, `kill -9`) end now:
     // their handlers died with that process, so nothing needs to wait for their deadlines.
-    await host.delivery.recoverAfterRestart();
+    await retriedAtStartUp('recovering the batches an earlier run left', () =>
+      host.delivery.recoverAfterRestart(),
+    );
     // The same for Operations: a step the dead run had claimed resumes now, not when its lease
     // (60 s by default) runs out.
-    const released = await host.store.releaseLeases(Date.now());
+    const released = await retriedAtStartUp('releasing the Operations an earlier run claimed', () =>
+      host.store.releaseLeases(Date.now()),
+    );
     if (released > 0)
       log.info('resumed the Operations a previous run left claimed', { operations: released });
     server = await startNodeServer(host.http, config.port);
