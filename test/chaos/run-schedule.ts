@@ -97,6 +97,11 @@ export interface ScheduleResult {
   unconverged: string[];
   /** Seconds the convergence wait was extended to a kept slot's deadline (the product's bound). */
   keptSlotWaits: number[];
+  /**
+   * Seconds it was extended for messages hidden in the main queue, none visible: held by a receive
+   * whose answer was lost, or by a postponed dead-letter move, they return when that ends.
+   */
+  inFlightWaits?: number[];
   folder?: string;
 }
 
@@ -351,6 +356,7 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
   let delivery: DeliveryVerdict | undefined;
   let unconverged: string[] = [];
   const keptSlotWaits: number[] = [];
+  const inFlightWaits: number[] = [];
   const result = (): ScheduleResult => {
     const ev = ctl.events;
     const count = (k: string) => ev.filter((e) => e.kind === k).length;
@@ -375,6 +381,7 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
       delivery,
       unconverged,
       keptSlotWaits,
+      inFlightWaits,
       // A failed schedule's folder (data, worker records, Host log) is always kept for diagnosis.
       ...(o.keep || failures.length > 0 ? { folder: root } : {}),
     };
@@ -667,6 +674,21 @@ export async function runSchedule(s: Schedule, o: RunOptions = {}): Promise<Sche
           deadline = Math.max(until, Date.now()) + grace + round + 60_000;
           keptSlotWaits.push(Math.round((deadline - Date.now()) / 1000));
           log(`seed ${s.seed}: a kept slot holds until ${new Date(until).toISOString()}; waiting for it`);
+          continue;
+        }
+        // Messages only hidden (none visible), every other message final and every batch
+        // finished: a receive whose answer was lost hides its messages for the receive's
+        // visibility (gathering plus room to register), a postponed dead-letter move for its
+        // delay. They return by themselves, and a lane then takes them: wait that long, once.
+        const main = await state.counts(mainQueue).catch(() => undefined);
+        const onlyQueue = blockers.every((b) => b.startsWith('main queue holds'));
+        if (onlyQueue && main && main.visible === 0 && main.inFlight + main.delayed > 0) {
+          const hold = (s.timing === 'default' ? 20_000 + 60_000 : 10_000) + 30_000;
+          deadline = Date.now() + hold + round + 30_000;
+          inFlightWaits.push(Math.round((deadline - Date.now()) / 1000));
+          log(
+            `seed ${s.seed}: ${main.inFlight + main.delayed} message(s) hidden in the main queue; waiting for them`,
+          );
           continue;
         }
       }
