@@ -41,13 +41,29 @@ export function readAndWritten(b: PartBreakdown): { kinds: string[]; readsPerBat
   return { kinds, readsPerBatch: n / Math.max(1, b.batches) };
 }
 
-/** WRU per batch of the writes that name the batch manifest alone (its own PutItem). */
+/** A batch head's write units: it stays under 1 KB (ids, digest, outcome; never the messages). */
+const HEAD_WRU = 1;
+
+/**
+ * WRU per batch of the batch manifest's own PutItem. Counted by item where the meter did so
+ * (`wruByItem`); in results recorded before it, from the PutItems that named manifests only, or —
+ * once heads were PutItems too — from those that named heads and manifests, less a head's unit
+ * for each head.
+ */
 export function manifestWruPerBatch(b: PartBreakdown): number {
   let units = 0;
   for (const ops of Object.values(b.ops))
     for (const e of dynamoRequests(ops, false)) {
-      const kinds = Object.keys(foldKinds(e.items ?? {}));
-      if (kinds.length === 1 && kinds[0] === 'BATCH/manifest') units += e.wru;
+      const byItem = e.wruByItem?.['BATCH/manifest'];
+      if (byItem !== undefined) {
+        units += byItem;
+        continue;
+      }
+      const kinds = foldKinds(e.items ?? {});
+      const names = Object.keys(kinds).sort().join(',');
+      if (names === 'BATCH/manifest') units += e.wru;
+      else if (names === 'BATCH/head,BATCH/manifest' && e.wruByItem === undefined)
+        units += Math.max(0, e.wru - HEAD_WRU * (kinds['BATCH/head'] ?? 0));
     }
   return units / Math.max(1, b.batches);
 }

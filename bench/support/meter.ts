@@ -81,6 +81,11 @@ export interface SdkTally {
   refusedWrites: number;
   /** DynamoDB: items the calls named, by kind (`itemKind`), e.g. `{ ATTACH: 2, 'BATCH/head': 1 }`. */
   items?: Record<string, number>;
+  /**
+   * DynamoDB: write units of the calls that named one item, by its kind — what one kind's writes
+   * cost where one operation writes several kinds (a PutItem of a head or of a manifest).
+   */
+  wruByItem?: Record<string, number>;
 }
 
 export interface LambdaTally {
@@ -380,6 +385,11 @@ export class Meter {
       const write = c.WriteCapacityUnits ?? (CAPACITY_WRITES.has(operation) ? (c.CapacityUnits ?? 0) : 0);
       e.rru += read;
       e.wru += write;
+      const [only] = items;
+      if (write > 0 && items.length === 1 && only !== undefined) {
+        e.wruByItem ??= {};
+        e.wruByItem[only] = (e.wruByItem[only] ?? 0) + write;
+      }
     }
   }
 
@@ -578,7 +588,13 @@ export function addTallies(tallies: Tally[]): Tally {
 }
 
 function mergeItems(into: SdkTally, from: SdkTally): void {
-  if (!from.items) return;
-  into.items ??= {};
-  for (const [kind, n] of Object.entries(from.items)) into.items[kind] = (into.items[kind] ?? 0) + n;
+  if (from.items) {
+    into.items ??= {};
+    for (const [kind, n] of Object.entries(from.items)) into.items[kind] = (into.items[kind] ?? 0) + n;
+  }
+  if (from.wruByItem) {
+    into.wruByItem ??= {};
+    for (const [kind, n] of Object.entries(from.wruByItem))
+      into.wruByItem[kind] = (into.wruByItem[kind] ?? 0) + n;
+  }
 }

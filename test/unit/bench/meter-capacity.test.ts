@@ -64,6 +64,9 @@ describe('bench meter: request units as AWS bills them', () => {
     const byOp = meter.snapshot().sdk.unattributed ?? {};
     expect(byOp['DynamoDB:TransactWriteItems']?.wru).toBe(6);
     expect(byOp['DynamoDB:PutItem']?.wru).toBe(4);
+    // A single-item write is counted by its item's kind as well; a transaction's items are not.
+    expect(byOp['DynamoDB:PutItem']?.wruByItem).toEqual({ RES: 4 });
+    expect(byOp['DynamoDB:TransactWriteItems']?.wruByItem).toBeUndefined();
   });
 
   it('prices an update in a transaction by the size of the item it was last seen at, plus what it writes', async () => {
